@@ -1,0 +1,127 @@
+"""The `agentic-rag` command: index, search and delete (the agent's commands come later)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .config import SEARCH_MODES, Config
+from .errors import AgenticRAGError, ConfigurationError
+from .kb import EMBEDDERS, KnowledgeBase, load_documents, make_embedder
+from .kb.store import MANIFEST
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one clear line instead of argparse's usage block
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _open_or_create(kb_dir: Path, args) -> KnowledgeBase:
+    chunking = {k: v for k, v in (("chunk_size", args.chunk_size), ("chunk_overlap", args.chunk_overlap))
+                if v is not None}
+    if not (kb_dir / MANIFEST).exists():
+        return KnowledgeBase(make_embedder(args.embedder or "hashing"), Config(**chunking))
+    kb = KnowledgeBase.load(kb_dir, make_embedder(args.embedder) if args.embedder else None)
+    differs = {k: v for k, v in chunking.items() if getattr(kb.config, k) != v}
+    if differs:
+        raise ConfigurationError(
+            f"{kb_dir} was chunked with size {kb.config.chunk_size} and overlap {kb.config.chunk_overlap}; "
+            f"drop --chunk-size/--chunk-overlap to add to it, or index into a new --kb directory")
+    return kb
+
+
+def cmd_index(args) -> int:
+    start = time.perf_counter()
+    kb_dir = Path(args.kb)
+    kb = _open_or_create(kb_dir, args)
+    print(f"reading {', '.join(args.paths)} ...", file=sys.stderr)
+    loaded = load_documents(args.paths)
+    for where, reason in loaded.skipped:
+        print(f"warning: skipped {where}: {reason}", file=sys.stderr)
+    if not loaded.documents:
+        raise ConfigurationError(f"no documents found in {', '.join(args.paths)}; index .txt, .md or .jsonl files")
+    print(f"chunking and embedding {len(loaded.documents)} documents with {kb.embedder.name} ...", file=sys.stderr)
+    result = kb.add_documents(loaded.documents, progress=True)
+    kb.save(kb_dir)
+    print(f"indexed {len(loaded.documents)} documents ({result.added} new, {result.replaced} replaced, "
+          f"{result.unchanged} unchanged) into {result.chunks} new chunks; knowledge base now holds "
+          f"{kb.document_count} documents, {len(kb)} chunks; skipped {len(loaded.skipped)} files; "
+          f"{time.perf_counter() - start:.1f} s -> {kb_dir}")
+    return 0
+
+
+def cmd_search(args) -> int:
+    kb = KnowledgeBase.load(args.kb)
+    hits = kb.search(args.query, k=args.k, mode=args.mode)
+    if args.json:
+        print(json.dumps([hit.model_dump() for hit in hits], ensure_ascii=False, indent=2))
+        return 0
+    for n, hit in enumerate(hits, 1):
+        ranks = ", ".join(f"{name} #{rank}" for name, rank in hit.ranks.items())
+        text = " ".join(hit.text.split())
+        print(f"{n}. {hit.title or hit.doc_id}  [{hit.id}; score {hit.score:.4f}; {ranks}]\n"
+              f"   {text[:240]}{'...' if len(text) > 240 else ''}\n   source: {hit.source}")
+    return 0
+
+
+def cmd_delete(args) -> int:
+    kb = KnowledgeBase.load(args.kb)
+    found = kb.delete_documents(args.doc_ids)
+    missing = len(set(args.doc_ids)) - found
+    kb.save(args.kb)
+    print(f"deleted {found} documents{f'; {missing} ids were not in the knowledge base' if missing else ''}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line parser (exposed for tests and docs)."""
+    parser = _Parser(prog="agentic-rag", description="Agentic retrieval-augmented question answering.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    index = commands.add_parser("index", help="index files or folders into a knowledge base")
+    index.add_argument("paths", nargs="+", metavar="PATH")
+    index.add_argument("--kb", required=True, metavar="DIR")
+    index.add_argument("--embedder", choices=sorted(EMBEDDERS))
+    index.add_argument("--chunk-size", type=_positive, metavar="N")
+    index.add_argument("--chunk-overlap", type=int, metavar="N")
+    index.set_defaults(run=cmd_index)
+    search = commands.add_parser("search", help="search a knowledge base")
+    search.add_argument("query")
+    search.add_argument("--kb", required=True, metavar="DIR")
+    search.add_argument("--k", type=_positive, default=5)
+    search.add_argument("--mode", choices=SEARCH_MODES, default="hybrid")
+    search.add_argument("--json", action="store_true")
+    search.set_defaults(run=cmd_search)
+    delete = commands.add_parser("delete", help="delete documents by id from a knowledge base")
+    delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
+    delete.add_argument("--kb", required=True, metavar="DIR")
+    delete.set_defaults(run=cmd_delete)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `agentic-rag` command."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except AgenticRAGError as exc:
+        print(f"agentic-rag: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("agentic-rag: interrupted; the saved knowledge base is unchanged", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""One frozen dataclass holds every setting, with defaults chosen by measurement."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from .errors import ConfigurationError
+
+SEARCH_MODES = ("hybrid", "bm25", "vector")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings for chunking, retrieval and (later) the agent loop; immutable, safe to share."""
+
+    # chunking, in characters (one CJK character is about one token, four Latin ones about one)
+    chunk_size: int = 800
+    chunk_overlap: int = 100
+    # Okapi BM25 parameters, by their paper names
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    # reciprocal-rank fusion: k from Cormack et al. (2009), weights chosen on the dev splits
+    rrf_k: int = 60
+    bm25_weight: float = 1.0
+    vector_weight: float = 1.0
+    candidates: int = 50  # how deep each retriever ranks before fusion
+    rerank: bool = False
+    # hnswlib graph; below exact_search_below vectors an exact numpy search is used instead
+    hnsw_m: int = 16
+    hnsw_ef_construction: int = 200
+    hnsw_ef: int = 100
+    exact_search_below: int = 20_000
+    seed: int = 100
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+                raise ConfigurationError(f"Config.{f.name} = {value!r} is negative; use a value >= 0")
+        if self.chunk_size < 50:
+            raise ConfigurationError(f"Config.chunk_size = {self.chunk_size} is too small; use at least 50 characters")
+        if self.chunk_overlap >= self.chunk_size:
+            raise ConfigurationError(
+                f"Config.chunk_overlap = {self.chunk_overlap} must be smaller than chunk_size = {self.chunk_size}")
+        if self.bm25_weight == 0 and self.vector_weight == 0:
+            raise ConfigurationError("Config.bm25_weight and vector_weight are both 0; give at least one a weight above 0")
+        if not 0 <= self.bm25_b <= 1:
+            raise ConfigurationError(f"Config.bm25_b = {self.bm25_b} must lie in [0, 1]")
+        if self.candidates < 1 or self.hnsw_m < 2:
+            raise ConfigurationError("Config.candidates must be >= 1 and Config.hnsw_m >= 2")

@@ -1,0 +1,25 @@
+"""The library's error tree: every error it raises on purpose is an AgenticRAGError."""
+
+
+class AgenticRAGError(Exception):
+    """Base class: catch this to handle any error the library raises on purpose."""
+
+
+class ConfigurationError(AgenticRAGError):
+    """A setting, flag or argument has a bad value; the message names it and the fix."""
+
+
+class ModelError(AgenticRAGError):
+    """A model call failed (network, server, timeout) after its retries."""
+
+
+class ModelOutputError(ModelError):
+    """A model replied with output that does not fit the expected schema."""
+
+
+class RetrievalError(AgenticRAGError):
+    """The knowledge base cannot serve a search: missing, empty, corrupted or mismatched."""
+
+
+class ToolError(AgenticRAGError):
+    """A tool was unknown, given bad arguments, or failed."""

@@ -1,0 +1,249 @@
+"""The knowledge base: documents in, chunks out, hybrid search, atomic saves."""
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterable
+
+import hnswlib
+import numpy as np
+
+from ..config import SEARCH_MODES, Config
+from ..errors import ConfigurationError, RetrievalError
+from . import store
+from .bm25 import BM25
+from .chunking import chunk_text
+from .documents import Document
+from .embedders import Embedder, embed_batched, make_embedder
+from .filters import check_filters, matches
+from .fusion import reciprocal_rank_fusion
+from .hit import Hit
+from .rerank import LexicalReranker, Reranker
+from .rwlock import ReadWriteLock
+from .tokenize import TOKENIZER_SETTINGS, tokenize
+from .vectors import VectorIndex
+
+
+@dataclass
+class AddResult:
+    """What an add did: documents new, replaced and unchanged (skipped), and chunks written."""
+
+    added: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    chunks: int = 0
+
+
+def _index_text(chunk: dict) -> str:
+    """What both retrievers see: the title (often the entity's name) above the chunk."""
+    return f"{chunk['title']}\n{chunk['text']}" if chunk["title"] else chunk["text"]
+
+
+class KnowledgeBase:
+    """Chunks with a BM25 index and a vector index; thread-safe, one read-write lock for all."""
+
+    def __init__(self, embedder: Embedder | None = None, config: Config | None = None,
+                 reranker: Reranker | None = None):
+        self.config = config or Config()
+        self.embedder = embedder or make_embedder("hashing")
+        self.reranker = reranker or LexicalReranker()
+        self._chunks: list[dict | None] = []  # by row; None once deleted
+        self._docs: dict[str, dict] = {}      # doc id -> {"hash", "rows"}
+        self._bm25 = BM25(self.config.bm25_k1, self.config.bm25_b)
+        self._vectors = self._new_vector_index()
+        self._lock = ReadWriteLock()
+        self._writer = threading.Lock()       # one add or delete at a time; searches go on meanwhile
+
+    def _new_vector_index(self) -> VectorIndex:
+        c = self.config
+        return VectorIndex(self.embedder.dimension, c.hnsw_m, c.hnsw_ef_construction, c.hnsw_ef,
+                           c.exact_search_below, c.seed)
+
+    def __len__(self) -> int:
+        return self._bm25.size
+
+    @property
+    def document_count(self) -> int:
+        """Number of documents held."""
+        return len(self._docs)
+
+    def add_documents(self, documents: Iterable[Document], progress: bool = False) -> AddResult:
+        """Index documents; a known id with changed content replaces that document's chunks."""
+        latest = {doc.id: doc for doc in documents}
+        result = AddResult()
+        with self._writer:
+            with self._lock.read():
+                todo = [d for d in latest.values() if self._docs.get(d.id, {}).get("hash") != d.content_hash()]
+            result.unchanged = len(latest) - len(todo)
+            chunks = [dict(id=f"{doc.id}#{i}", doc_id=doc.id, text=text, title=doc.title, source=doc.source,
+                           metadata=doc.metadata)
+                      for doc in todo for i, text in enumerate(chunk_text(doc.text, self.config.chunk_size,
+                                                                          self.config.chunk_overlap))]
+            texts = [_index_text(c) for c in chunks]
+            tokens = [tokenize(t) for t in texts]
+            vectors = embed_batched(self.embedder, texts, progress=progress)
+            with self._lock.write():
+                for doc in todo:
+                    if doc.id in self._docs:
+                        result.replaced += 1
+                        self._delete_rows(self._docs.pop(doc.id)["rows"])
+                result.added = len(todo) - result.replaced
+                rows = list(range(len(self._chunks), len(self._chunks) + len(chunks)))
+                self._chunks.extend(chunks)
+                for doc in todo:
+                    self._docs[doc.id] = {"hash": doc.content_hash(), "rows": []}
+                for row, chunk in zip(rows, chunks):
+                    self._docs[chunk["doc_id"]]["rows"].append(row)
+                self._bm25.add(rows, tokens)
+                self._vectors.add(rows, vectors)
+        result.chunks = len(chunks)
+        return result
+
+    def delete_documents(self, doc_ids: Iterable[str]) -> int:
+        """Remove documents and all their chunks; returns how many were found."""
+        with self._writer, self._lock.write():
+            found = [doc_id for doc_id in dict.fromkeys(doc_ids) if doc_id in self._docs]
+            for doc_id in found:
+                self._delete_rows(self._docs.pop(doc_id)["rows"])
+            return len(found)
+
+    def _delete_rows(self, rows: list[int]) -> None:
+        self._bm25.delete(rows)
+        self._vectors.delete(rows)
+        for row in rows:
+            self._chunks[row] = None
+
+    def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
+               rerank: bool | None = None) -> list[Hit]:
+        """The k best chunks for the query; each hit records its rank in each retriever."""
+        if not isinstance(query, str) or not query.strip():
+            raise ConfigurationError("the search query is empty; give some words to search for")
+        if mode not in SEARCH_MODES:
+            raise ConfigurationError(f"unknown search mode {mode!r}; choose one of: {', '.join(SEARCH_MODES)}")
+        if not isinstance(k, int) or k < 1:
+            raise ConfigurationError(f"k = {k!r}; ask for at least one hit (k >= 1)")
+        filters = check_filters(filters)
+        c = self.config
+        weights = {"bm25": c.bm25_weight if mode == "hybrid" else 1.0,
+                   "vector": c.vector_weight if mode == "hybrid" else 1.0}
+        use = [name for name in ("bm25", "vector") if mode in (name, "hybrid") and weights[name] > 0]
+        query_vector = self.embedder.embed([query])[0] if "vector" in use else None
+        depth = max(k, c.candidates)
+        with self._lock.read():
+            if len(self) == 0:
+                raise RetrievalError("the knowledge base is empty; add documents first "
+                                     "(agentic-rag index PATH --kb DIR)")
+            allowed = self._filter_mask(filters) if filters else None
+            found = {}
+            if "bm25" in use:
+                found["bm25"] = self._bm25.top(tokenize(query), depth, allowed)
+            if "vector" in use:
+                found["vector"] = self._vectors.search(query_vector, depth, allowed)
+            fused = reciprocal_rank_fusion({n: [row for row, _ in f] for n, f in found.items()}, weights, c.rrf_k)
+            if len(use) == 1:  # a single retriever keeps its own score
+                raw = dict(found[use[0]])
+                fused = [(row, raw[row], ranks) for row, _, ranks in fused]
+            hits = [self._hit(row, score, ranks) for row, score, ranks in fused[:depth]]
+            term_weights = self._bm25.idf(tokenize(query))
+        if c.rerank if rerank is None else rerank:
+            hits = self.reranker.rerank(query, hits, term_weights)
+        return hits[:k]
+
+    def _filter_mask(self, filters: dict) -> np.ndarray:
+        return np.array([chunk is not None and matches({**chunk["metadata"], "doc_id": chunk["doc_id"],
+                                                        "source": chunk["source"], "title": chunk["title"]}, filters)
+                         for chunk in self._chunks], bool)
+
+    def _hit(self, row: int, score: float, ranks: dict[str, int]) -> Hit:
+        chunk = self._chunks[row]
+        return Hit(id=chunk["id"], doc_id=chunk["doc_id"], source=chunk["source"], title=chunk["title"],
+                   text=chunk["text"], score=score, ranks=ranks, metadata=chunk["metadata"])
+
+    def save(self, directory: str | Path) -> Path:
+        """Write a new generation to `directory` and switch to it atomically; returns its folder."""
+        with self._lock.read():
+            arrays, vocab = self._bm25.to_arrays()
+            rows = len(self._chunks)
+            vectors = self._vectors.vectors[:rows]
+            writers = {
+                "chunks.jsonl": lambda p: p.write_text("".join(
+                    json.dumps(dict(c, row=r), ensure_ascii=False) + "\n"
+                    for r, c in enumerate(self._chunks) if c is not None), encoding="utf-8"),
+                "documents.json": lambda p: p.write_text(json.dumps(self._docs, ensure_ascii=False), encoding="utf-8"),
+                "bm25.npz": lambda p: _save_npz(p, arrays),
+                "vocab.json": lambda p: p.write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8"),
+                "vectors.npy": lambda p: _save_npy(p, vectors),
+            }
+            if self._vectors.hnsw is not None:
+                writers["hnsw.bin"] = lambda p: self._vectors.hnsw.save_index(str(p))
+            manifest = {
+                "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
+                "tokenizer": TOKENIZER_SETTINGS,
+                "chunking": {"size": self.config.chunk_size, "overlap": self.config.chunk_overlap},
+                "counts": {"documents": len(self._docs), "chunks": len(self), "rows": rows},
+            }
+            return store.save_generation(Path(directory), writers, manifest)
+
+    @classmethod
+    def load(cls, directory: str | Path, embedder: Embedder | None = None, config: Config | None = None,
+             reranker: Reranker | None = None) -> "KnowledgeBase":
+        """Open a saved knowledge base; the embedder must match the one it was built with."""
+        directory = Path(directory)
+        manifest, generation = store.read_generation(directory)
+        built = manifest["embedder"]
+        embedder = embedder or make_embedder(built["name"])
+        if (embedder.name, embedder.dimension) != (built["name"], built["dimension"]):
+            raise ConfigurationError(
+                f"{directory} was built with embedder {built['name']!r} ({built['dimension']}-dim) but "
+                f"{embedder.name!r} ({embedder.dimension}-dim) was given; use --embedder {built['name']} "
+                f"or rebuild into a new --kb directory")
+        chunking = manifest["chunking"]
+        if config is None:
+            config = Config(chunk_size=chunking["size"], chunk_overlap=chunking["overlap"])
+        elif (config.chunk_size, config.chunk_overlap) != (chunking["size"], chunking["overlap"]):
+            raise ConfigurationError(
+                f"{directory} was chunked with size {chunking['size']} and overlap {chunking['overlap']}, "
+                f"not {config.chunk_size} and {config.chunk_overlap}; keep its settings or build a new --kb directory")
+        if manifest["tokenizer"] != TOKENIZER_SETTINGS:
+            raise RetrievalError(f"{directory} was tokenized with {manifest['tokenizer']}; rebuild it "
+                                 f"with this version: agentic-rag index PATH --kb NEW_DIR")
+        kb = cls(embedder, config, reranker)
+        try:
+            kb._restore(generation, manifest)
+        except (ValueError, KeyError, TypeError, OSError, RuntimeError) as exc:
+            raise RetrievalError(f"{generation} cannot be read ({exc}); rebuild it with: "
+                                 f"agentic-rag index PATH --kb {directory}") from None
+        return kb
+
+    def _restore(self, generation: Path, manifest: dict) -> None:
+        rows = manifest["counts"]["rows"]
+        self._chunks = [None] * rows
+        for line in (generation / "chunks.jsonl").read_text(encoding="utf-8").splitlines():
+            chunk = json.loads(line)
+            self._chunks[chunk.pop("row")] = chunk
+        self._docs = json.loads((generation / "documents.json").read_text(encoding="utf-8"))
+        with np.load(generation / "bm25.npz", allow_pickle=False) as arrays:
+            vocab = json.loads((generation / "vocab.json").read_text(encoding="utf-8"))
+            self._bm25 = BM25.from_arrays(dict(arrays), vocab, self.config.bm25_k1, self.config.bm25_b)
+        vectors = np.load(generation / "vectors.npy", allow_pickle=False)
+        if vectors.shape != (rows, self.embedder.dimension):
+            raise ValueError(f"vectors.npy has shape {vectors.shape}, expected ({rows}, {self.embedder.dimension})")
+        alive = np.array([c is not None for c in self._chunks], bool)
+        self._vectors.vectors, self._vectors.alive = vectors.copy(), alive
+        if (generation / "hnsw.bin").is_file():
+            index = hnswlib.Index(space="cosine", dim=self.embedder.dimension)
+            index.load_index(str(generation / "hnsw.bin"), max_elements=max(rows, 1))
+            index.set_ef(self.config.hnsw_ef)
+            self._vectors.hnsw = index
+
+
+def _save_npz(path: Path, arrays: dict) -> None:
+    with path.open("wb") as f:
+        np.savez(f, **arrays)
+
+
+def _save_npy(path: Path, array: np.ndarray) -> None:
+    with path.open("wb") as f:
+        np.save(f, array)

@@ -1,0 +1,39 @@
+"""Lexical tokens for BM25: Latin words, CJK character uni- and bigrams, normalised versions."""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+TOKENIZER_SETTINGS = {"name": "mixed", "version": 1, "cjk": "unigram+bigram", "stopwords": "en"}
+
+# v2.3.1, V2.3.1, 2.3.1 and 2_3_1 all become the one token "2.3.1"
+_VERSION = re.compile(r"(?<![0-9a-z.])v?(\d+(?:[._]\d+)+)(?![0-9a-z])")
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_WORDS = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
+_CJK_RUN = re.compile(rf"[{_CJK}]")
+
+# a short English list; Chinese function characters are left to IDF, which weighs them down
+STOPWORDS = frozenset("""
+a an and are as at be been but by can could did do does for from had has have he her his how i if in
+into is it its may me my no not of on or our she should so than that the their them then there these
+they this those to was we were what when where which who whom why will with would you your
+""".split())
+
+
+def normalize(text: str) -> str:
+    """NFKC (full-width to half-width) and lower case: the form every token is taken from."""
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+def tokenize(text: str) -> list[str]:
+    """Split text into BM25 tokens; the same function serves documents and queries."""
+    text = normalize(text)
+    tokens = [m.group(1).replace("_", ".") for m in _VERSION.finditer(text)]
+    text = _VERSION.sub(" ", text)
+    for run in _WORDS.findall(text):
+        if _CJK_RUN.match(run):
+            tokens.extend(run)
+            tokens.extend(run[i:i + 2] for i in range(len(run) - 1))
+        elif run not in STOPWORDS:
+            tokens.append(run)
+    return tokens
