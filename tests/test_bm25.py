@@ -1,0 +1,64 @@
+import math
+
+import numpy as np
+import pytest
+
+from agentic_rag.kb.bm25 import BM25
+
+DOCS = [["a", "b"], ["a", "c", "c"], ["d"]]
+
+
+def test_hand_computed_example():
+    # N = 3, avgdl = (2 + 3 + 1) / 3 = 2, k1 = 1.2, b = 0.75
+    # idf(c) = ln(1 + (3 - 1 + .5) / (1 + .5)) = ln(2.6667) = 0.980829
+    # idf(a) = ln(1 + (3 - 2 + .5) / (2 + .5)) = ln(1.6)    = 0.470004
+    # doc 1: c (tf 2, |d| 3): 0.980829 * 2 * 2.2 / (2 + 1.2 * (.25 + .75 * 3 / 2)) = 1.182369
+    #        a (tf 1):        0.470004 * 1 * 2.2 / (1 + 1.65)                       = 0.390192
+    # doc 0: a (tf 1, |d| 2): 0.470004 * 2.2 / (1 + 1.2)                            = 0.470004
+    index = BM25(k1=1.2, b=0.75)
+    index.add([0, 1, 2], DOCS)
+    scores = index.scores(["c", "a"])
+    assert scores[1] == pytest.approx(1.182369 + 0.390192, abs=1e-5)
+    assert scores[0] == pytest.approx(0.470004, abs=1e-5)
+    assert scores[2] == 0
+    assert index.top(["c", "a"], 5) == [(1, pytest.approx(1.572561, abs=1e-5)), (0, pytest.approx(0.470004, abs=1e-5))]
+    assert index.idf(["a", "zzz"]) == {"a": pytest.approx(math.log(1.6))}
+
+
+def test_incremental_add_and_delete_match_a_fresh_build():
+    grown = BM25()
+    grown.add([0, 1], DOCS[:2])
+    grown.add([2, 3], [DOCS[2], ["a", "e"]])   # stays in the tail
+    grown.delete([3])
+    fresh = BM25()
+    fresh.add([0, 1, 2], DOCS)
+    query = ["a", "c", "d", "e"]
+    assert np.allclose(grown.scores(query)[:3], fresh.scores(query))
+    grown.merge()
+    assert np.allclose(grown.scores(query)[:3], fresh.scores(query))
+    assert grown.size == 3 and grown.top(["e"], 3) == []
+
+
+def test_filter_mask_and_k():
+    index = BM25()
+    index.add([0, 1, 2], DOCS)
+    allowed = np.array([True, False, True])
+    assert [row for row, _ in index.top(["a"], 5, allowed)] == [0]
+    assert len(index.top(["a"], 1)) == 1
+
+
+def test_round_trip_through_arrays_keeps_scores():
+    index = BM25()
+    index.add([0, 1, 2], DOCS)
+    index.add([3], [["c", "d"]])
+    arrays, vocab = index.to_arrays()
+    copy = BM25.from_arrays(arrays, vocab, 1.2, 0.75)
+    assert np.allclose(copy.scores(["c", "d"]), index.scores(["c", "d"]))
+
+
+def test_from_arrays_rejects_mismatched_vocabulary():
+    index = BM25()
+    index.add([0], [["a"]])
+    arrays, vocab = index.to_arrays()
+    with pytest.raises(ValueError):
+        BM25.from_arrays(arrays, vocab + ["extra"], 1.2, 0.75)

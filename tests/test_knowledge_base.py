@@ -1,0 +1,111 @@
+import threading
+
+import pytest
+
+from agentic_rag import Config, KnowledgeBase
+from agentic_rag.errors import ConfigurationError, RetrievalError
+from agentic_rag.kb import Document
+
+
+def test_version_forms_and_chinese_synonyms_are_found(tiny_kb):
+    hits = tiny_kb.search("认证失败 修复 V2_3_1", k=2)
+    assert {h.doc_id for h in hits} == {"release-2.3.1", "ticket-1"}
+    hit = hits[0]
+    assert hit.source and hit.text and hit.id.startswith(hit.doc_id + "#")
+    assert set(hit.ranks) <= {"bm25", "vector"} and hit.ranks
+
+
+@pytest.mark.parametrize("mode", ["bm25", "vector", "hybrid"])
+def test_every_mode_finds_the_obvious_document(tiny_kb, mode):
+    hits = tiny_kb.search("Team plan price per member", k=1, mode=mode)
+    assert hits[0].doc_id == "pricing"
+    assert list(hits[0].ranks) == (["bm25", "vector"] if mode == "hybrid" else [mode])
+
+
+def test_hybrid_records_rank_in_each_retriever(tiny_kb):
+    hit = tiny_kb.search("authentication timeout", k=1)[0]
+    assert hit.ranks == {"bm25": 1, "vector": 1}
+    assert hit.score == pytest.approx(2 / 61)
+
+
+def test_filters_apply_before_ranking(tiny_kb):
+    hits = tiny_kb.search("release notes", k=5, filters={"type": "release_note", "date": {"gte": "2026-04-01"}})
+    assert [h.doc_id for h in hits] == ["release-2.3.1"]
+    assert tiny_kb.search("release notes", filters={"doc_id": ["pricing"]}, mode="bm25") == []
+
+
+def test_readding_a_changed_document_replaces_its_chunks(tiny_kb, tiny_docs):
+    assert tiny_kb.add_documents(tiny_docs).unchanged == len(tiny_docs)
+    changed = Document("pricing", "The Team plan now costs 9 USD per member.", title="Pricing", source="p.md")
+    result = tiny_kb.add_documents([changed])
+    assert (result.added, result.replaced, result.chunks) == (0, 1, 1)
+    hits = tiny_kb.search("Team plan costs USD", k=5, mode="bm25")
+    assert [h.text for h in hits if h.doc_id == "pricing"] == [changed.text]
+    assert len(tiny_kb) == len(tiny_docs) and tiny_kb.document_count == len(tiny_docs)
+
+
+def test_delete_removes_every_chunk(tiny_kb):
+    assert tiny_kb.delete_documents(["pricing", "unknown"]) == 1
+    assert all(h.doc_id != "pricing" for h in tiny_kb.search("Team plan 8 USD", k=10))
+    assert len(tiny_kb) == 4
+
+
+def test_long_document_is_chunked_with_stable_ids():
+    kb = KnowledgeBase(config=Config(chunk_size=60, chunk_overlap=0))
+    text = " ".join(f"Sentence number {i} talks about topic {i}." for i in range(12))
+    kb.add_documents([Document("long", text)])
+    again = KnowledgeBase(config=Config(chunk_size=60, chunk_overlap=0))
+    again.add_documents([Document("long", text)])
+    first = [h.id for h in kb.search("topic 7", k=3, mode="bm25")]
+    assert first == [h.id for h in again.search("topic 7", k=3, mode="bm25")]
+    assert first[0] == "long#7" and len(kb) == 12
+
+
+def test_empty_knowledge_base_and_bad_queries_are_loud(tiny_kb):
+    with pytest.raises(RetrievalError, match="empty"):
+        KnowledgeBase().search("anything")
+    with pytest.raises(ConfigurationError, match="empty"):
+        tiny_kb.search("   ")
+    with pytest.raises(ConfigurationError, match="unknown search mode"):
+        tiny_kb.search("x", mode="dense")
+    with pytest.raises(ConfigurationError, match="k = 0"):
+        tiny_kb.search("x", k=0)
+
+
+def test_rerank_switch_keeps_the_same_hits(tiny_kb):
+    plain = tiny_kb.search("shipping cut-off 15:00", k=5, rerank=False)
+    reranked = tiny_kb.search("shipping cut-off 15:00", k=5, rerank=True)
+    assert {h.id for h in plain} == {h.id for h in reranked}
+    assert reranked[0].doc_id == "shipping"
+
+
+def test_concurrent_searches_while_documents_are_added():
+    kb = KnowledgeBase(config=Config(exact_search_below=40))  # crosses into hnswlib while readers run
+    kb.add_documents([Document(f"seed{i}", f"seed document {i} about apples") for i in range(10)])
+    errors, seen = [], set()
+
+    def search():
+        try:
+            for _ in range(60):
+                for hit in kb.search("apples document", k=5):
+                    seen.add(hit.doc_id)
+        except Exception as exc:  # any exception here is the failure this test looks for
+            errors.append(exc)
+
+    def add():
+        try:
+            for batch in range(10):
+                kb.add_documents([Document(f"new{batch}-{i}", f"new document {batch} {i} about apples")
+                                  for i in range(10)])
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=search) for _ in range(4)] + [threading.Thread(target=add)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(kb) == 110 and kb._vectors.hnsw is not None
+    assert any(doc.startswith("new") for doc in seen)
+    assert len(kb.search("new document 9 3 apples", k=110)) == 110

@@ -1,0 +1,130 @@
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from agentic_rag import Config, KnowledgeBase
+from agentic_rag.errors import ConfigurationError, RetrievalError
+from agentic_rag.kb import Document, HashingEmbedder
+from agentic_rag.kb import store
+
+QUERIES = ["认证失败", "authentication timeout 2.3.1", "shipping after 15:00", "Team plan"]
+
+
+def _results(kb):
+    return [[(h.id, round(h.score, 6), h.ranks) for h in kb.search(q, k=3)] for q in QUERIES]
+
+
+def test_round_trip_gives_identical_results(tiny_kb, tmp_path):
+    tiny_kb.delete_documents(["pricing"])
+    tiny_kb.save(tmp_path / "kb")
+    loaded = KnowledgeBase.load(tmp_path / "kb")
+    assert _results(loaded) == _results(tiny_kb)
+    assert len(loaded) == len(tiny_kb) and loaded.document_count == tiny_kb.document_count
+    assert loaded.config.chunk_size == 200
+    manifest = json.loads((tmp_path / "kb" / "manifest.json").read_text())
+    assert manifest["embedder"] == {"name": "hashing", "dimension": 512}
+    assert manifest["counts"]["chunks"] == 4 and set(manifest["files"]) >= {"chunks.jsonl", "vectors.npy"}
+
+
+def test_round_trip_with_hnsw_and_incremental_add_after_load(tmp_path):
+    kb = KnowledgeBase(config=Config(exact_search_below=20))
+    kb.add_documents([Document(f"d{i}", f"document {i} mentions topic{i % 7}") for i in range(60)])
+    kb.save(tmp_path / "kb")
+    loaded = KnowledgeBase.load(tmp_path / "kb", config=Config(exact_search_below=20))
+    assert loaded._vectors.hnsw is not None
+    assert [h.id for h in loaded.search("topic3", k=5)] == [h.id for h in kb.search("topic3", k=5)]
+    loaded.add_documents([Document("late", "a late document about topic3 and zebras")])
+    loaded.delete_documents(["d3"])
+    loaded.save(tmp_path / "kb")
+    again = KnowledgeBase.load(tmp_path / "kb")
+    assert again.search("zebras", k=1)[0].doc_id == "late"
+    assert "d3" not in {h.doc_id for h in again.search("topic3", k=60)}
+
+
+def test_failed_save_leaves_previous_generation_loadable(tiny_kb, tmp_path, monkeypatch):
+    tiny_kb.save(tmp_path / "kb")
+    before = (tmp_path / "kb" / "manifest.json").read_text()
+    tiny_kb.add_documents([Document("extra", "an extra document about zebras")])
+
+    def crash(path, array):
+        path.write_bytes(b"half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr("agentic_rag.kb.knowledge_base._save_npy", crash)
+    with pytest.raises(OSError, match="disk full"):
+        tiny_kb.save(tmp_path / "kb")
+    assert (tmp_path / "kb" / "manifest.json").read_text() == before
+    assert sorted(p.name for p in (tmp_path / "kb").iterdir()) == [".lock", "gen-000001", "manifest.json"]
+    loaded = KnowledgeBase.load(tmp_path / "kb")
+    assert "extra" not in {h.doc_id for h in loaded.search("zebras", k=5)}
+    monkeypatch.undo()
+    tiny_kb.save(tmp_path / "kb")
+    assert KnowledgeBase.load(tmp_path / "kb").search("zebras", k=1)[0].doc_id == "extra"
+    assert sorted(p.name for p in (tmp_path / "kb").iterdir() if p.name.startswith("gen-")) == [
+        "gen-000001", "gen-000002"]
+
+
+def test_embedder_or_dimension_mismatch_is_a_clear_error(tiny_kb, tmp_path):
+    tiny_kb.save(tmp_path / "kb")
+    with pytest.raises(ConfigurationError, match=r"built with embedder 'hashing' \(512-dim\).*--embedder hashing"):
+        KnowledgeBase.load(tmp_path / "kb", embedder=HashingEmbedder(256))
+
+    class Other:
+        name, dimension = "other", 512
+
+        def embed(self, texts):
+            return np.zeros((len(texts), 512), np.float32)
+
+    with pytest.raises(ConfigurationError, match="'other'"):
+        KnowledgeBase.load(tmp_path / "kb", embedder=Other())
+    with pytest.raises(ConfigurationError, match="chunked with size 200"):
+        KnowledgeBase.load(tmp_path / "kb", config=Config(chunk_size=300))
+
+
+@pytest.mark.parametrize("damage", ["flip_vectors", "truncate_chunks", "drop_bm25", "bad_manifest", "old_format"])
+def test_corrupted_files_are_clear_errors(tiny_kb, tmp_path, damage):
+    generation = tiny_kb.save(tmp_path / "kb")
+    manifest = tmp_path / "kb" / "manifest.json"
+    if damage == "flip_vectors":
+        data = bytearray((generation / "vectors.npy").read_bytes())
+        data[-1] ^= 0xFF
+        (generation / "vectors.npy").write_bytes(bytes(data))
+    elif damage == "truncate_chunks":
+        (generation / "chunks.jsonl").write_text("{")
+    elif damage == "drop_bm25":
+        (generation / "bm25.npz").unlink()
+    elif damage == "bad_manifest":
+        manifest.write_text("{not json")
+    else:
+        manifest.write_text(json.dumps(dict(json.loads(manifest.read_text()), format_version=99)))
+    with pytest.raises(RetrievalError, match="agentic-rag index PATH --kb"):
+        KnowledgeBase.load(tmp_path / "kb")
+
+
+def test_missing_knowledge_base_says_how_to_build_one(tmp_path):
+    with pytest.raises(RetrievalError, match="no knowledge base at .*agentic-rag index PATH --kb"):
+        KnowledgeBase.load(tmp_path / "nothing")
+
+
+def test_second_writer_is_refused_while_the_lock_is_held(tiny_kb, tmp_path):
+    (tmp_path / "kb").mkdir()
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with store.writer_lock(tmp_path / "kb"):
+            held.set()
+            release.wait(5)
+
+    # flock locks belong to open file descriptions, so a second open in this process conflicts too
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(5)
+    try:
+        with pytest.raises(RetrievalError, match="another process is writing"):
+            tiny_kb.save(tmp_path / "kb")
+    finally:
+        release.set()
+        holder.join()
+    tiny_kb.save(tmp_path / "kb")
