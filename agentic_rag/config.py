@@ -21,7 +21,7 @@ class Config:
     # reciprocal-rank fusion: k from Cormack et al. (2009), weights chosen on the dev splits
     rrf_k: int = 60
     bm25_weight: float = 1.0
-    vector_weight: float = 1.0
+    vector_weight: float = 0.1
     candidates: int = 50  # how deep each retriever ranks before fusion
     rerank: bool = False
     # hnswlib graph; below exact_search_below vectors an exact numpy search is used instead

@@ -25,7 +25,7 @@ def test_every_mode_finds_the_obvious_document(tiny_kb, mode):
 def test_hybrid_records_rank_in_each_retriever(tiny_kb):
     hit = tiny_kb.search("authentication timeout", k=1)[0]
     assert hit.ranks == {"bm25": 1, "vector": 1}
-    assert hit.score == pytest.approx(2 / 61)
+    assert hit.score == pytest.approx((1.0 + 0.1) / 61)  # bm25 weight 1, vector weight 0.1
 
 
 def test_filters_apply_before_ranking(tiny_kb):
@@ -82,13 +82,18 @@ def test_rerank_switch_keeps_the_same_hits(tiny_kb):
 def test_concurrent_searches_while_documents_are_added():
     kb = KnowledgeBase(config=Config(exact_search_below=40))  # crosses into hnswlib while readers run
     kb.add_documents([Document(f"seed{i}", f"seed document {i} about apples") for i in range(10)])
-    errors, seen = [], set()
+    errors, seen, done = [], set(), threading.Event()
 
     def search():
         try:
-            for _ in range(60):
-                for hit in kb.search("apples document", k=5):
+            for _ in range(100_000):
+                for hit in kb.search("new apples", k=5):
                     seen.add(hit.doc_id)
+                    if hit.doc_id.startswith("new"):  # a torn read would pair an id with another text
+                        batch, i = hit.doc_id[3:].split("-")
+                        assert hit.text == f"new document {batch} {i} about apples"
+                if done.is_set():
+                    return
         except Exception as exc:  # any exception here is the failure this test looks for
             errors.append(exc)
 
@@ -99,6 +104,8 @@ def test_concurrent_searches_while_documents_are_added():
                                   for i in range(10)])
         except Exception as exc:
             errors.append(exc)
+        finally:
+            done.set()
 
     threads = [threading.Thread(target=search) for _ in range(4)] + [threading.Thread(target=add)]
     for t in threads:

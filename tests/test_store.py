@@ -24,7 +24,7 @@ def test_round_trip_gives_identical_results(tiny_kb, tmp_path):
     assert len(loaded) == len(tiny_kb) and loaded.document_count == tiny_kb.document_count
     assert loaded.config.chunk_size == 200
     manifest = json.loads((tmp_path / "kb" / "manifest.json").read_text())
-    assert manifest["embedder"] == {"name": "hashing", "dimension": 512}
+    assert manifest["embedder"] == {"name": "hashing", "dimension": 2048}
     assert manifest["counts"]["chunks"] == 4 and set(manifest["files"]) >= {"chunks.jsonl", "vectors.npy"}
 
 
@@ -68,7 +68,7 @@ def test_failed_save_leaves_previous_generation_loadable(tiny_kb, tmp_path, monk
 
 def test_embedder_or_dimension_mismatch_is_a_clear_error(tiny_kb, tmp_path):
     tiny_kb.save(tmp_path / "kb")
-    with pytest.raises(ConfigurationError, match=r"built with embedder 'hashing' \(512-dim\).*--embedder hashing"):
+    with pytest.raises(ConfigurationError, match=r"built with embedder 'hashing' \(2048-dim\).*--embedder hashing"):
         KnowledgeBase.load(tmp_path / "kb", embedder=HashingEmbedder(256))
 
     class Other:

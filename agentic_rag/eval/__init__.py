@@ -1,0 +1,1 @@
+"""Evaluation: data sets, metrics and benchmark runners that write reports."""

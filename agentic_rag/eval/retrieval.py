@@ -1,0 +1,118 @@
+"""Retrieval benchmark over the shared evaluation sets; writes report.json and report.md.
+
+    python -m agentic_rag.eval.retrieval --data ../shared/data --out reports/retrieval
+
+For each set and embedder it builds a knowledge base from the corpus, then measures recall@5,
+all-relevant@5 and MRR@10 (corpus-entry level, answerable questions only) for bm25, vector and
+hybrid search at several fusion weights, with 95% bootstrap intervals, index time and query
+latency. `--chunk-sizes` adds a sweep of chunk sizes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from ..config import Config
+from ..kb import KnowledgeBase, make_embedder
+from .datasets import load_set
+from .metrics import all_relevant_at_k, bootstrap_ci, mrr_at_k, percentile, recall_at_k
+
+SETS = ("hotpotqa", "musique", "squad2", "cmrc2018", "rgb_zh")
+METRICS = {"r@5": lambda ids, rel: recall_at_k(ids, rel, 5),
+           "all@5": lambda ids, rel: all_relevant_at_k(ids, rel, 5),
+           "mrr@10": lambda ids, rel: mrr_at_k(ids, rel, 10)}
+
+
+def run_queries(kb: KnowledgeBase, questions, mode: str, rerank: bool = False) -> dict:
+    """Search every question once; metrics with intervals and latency percentiles."""
+    values = {name: [] for name in METRICS}
+    latencies = []
+    for q in questions:
+        start = time.perf_counter()
+        hits = kb.search(q.question, k=10, mode=mode, rerank=rerank)
+        latencies.append((time.perf_counter() - start) * 1000)
+        ids = [h.doc_id for h in hits]
+        for name, metric in METRICS.items():
+            values[name].append(metric(ids, q.relevant_ids))
+    out = {"n": len(questions)}
+    for name, vals in values.items():
+        out[name] = sum(vals) / len(vals)
+        out[f"{name}_ci"] = bootstrap_ci(vals)
+    out["p50_ms"], out["p95_ms"] = percentile(latencies, 50), percentile(latencies, 95)
+    return out
+
+
+def bench_set(folder: Path, embedder: str, config: Config, weights: list[float], limit: int | None) -> dict:
+    """Build one set's knowledge base and run every mode on it."""
+    corpus, questions = load_set(folder)
+    questions = [q for q in questions if q.relevant_ids][:limit]
+    kb = KnowledgeBase(make_embedder(embedder), config)
+    start = time.perf_counter()
+    kb.add_documents(corpus, progress=True)
+    result = {"set": folder.name, "embedder": embedder, "documents": len(corpus), "chunks": len(kb),
+              "index_s": time.perf_counter() - start, "modes": {}}
+    for mode in ("bm25", "vector"):
+        result["modes"][mode] = run_queries(kb, questions, mode)
+    for weight in weights:
+        kb.config = replace(config, vector_weight=weight)
+        result["modes"][f"hybrid w={weight:g}"] = run_queries(kb, questions, "hybrid")
+    kb.config = config
+    result["modes"]["hybrid+rerank"] = run_queries(kb, questions, "hybrid", rerank=True)
+    return result
+
+
+def _table(results: list[dict], modes: list[str]) -> list[str]:
+    lines = ["| set | embedder | chunks | index s | mode | R@5 | all@5 | MRR@10 | p50 ms | p95 ms |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        for mode in modes:
+            m = r["modes"].get(mode)
+            if m:
+                lo, hi = m["r@5_ci"]
+                lines.append(f"| {r['set']} | {r['embedder']} | {r['chunks']} | {r['index_s']:.1f} | {mode} | "
+                             f"{m['r@5']:.3f} [{lo:.2f}, {hi:.2f}] | {m['all@5']:.3f} | {m['mrr@10']:.3f} | "
+                             f"{m['p50_ms']:.1f} | {m['p95_ms']:.1f} |")
+    return lines
+
+
+def write_report(results: list[dict], out: Path, config: Config) -> None:
+    """report.json (everything) and report.md (one table row per set, embedder and mode)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps({"config": config.__dict__, "results": results}, indent=2))
+    modes = list(dict.fromkeys(mode for r in results for mode in r["modes"]))
+    lines = ["# Retrieval benchmark", "",
+             f"chunk_size {config.chunk_size}, overlap {config.chunk_overlap}, BM25 k1 {config.bm25_k1} "
+             f"b {config.bm25_b}, RRF k {config.rrf_k}, bm25 weight {config.bm25_weight}; "
+             "R@5 with its 95% bootstrap interval.", ""] + _table(results, modes)
+    (out / "report.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry: run the benchmark and write the report."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", default="../shared/data", help="folder holding the set folders")
+    parser.add_argument("--sets", default=",".join(SETS))
+    parser.add_argument("--embedders", default="hashing,use")
+    parser.add_argument("--weights", default="0.25,0.5,1", help="vector weights to try (bm25 weight 1)")
+    parser.add_argument("--chunk-size", type=int, default=Config().chunk_size)
+    parser.add_argument("--limit", type=int, help="at most this many questions per set")
+    parser.add_argument("--out", default="reports/retrieval")
+    args = parser.parse_args(argv)
+    config = Config(chunk_size=args.chunk_size, chunk_overlap=min(Config().chunk_overlap, args.chunk_size // 4))
+    weights = [float(w) for w in args.weights.split(",") if w]
+    results = []
+    for name in args.sets.split(","):
+        for embedder in args.embedders.split(","):
+            print(f"{name} / {embedder} ...", file=sys.stderr)
+            results.append(bench_set(Path(args.data) / name, embedder, config, weights, args.limit))
+            write_report(results, Path(args.out), config)
+    print((Path(args.out) / "report.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
