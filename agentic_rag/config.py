@@ -30,6 +30,21 @@ class Config:
     hnsw_ef: int = 100
     exact_search_below: int = 20_000
     seed: int = 100
+    # the agent loop: budgets and stop conditions (DESIGN.md, "The loop")
+    max_rounds: int = 3
+    token_budget: int = 40_000         # prompt + completion tokens of one run
+    deadline_s: float = 120.0          # wall clock of one run
+    search_k: int = 5                  # hits per query
+    evidence_k: int = 8                # best passages of the pool shown to a prompt
+    min_context_score: float = 0.6     # grade at which evidence is sufficient
+    min_faithfulness: float = 0.86     # below this an answer is repaired
+    abstain_floor: float = 0.45        # below this (grade or repaired faithfulness) the run abstains
+    low_confidence_floor: float = 0.25  # two rounds in a row graded below this stop the run
+    converge_jaccard: float = 0.8      # a round whose top passages overlap the last one's this much
+    max_rewrites: int = 1
+    max_repairs: int = 1
+    max_subqueries: int = 5
+    parallel_searches: int = 4
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -47,3 +62,10 @@ class Config:
             raise ConfigurationError(f"Config.bm25_b = {self.bm25_b} must lie in [0, 1]")
         if self.candidates < 1 or self.hnsw_m < 2:
             raise ConfigurationError("Config.candidates must be >= 1 and Config.hnsw_m >= 2")
+        for name in ("max_rounds", "search_k", "evidence_k", "max_subqueries", "parallel_searches"):
+            if getattr(self, name) < 1:
+                raise ConfigurationError(f"Config.{name} = {getattr(self, name)} must be at least 1")
+        for name in ("min_context_score", "min_faithfulness", "abstain_floor", "low_confidence_floor",
+                     "converge_jaccard"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ConfigurationError(f"Config.{name} = {getattr(self, name)} must lie in [0, 1]")

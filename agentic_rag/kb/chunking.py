@@ -54,8 +54,11 @@ def chunk_text(text: str, size: int = 800, overlap: int = 100) -> list[str]:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences (Chinese and English ends), lines and paragraphs of a text, in order."""
+    """Sentences (Chinese and English ends) in order. A line break inside a paragraph joins its
+    lines (hard-wrapped text) unless the next line starts a list item, a heading or a table row."""
     pieces = []
-    for block in _cut_after(text, _LEVELS[1]):
-        pieces.extend(s for s in _cut_after(block, _LEVELS[2]) if s.strip())
+    for paragraph in _cut_after(text, _LEVELS[0]):
+        lines = re.sub(r"\n(?![ \t]*(?:[-*•#|>]|\d+[.)、]))[ \t]*", " ", paragraph.strip())
+        for line in lines.split("\n"):
+            pieces.extend(s for s in _cut_after(line, _LEVELS[2]) if s.strip())
     return pieces

@@ -151,6 +151,11 @@ class KnowledgeBase:
             hits = self.reranker.rerank(query, hits, term_weights)
         return hits[:k]
 
+    def term_weights(self, text: str) -> dict[str, float]:
+        """BM25 idf of each distinct token of `text` that the knowledge base holds."""
+        with self._lock.read():
+            return self._bm25.idf(tokenize(text))
+
     def _filter_mask(self, filters: dict) -> np.ndarray:
         return np.array([chunk is not None and matches({**chunk["metadata"], "doc_id": chunk["doc_id"],
                                                         "source": chunk["source"], "title": chunk["title"]}, filters)

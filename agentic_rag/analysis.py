@@ -1,0 +1,137 @@
+"""Lexical analysis shared by the deterministic judges and the offline model: a question's key
+terms, entities and expected answer type, and how well a sentence is supported by evidence."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from .kb.chunking import split_sentences
+from .kb.tokenize import STOPWORDS, normalize, tokenize
+
+# words that shape a question but carry none of its content
+_QUESTION_WORDS = frozenset("""
+what which who whom whose when where why how many much does did do is are was were can could
+will would should tell me please give list name about there any some one ones also other
+vs versus compare compared comparison between difference differences differ
+区别 差异 对比 比较 不同 异同 有何 何区
+""".split())
+# Chinese characters that only shape a sentence; a bigram holding one is not a content term
+_CJK_FUNCTION = frozenset("吗呢吧啊么什哪谁怎样几是否的了在有和与及请问我你他她它这那个些吧为何呀哦嘛着过被把将从对")
+
+_ENTITY = re.compile(
+    r"《[^》]+》|“[^”]+”|\"[^\"]+\"|「[^」]+」"                  # titles and quotations
+    r"|\b[A-Z]{1,5}-?\d{2,}\b"                                   # codes like DK-200, A1001, NT-1042
+    r"|[\u4e00-\u9fff]{2,6} ?[A-Z](?![A-Za-z])"                    # 合同A, 版本 B
+    r"|\bv?\d+(?:[._]\d+)+\b"                                    # versions, decimals, dates
+    r"|\b(?:[A-Z][\w'’.-]*)(?:\s+(?:of|the|de|von|van|and|&)?\s*[A-Z][\w'’.-]*)*")  # Capitalised Names
+
+ANSWER_TYPES = {
+    "date": re.compile(r"\bwhen\b|what (?:year|date|day|time)|which (?:year|date|day)|何时|什么时候|哪一?年|"
+                       r"哪一?天|几月|几号|日期|时间|年份", re.I),
+    "number": re.compile(r"how (?:many|much|long|old|far|big|large)|what (?:percentage|number|amount)|"
+                         r"多少|几个|几名|几人|几次|数量|人数|比例|金额|价格|上限|多长|多久|多大", re.I),
+    "person": re.compile(r"\bwho(?:m|se)?\b|which (?:person|author|actor|player|president|director)|谁|哪位|何人",
+                         re.I),
+    "place": re.compile(r"\bwhere\b|which (?:city|country|state|place|town|region)|哪里|哪儿|在哪|何地|"
+                        r"哪个(?:城市|国家|地区|省)", re.I),
+    "yes_no": re.compile(r"^(?:is|are|was|were|did|does|do|can|could|has|have|will)\b|吗[？?]?\s*$|是否|有没有|"
+                         r"是不是", re.I),
+}
+_TYPE_EVIDENCE = {
+    "date": re.compile(r"\b(?:1[5-9]\d\d|20\d\d)\b|\d{1,2}月|\d{1,2}日|\d+年|"
+                       r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d", re.I),
+    "number": re.compile(r"\d"),
+    "person": re.compile(r"\b[A-Z][a-z]+(?: [A-Z][a-z.]+)+\b|[\u4e00-\u9fff]{2,4}(?:先生|女士|教授|总统|主席)|"
+                         r"[\u4e00-\u9fff]{2,3}(?:说|表示|指出)"),
+    "place": re.compile(r"\b(?:in|at|from) [A-Z][a-z]+|[\u4e00-\u9fff]{2,}(?:省|市|县|国|州|区|岛|城)"),
+}
+
+
+def key_terms(text: str) -> list[str]:
+    """The content tokens of a question, in order: words and numbers without question words,
+    and Chinese bigrams without function characters (single characters only where alone)."""
+    terms = []
+    for token in dict.fromkeys(tokenize(text)):
+        cjk = "\u3400" <= token[0] <= "\u9fff"
+        if token in _QUESTION_WORDS or (cjk and (set(token) & _CJK_FUNCTION)):
+            continue
+        if cjk and len(token) == 1 and re.search(f"{token}[\u3400-\u9fff]|[\u3400-\u9fff]{token}", text):
+            continue  # part of a longer run: its bigrams say more
+        terms.append(token)
+    return terms
+
+
+def entities(text: str) -> list[str]:
+    """Names, titles, quotations, codes, versions and numbers mentioned in the text."""
+    found = []
+    for match in _ENTITY.finditer(text):
+        words = match.group(0).strip(" .,'’").split(" ")
+        while words and (words[0].lower() in _QUESTION_WORDS or words[0].lower() in STOPWORDS):
+            words.pop(0)  # "Is DK-200" -> "DK-200", "The Rhine" -> "Rhine"
+        value = " ".join(words).lstrip("".join(_CJK_FUNCTION))
+        if len(value) > 1:
+            found.append(value)
+    return list(dict.fromkeys(found))
+
+
+def answer_type(question: str) -> str:
+    """What kind of answer the question asks for: date, number, person, place, yes_no or other."""
+    for name, pattern in ANSWER_TYPES.items():
+        if pattern.search(question.strip()):
+            return name
+    return "other"
+
+
+def has_answer_type(kind: str, text: str) -> bool:
+    """Whether the text holds something of the asked kind (a year for 'date', a digit for 'number'...)."""
+    pattern = _TYPE_EVIDENCE.get(kind)
+    return True if pattern is None else bool(pattern.search(text))
+
+
+def coverage(terms: list[str], text: str, weights: dict[str, float] | None = None) -> float:
+    """Weighted share of the terms that occur in the text (1.0 for no terms)."""
+    if not terms:
+        return 1.0
+    present = set(tokenize(text))
+    weight = (lambda t: weights.get(t, 1.0)) if weights else (lambda t: 1.0)
+    total = sum(weight(t) for t in terms)
+    return sum(weight(t) for t in terms if t in present) / total if total else 1.0
+
+
+def sentences(text: str) -> list[str]:
+    """The text's sentences, stripped, without empty ones and without bare citation markers."""
+    out: list[str] = []
+    for piece in split_sentences(text):
+        piece = re.sub(r"^\s*(?:[-*•]|\d+[.)、])\s+", "", piece).strip()  # list markers
+        leading = re.match(r"(?:\[\d+\]\s*)+", piece)
+        if leading and out:  # a citation cut off after the full stop stays with its sentence
+            out[-1] = f"{out[-1]} {leading.group(0).strip()}"
+            piece = piece[leading.end():].strip()
+        if re.sub(r"\[\d+\]|\W", "", piece):
+            out.append(piece)
+    return out
+
+
+def support(sentence: str, evidence_texts: list[str]) -> float:
+    """How much of the sentence the best single evidence text contains (share of its tokens)."""
+    terms = [t for t in dict.fromkeys(tokenize(re.sub(r"\[\d+\]", " ", sentence)))]
+    if not terms:
+        return 1.0
+    return max((coverage(terms, text) for text in evidence_texts), default=0.0)
+
+
+def same_text(a: str, b: str) -> bool:
+    """Whether two queries are the same once case, width and spacing are ignored."""
+    return " ".join(normalize(a).split()) == " ".join(normalize(b).split())
+
+
+def bridge_entities(question: str, evidence: list[dict], limit: int = 3) -> list[str]:
+    """Names in the best evidence that the question does not mention: where the next hop starts."""
+    asked = set(tokenize(question))
+    found = Counter()
+    for rank, item in enumerate(evidence[:4]):
+        names = ([item["title"]] if item.get("title") else []) + entities(item["text"])
+        for name in names:
+            if name and not set(tokenize(name)) <= asked:
+                found[name] += 1.0 / (rank + 1)
+    return [name for name, _ in found.most_common(limit)]

@@ -1,0 +1,71 @@
+"""run_agentic_rag: the hand-written loop over a plain dict, and the only code that changes it.
+
+Each pass runs the step the state's `phase` names and sets the next phase:
+
+    route -> search | tool | generate(direct) ; search -> verify ; tool -> generate | route
+    verify -> generate (sufficient) | route (another round) | stop (converged, low confidence...)
+    generate -> check ; check -> done | route (incomplete answer, one more round) | abstain
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from .config import Config
+from .errors import ModelError, RetrievalError
+from .kb import KnowledgeBase
+from .models.meter import BudgetExceeded, Meter
+from .models.protocol import Model
+from . import phases
+from .state import AgentState, new_state
+from .tools.registry import ToolRegistry
+
+Hook = Callable[[dict, dict], object]  # (event, state) -> False or "stop" to stop the run
+
+
+@dataclass
+class Run:
+    """What one run holds besides its state: the knowledge base, the metered model, tools, settings."""
+
+    kb: KnowledgeBase
+    model: Meter
+    tools: ToolRegistry
+    config: Config
+    deadline: float
+
+
+def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(), config: Config | None = None,
+                    state: dict | None = None, on_step: Hook | None = None) -> AgentState:
+    """Answer `question` from `kb` or abstain; returns the final state. Pass a state a hook stopped to resume it."""
+    config = config or Config()
+    state = new_state(question, config) if state is None else copy.deepcopy(state)
+    if state["stop_reason"] == "stopped":
+        state["stop_reason"], state["resume_reason"] = state["resume_reason"], None
+    if len(kb) == 0:
+        raise RetrievalError("the knowledge base is empty; index documents first (agentic-rag index PATH --kb DIR)")
+    run = Run(kb, Meter(model, config.token_budget, copy.deepcopy(state["usage"])), ToolRegistry(tools), config,
+              time.monotonic() + config.deadline_s)
+    started = time.perf_counter()
+    while state["phase"] != "done":
+        events = len(state["trace"])
+        try:
+            if state["phase"] == "route" and state["round"] >= config.max_rounds:
+                phases.settle(state, run, "max_rounds")
+            elif state["phase"] == "route" and time.monotonic() > run.deadline:
+                phases.settle(state, run, "deadline")
+            else:
+                phases.STEPS[state["phase"]](state, run)
+        except BudgetExceeded as exc:
+            phases.abstain(state, "token_budget", f"the token budget ran out: {exc}")
+        except (ModelError, RetrievalError) as exc:
+            state.update(stop_reason="error", phase="done", error=f"{exc.__class__.__name__}: {exc}")
+            phases.record(state, "error", "error", {"message": str(exc)}, 0.0, 0)
+        state["usage"] = copy.deepcopy(run.model.usage)
+        if on_step and any(on_step(event, copy.deepcopy(state)) in (False, "stop") for event in state["trace"][events:]):
+            if state["phase"] != "done":
+                state["resume_reason"], state["stop_reason"] = state["stop_reason"], "stopped"
+                break
+    state["timings_ms"]["total"] = round(state["timings_ms"].get("total", 0) + (time.perf_counter() - started) * 1000, 1)
+    return state

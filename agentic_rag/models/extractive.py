@@ -1,0 +1,132 @@
+"""The offline model's judging and answering rules: grade, generate, judge, repair. Answers are
+extractive: sentences quoted from the evidence, each with its citation."""
+from __future__ import annotations
+
+import re
+
+from ..analysis import answer_type, coverage, entities, has_answer_type, key_terms, sentences, support
+from ..kb.tokenize import tokenize
+from ..schemas import Answer, Faithfulness, Grade
+
+_GREETING = re.compile(r"^\s*(?:hi|hello|hey|thanks|thank you|good (?:morning|afternoon|evening)|你好|您好|谢谢|"
+                       r"早上好|晚上好)\W*$", re.I)
+_CLAUSE = re.compile(r"(?<=[，,;；:：])")
+_CITATION = re.compile(r"\[(\d+)\]")
+MAX_SENTENCE = 160  # characters; a longer sentence is cut to its best run of clauses
+
+
+def _texts(evidence: list[dict]) -> list[str]:
+    return [f"{item.get('title', '')}\n{item['text']}" for item in evidence]
+
+
+def grade(inputs: dict) -> Grade:
+    """Score = idf-weighted key-term coverage of the best two-sentence window (0.55) and of all the
+    evidence (0.15), the share of named things found (0.1), and an answer of the asked type in that
+    window (0.2); each rare key term found nowhere in the evidence multiplies the score by 0.6."""
+    question, evidence, weights = inputs["question"], inputs.get("evidence", []), inputs.get("weights") or None
+    terms, names, kind = key_terms(question), entities(question), answer_type(question)
+    pool = "\n".join(_texts(evidence))
+    windows = [" ".join(s[i:i + 2]) for s in (sentences(t) for t in _texts(evidence)) for i in range(max(1, len(s) - 1))]
+    best = max(windows, key=lambda w: coverage(terms, w, weights), default="")
+    window_cov = coverage(terms, best, weights) if windows else 0.0
+    found = [n for n in names if n.casefold() in pool.casefold()]
+    name_cov = len(found) / len(names) if names else 1.0
+    typed = bool(windows) and has_answer_type(kind, best)
+    present = set(tokenize(pool))
+    # absent: a term the evidence lacks; a CJK bigram whose two characters it holds is only a word boundary
+    absent = [t for t in terms if t not in present and not (len(t) == 2 and "\u3400" <= t[0] <= "\u9fff"
+                                                            and set(t) <= present)]
+    middle = sorted((weights or {}).get(t, 1.0) for t in terms)[len(terms) // 2] if terms else 0.0
+    rare_absent = [t for t in absent if (weights or {}).get(t, 1.0) >= middle]
+    score = (0.55 * window_cov + 0.15 * (coverage(terms, pool, weights) if evidence else 0) + 0.1 * name_cov
+             + 0.2 * typed) * 0.6 ** len(rare_absent)
+    missing = [n for n in names if n not in found] + absent[:5]
+    if not typed and kind != "other":
+        missing.append(f"a {kind} answer")
+    return Grade(score=round(score, 3), sufficient=score >= inputs.get("threshold", 0.6), missing=missing,
+                 reason=f"terms {window_cov:.2f} in one place, names {name_cov:.2f}, {kind} answer "
+                        f"{'found' if typed else 'not found'}, rare terms absent: {rare_absent or 'none'}", by="model")
+
+
+def _trim(sentence: str, terms: list[str]) -> str:
+    """A long sentence shrinks to the run of clauses that covers the most key terms."""
+    if len(sentence) <= MAX_SENTENCE:
+        return sentence
+    clauses = [c for c in _CLAUSE.split(sentence) if c]
+    best, best_cov = sentence[:MAX_SENTENCE], -1.0
+    for i in range(len(clauses)):
+        for j in range(i + 1, len(clauses) + 1):
+            text = "".join(clauses[i:j])
+            if len(text) > MAX_SENTENCE:
+                break
+            cov = coverage(terms, text)
+            if cov > best_cov:
+                best, best_cov = text, cov
+    return best.strip()
+
+
+def _scored(question: str, evidence: list[dict]) -> list[tuple[float, int, str]]:
+    terms, kind = key_terms(question), answer_type(question)
+    out = []
+    for n, item in enumerate(evidence, 1):
+        for s in sentences(item["text"]):
+            if s.startswith("#") or set(s) <= set("|-: "):
+                continue  # headings and table rules say nothing by themselves
+            s = _trim(s, terms)
+            cov = coverage(terms, s)
+            out.append((cov + 0.2 * (cov > 0 and has_answer_type(kind, s)) + 0.05 / n, n, s))
+    return sorted(out, key=lambda x: -x[0])
+
+
+def generate(inputs: dict) -> Answer:
+    """The best-supported sentences (one per part of the question, at most three), each cited."""
+    question, evidence = inputs["question"], inputs.get("evidence", [])
+    if not evidence:
+        if _GREETING.match(question):
+            return Answer(answer="Hello! Ask me a question about the documents in the knowledge base. "
+                                 "(answered without consulting the knowledge base)", reason="greeting")
+        return Answer(answer="The offline extractive model can only quote the knowledge base, and this "
+                             "question does not need it; name a language model with --model for this. "
+                             "(the knowledge base was not consulted)", reason="direct, offline")
+    parts = inputs.get("parts") or [question]
+    chosen: list[tuple[int, str]] = []
+    for part in parts[:3]:
+        for score, n, s in _scored(part, evidence):
+            if (n, s) not in chosen and score > 0.05 / n:
+                chosen.append((n, s))
+                break
+    if len(parts) == 1 and chosen:
+        covered = " ".join(s for _, s in chosen)
+        terms = [t for t in key_terms(question) if coverage([t], covered) == 0]
+        extra = next(((n, s) for _, n, s in _scored(" ".join(terms), evidence) if terms and coverage(terms, s) >= 0.5
+                      and (n, s) not in chosen), None)
+        if extra:
+            chosen.append(extra)
+    if not chosen:
+        return Answer(answer="", reason="no sentence of the evidence addresses the question")
+    text = " ".join(f"{s} [{n}]" for n, s in chosen)
+    return Answer(answer=text, reason="extractive: sentences quoted from the evidence")
+
+
+def judge(inputs: dict) -> Faithfulness:
+    """Share of answer sentences supported by the evidence they cite (or any, if uncited), and
+    whether every part of the question is addressed."""
+    answer, evidence = inputs["answer"], inputs.get("evidence", [])
+    texts = _texts(evidence)
+    unsupported = []
+    found = sentences(answer)
+    for s in found:
+        cited = [texts[int(n) - 1] for n in _CITATION.findall(s) if 0 < int(n) <= len(texts)]
+        if support(s, cited or texts) < 0.6:
+            unsupported.append(s)
+    missing = [p for p in inputs.get("parts", []) if coverage(key_terms(p), answer) < 0.5]
+    score = 1.0 - len(unsupported) / len(found) if found else 0.0
+    return Faithfulness(score=round(score, 3), unsupported=unsupported, complete=not missing, missing=missing,
+                        by="model")
+
+
+def repair(inputs: dict) -> Answer:
+    """Drop the unsupported sentences; nothing is added."""
+    drop = set(inputs.get("unsupported", []))
+    kept = [s for s in sentences(inputs["answer"]) if s not in drop]
+    return Answer(answer=" ".join(kept), reason=f"removed {len(drop)} unsupported sentences")

@@ -1,0 +1,67 @@
+"""A per-run meter around any model: calls, tokens and milliseconds per task, and the budget."""
+from __future__ import annotations
+
+import threading
+import time
+
+from pydantic import BaseModel
+
+from ..accounting import cost_usd, count_tokens
+from ..errors import AgenticRAGError
+from .protocol import Model, ModelRequest
+
+
+class BudgetExceeded(AgenticRAGError):
+    """The next call would take the run past its token budget."""
+
+
+def new_usage() -> dict:
+    """An empty usage record (JSON-serialisable)."""
+    return {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "by_task": {}}
+
+
+class Meter:
+    """Wraps a model for one run. Prompt tokens are the rendered messages, completion tokens the
+    reply's JSON, both counted with tiktoken; a call that would pass the budget is refused."""
+
+    def __init__(self, model: Model, budget: int | None = None, usage: dict | None = None,
+                 prices: dict | None = None):
+        self.model = model
+        self.budget = budget
+        self.usage = usage if usage is not None else new_usage()
+        self.prices = prices
+        self._lock = threading.Lock()  # independent sub-queries may call from several threads
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    @property
+    def tokens_used(self) -> int:
+        """Prompt plus completion tokens so far."""
+        return self.usage["prompt_tokens"] + self.usage["completion_tokens"]
+
+    def complete(self, request: ModelRequest) -> BaseModel:
+        """Forward the request, counting it; raise BudgetExceeded before a call that cannot fit."""
+        prompt = sum(count_tokens(m.get("content", "")) for m in request.messages)
+        with self._lock:
+            if self.budget is not None and self.tokens_used + prompt > self.budget:
+                raise BudgetExceeded(f"{request.task} needs {prompt} prompt tokens; {self.tokens_used} of "
+                                     f"{self.budget} are used")
+        start = time.perf_counter()
+        reply = self.model.complete(request)
+        ms = (time.perf_counter() - start) * 1000
+        completion = count_tokens(reply.model_dump_json())
+        with self._lock:
+            usage = self.usage
+            usage["model_calls"] += 1
+            usage["prompt_tokens"] += prompt
+            usage["completion_tokens"] += completion
+            usage["cost_usd"] += cost_usd(self.model.name, prompt, completion, self.prices)
+            task = usage["by_task"].setdefault(request.task, {"calls": 0, "prompt_tokens": 0,
+                                                              "completion_tokens": 0, "ms": 0.0})
+            task["calls"] += 1
+            task["prompt_tokens"] += prompt
+            task["completion_tokens"] += completion
+            task["ms"] = round(task["ms"] + ms, 3)
+        return reply

@@ -1,0 +1,24 @@
+"""A model set sends each task to its own model (a small one to judge, a large one to answer)."""
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from .protocol import Model, ModelRequest
+
+
+class ModelSet:
+    """Implements the model protocol by delegating each task to the model named for it."""
+
+    def __init__(self, default: Model, **by_task: Model):
+        self.default = default
+        self.by_task = by_task
+        parts = [f"default={default.name}"] + [f"{task}={model.name}" for task, model in by_task.items()]
+        self.name = f"set({', '.join(parts)})"
+
+    def model_for(self, task: str) -> Model:
+        """The model that serves `task`."""
+        return self.by_task.get(task, self.default)
+
+    def complete(self, request: ModelRequest) -> BaseModel:
+        """Forward the request to the task's model."""
+        return self.model_for(request.task).complete(request)

@@ -1,0 +1,183 @@
+"""The loop's phase handlers: each runs one step, writes its result into the state, records a
+trace event and names the next phase. With run_agentic_rag, the only code that changes a state."""
+from __future__ import annotations
+
+import re
+import time
+
+from .schemas import RouteDecision, SubQuery
+from .steps import (call_tool, check_faithfulness, decompose_query, generate_answer, repair_answer, rewrite_query,
+                    route_query, vector_search, verify_citations, verify_sufficiency)
+from .steps.verify import question_weights
+
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def record(state, step: str, summary: str, detail: dict, ms: float, tokens: int) -> None:
+    """Append one trace event and add its time to the step's total."""
+    state["trace"].append({"round": state["round"], "step": step, "summary": summary, "detail": detail,
+                           "ms": round(ms, 2), "tokens": tokens})
+    state["timings_ms"][step] = round(state["timings_ms"].get(step, 0) + ms, 2)
+
+
+def _timed(state, run, step: str, fn, *args, summary=None, detail=None, **kwargs):
+    """Run a step function, then record it (summary and detail drawn from the result)."""
+    tokens, start = run.model.tokens_used, time.perf_counter()
+    result = fn(*args, **kwargs)
+    detail = detail(result) if detail else result.model_dump() if hasattr(result, "model_dump") else {"result": result}
+    record(state, step, summary(result) if summary else step, detail,
+           (time.perf_counter() - start) * 1000, run.model.tokens_used - tokens)
+    return result
+
+
+def abstain(state, stop_reason: str, why: str) -> None:
+    """End the run with a clear refusal that says what was searched and how well it scored."""
+    searched = "; ".join(state["queries_tried"][:4]) or "nothing"
+    score = state["grade"]["score"] if state["grade"] else 0.0
+    if _CJK.search(state["question"]):
+        message = f"知识库中没有找到可靠的答案。原因：{why}。已检索：{searched}；最佳证据得分 {score:.2f}。"
+    else:
+        message = (f"The knowledge base does not hold a reliable answer to this. Why: {why}. Searched for: "
+                   f"{searched}; best evidence score {score:.2f}.")
+    state.update(answer=message, citations=[], abstained=True, abstain_reason=why, phase="done",
+                 stop_reason=state["stop_reason"] or stop_reason)
+    record(state, "abstain", "abstain", {"why": why}, 0.0, 0)
+
+
+def settle(state, run, stop_reason: str) -> None:
+    """Retrieval stops without a sufficient grade: answer from what there is, or abstain when it is too weak."""
+    state["stop_reason"] = stop_reason
+    score = state["grade"]["score"] if state["grade"] else 0.0
+    if stop_reason == "low_confidence" or score < run.config.abstain_floor or not state["evidence"]:
+        abstain(state, stop_reason, f"evidence stayed insufficient (best score {score:.2f}, "
+                                    f"needs {run.config.min_context_score:.2f}) and retrieval stopped: {stop_reason}")
+    else:
+        state["phase"] = "generate"
+
+
+def _route(state, run) -> None:
+    state["round"] += 1
+    decision = _timed(state, run, "route", route_query, state["question"], run.model, run.tools,
+                      state["evidence"][:run.config.evidence_k], tuple(state["used_tools"]),
+                      summary=lambda d: f"route:{d.route}" + (f"({d.tool})" if d.tool else ""))
+    state["route"] = decision.model_dump()
+    if decision.route == "direct":
+        state.update(stop_reason="direct", phase="generate")
+    else:
+        state["phase"] = "tool" if decision.route == "tool" else "search"
+
+
+def _plan(state, run) -> list[SubQuery]:
+    """Round 1 searches the question as is (plus its parts for multi-hop); later rounds rewrite or decompose."""
+    question, evidence, c = state["question"], state["evidence"][:run.config.evidence_k], run.config
+    plan = []
+    if state["round"] == 1 or state["route"]["route"] == "multi_hop" or state["rewrites"] >= c.max_rewrites:
+        parts = _timed(state, run, "decompose", decompose_query, question, state["queries_tried"], evidence, run.model,
+                       c.max_subqueries, summary=lambda d: f"decompose:{len(d.subqueries)}") \
+            if state["route"]["route"] == "multi_hop" or state["round"] > 1 else None
+        if parts and parts.subqueries:
+            state["subqueries"] = [q.model_dump() for q in parts.subqueries]
+            if state["round"] == 1 and all(not q.depends_on for q in parts.subqueries):
+                state["parts"] = [q.query for q in parts.subqueries]
+            plan = list(parts.subqueries)
+        if state["round"] == 1:
+            plan = [SubQuery(query=question)] + [SubQuery(query=q.query, depends_on=[d + 1 for d in q.depends_on])
+                                                for q in plan]
+    if not plan and state["rewrites"] < c.max_rewrites:
+        state["rewrites"] += 1
+        rewrite = _timed(state, run, "rewrite", rewrite_query, question, state["missing"], state["queries_tried"],
+                         evidence, run.model, summary=lambda r: "rewrite" if r else "rewrite:none")
+        plan = [SubQuery(query=rewrite.query)] if rewrite else []
+    return plan
+
+
+def _search(state, run) -> None:
+    plan = _plan(state, run)
+    if not plan:
+        return settle(state, run, "exhausted")
+    filters = state["route"].get("filters") or {}
+    outcome = _timed(state, run, "search", vector_search, plan, run.kb, state["question"], state["evidence"],
+                     run.config.search_k, filters, run.config.parallel_searches,
+                     summary=lambda o: "search:" + (",".join(dict.fromkeys(i.split("#")[0] for i in o.new_ids[:4]))
+                                                     or "nothing new"),
+                     detail=lambda o: {"queries": o.queries_run, "new": o.new_ids, "top": o.round_ids[:8]})
+    top = outcome.round_ids[:run.config.evidence_k]
+    overlap = len(set(top) & set(state["last_top"])) / max(1, len(set(top) | set(state["last_top"])))
+    converged = state["round"] > 1 and (not outcome.new_ids or overlap >= run.config.converge_jaccard)
+    state["queries_tried"] += outcome.queries_run
+    state["rounds"].append({"round": state["round"], "route": state["route"]["route"], "queries": outcome.queries_run,
+                            "new": len(outcome.new_ids), "converged": converged})
+    state.update(evidence=outcome.pool, last_top=top, phase="verify")
+
+
+def _tool(state, run) -> None:
+    decision = state["route"]
+    item, error = _timed(state, run, "tool", call_tool, RouteDecision(**decision), run.tools,
+                         summary=lambda r: f"tool:{decision['tool']}" + (":error" if r[1] else ""))
+    state["used_tools"].append(decision["tool"])
+    state["rounds"].append({"round": state["round"], "route": "tool", "tool": decision["tool"], "error": error})
+    if error:
+        state["phase"] = "route"  # the next round routes again, without this tool
+        return
+    state["evidence"] = [item] + [e for e in state["evidence"] if e["id"] != item["id"]]
+    state.update(stop_reason="sufficient", phase="generate",
+                 grade={"score": 1.0, "sufficient": True, "missing": [], "reason": "a tool answered", "by": "tool"})
+
+
+def _verify(state, run) -> None:
+    c = run.config
+    weights = question_weights(state["question"], run.kb.term_weights(state["question"]))
+    grade = _timed(state, run, "verify", verify_sufficiency, state["question"], state["evidence"][:c.evidence_k],
+                   run.model, c.min_context_score, weights, summary=lambda g: f"verify:{g.score:.2f}")
+    state.update(grade=grade.model_dump(), missing=grade.missing)
+    state["rounds"][-1]["grade"] = grade.score
+    state["low_rounds"] = state["low_rounds"] + 1 if grade.score < c.low_confidence_floor else 0
+    if grade.sufficient:
+        state.update(stop_reason="sufficient", phase="generate")
+    elif state["low_rounds"] >= 2:
+        settle(state, run, "low_confidence")
+    elif state["rounds"][-1].get("converged"):
+        settle(state, run, "converged")
+    else:
+        state["phase"] = "route"
+
+
+def _generate(state, run) -> None:
+    shown = [] if state["stop_reason"] == "direct" else state["evidence"][:run.config.evidence_k]
+    draft = _timed(state, run, "generate", generate_answer, state["question"], shown, run.model, state["parts"])
+    answer, citations, removed = verify_citations(draft.answer, shown)
+    state.update(draft_answer=draft.answer, answer=answer, citations=citations, removed_citations=removed)
+    if removed:
+        record(state, "citations", f"citations:-{len(removed)}", {"removed": removed}, 0.0, 0)
+    if state["stop_reason"] == "direct":
+        state["phase"] = "done"
+    elif not answer:
+        abstain(state, "exhausted", f"no answer could be drawn from the evidence ({draft.reason})")
+    else:
+        state["phase"] = "check"
+
+
+def _check(state, run) -> None:
+    c, shown = run.config, state["evidence"][:run.config.evidence_k]
+    verdict = _timed(state, run, "faithfulness", check_faithfulness, state["question"], state["answer"], shown,
+                     run.model, state["parts"], summary=lambda f: f"faithfulness:{f.score:.2f}")
+    if verdict.score < c.min_faithfulness and verdict.unsupported and state["repairs"] < c.max_repairs:
+        state["repairs"] += 1
+        fixed = _timed(state, run, "repair", repair_answer, state["question"], state["answer"], verdict.unsupported,
+                       shown, run.model)
+        answer, citations, _ = verify_citations(fixed.answer, shown)
+        state.update(answer=answer, citations=citations)
+        verdict = _timed(state, run, "faithfulness", check_faithfulness, state["question"], answer, shown, run.model,
+                         state["parts"], summary=lambda f: f"faithfulness:{f.score:.2f}")
+    state["faithfulness"] = verdict.model_dump()
+    if not state["answer"] or verdict.score < c.abstain_floor:
+        abstain(state, state["stop_reason"] or "exhausted",
+                f"the answer was not supported by the evidence (faithfulness {verdict.score:.2f})")
+    elif not verdict.complete and state["reflections"] < 1 and state["round"] < c.max_rounds:
+        state["reflections"] += 1  # reflect: one more round aimed at what the answer left out
+        state.update(missing=verdict.missing, stop_reason=None, phase="route")
+    else:
+        state["phase"] = "done"
+
+
+STEPS = {"route": _route, "search": _search, "tool": _tool, "verify": _verify, "generate": _generate, "check": _check}

@@ -1,0 +1,64 @@
+"""Prompt templates and the pure functions that render them into chat messages."""
+from __future__ import annotations
+
+import json
+
+SYSTEM = ("You are one step of a retrieval-augmented question-answering agent. Use only the evidence "
+          "given. Reply with a single JSON object that fits the schema given; no other text.")
+
+TEMPLATES = {
+    "route": ("Decide how to handle the question.\n"
+              "- direct: only for questions that need no fact from the knowledge base (greetings, "
+              "translation); never for a factual question.\n"
+              "- tool: when one of the tools answers it (arithmetic goes to the calculator); give the "
+              "tool name and its arguments, which may come from the evidence so far.\n"
+              "- multi_hop: comparisons, several parts, or a fact that needs another fact first.\n"
+              "- vector: any other question the knowledge base should answer.\n"
+              "Attach metadata filters only when the question names a year, version or document type.\n\n"
+              "Question: {question}\nTools:\n{tools}\nEvidence so far:\n{evidence}"),
+    "rewrite": ("The search for this question did not find enough. Write one new search query that keeps "
+                "the question's meaning and aims at what is missing. Do not repeat a query already tried.\n\n"
+                "Question: {question}\nMissing: {missing}\nAlready tried:\n{tried}\nEvidence so far:\n{evidence}"),
+    "decompose": ("Split the question into at most 5 search queries that together answer it. Give each "
+                  "its depends_on: the indexes of queries whose answers it needs first (a bridge hop "
+                  "waits for the hop it needs). Do not repeat a query already tried.\n\n"
+                  "Question: {question}\nAlready tried:\n{tried}\nEvidence so far:\n{evidence}"),
+    "grade": ("Grade whether the evidence is enough to answer the question. Check concretely: does it "
+              "name the entities asked about, and does it hold the kind of answer asked for (a date, a "
+              "number, a name, a place, yes or no)? Score in [0, 1]; list what is missing.\n\n"
+              "Question: {question}\nEvidence:\n{evidence}"),
+    "generate": ("Answer the question from the evidence only, in 1 to 3 sentences, citing each claim "
+                 "with its evidence number like [1]. Where sources disagree, say so and cite both. If the "
+                 "evidence does not hold the answer, say that.\n\nQuestion: {question}\nEvidence:\n{evidence}"),
+    "judge": ("For each sentence of the answer, decide whether the evidence supports it. Score = share "
+              "of supported sentences. List the unsupported sentences verbatim. complete = the answer "
+              "addresses every part of the question.\n\nQuestion: {question}\nAnswer: {answer}\n"
+              "Evidence:\n{evidence}"),
+    "repair": ("Remove the unsupported claims from the answer. Keep the supported sentences and their "
+               "citations; never add anything; the result must be shorter.\n\nQuestion: {question}\n"
+               "Answer: {answer}\nUnsupported: {unsupported}\nEvidence:\n{evidence}"),
+}
+
+
+def format_evidence(evidence: list[dict]) -> str:
+    """Number the evidence [1]..[n] as the answer must cite it."""
+    if not evidence:
+        return "(none)"
+    return "\n".join(f"[{n}] ({item.get('title') or item.get('source', '')}) {item['text']}"
+                     for n, item in enumerate(evidence, 1))
+
+
+def render(task: str, schema: dict, **facts) -> list[dict]:
+    """The chat messages for one task: the system rules, then the filled template and the schema."""
+    values = {k: format_evidence(v) if k == "evidence" else
+              ("\n".join(f"- {x}" for x in v) or "(none)") if isinstance(v, list) else
+              json.dumps(v, ensure_ascii=False) if isinstance(v, dict) else v
+              for k, v in facts.items()}
+    user = TEMPLATES[task].format_map(_Blank(values))
+    return [{"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"{user}\n\nJSON schema:\n{json.dumps(schema, ensure_ascii=False)}"}]
+
+
+class _Blank(dict):
+    def __missing__(self, key):
+        return "(none)"

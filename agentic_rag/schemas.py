@@ -1,0 +1,69 @@
+"""What each step returns and each model task must produce (validated with pydantic)."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+ROUTES = ("direct", "vector", "multi_hop", "tool")
+
+
+class RouteDecision(BaseModel):
+    """Where the next round goes, and why."""
+
+    route: Literal["direct", "vector", "multi_hop", "tool"]
+    source: Literal["vector", "graph", "web"] = "vector"
+    tool: str | None = None
+    arguments: dict = Field(default_factory=dict)
+    filters: dict = Field(default_factory=dict)
+    reason: str = ""
+    by: str = "rules"  # "rules" or "model": who decided
+
+
+class Rewrite(BaseModel):
+    """A reformulated search query."""
+
+    query: str
+    reason: str = ""
+
+
+class SubQuery(BaseModel):
+    """One search of a decomposition; `depends_on` lists the sub-queries it needs first."""
+
+    query: str
+    depends_on: list[int] = Field(default_factory=list)
+
+
+class Decomposition(BaseModel):
+    """Sub-queries that together cover the question."""
+
+    subqueries: list[SubQuery] = Field(default_factory=list)
+    reason: str = ""
+
+
+class Grade(BaseModel):
+    """Whether the evidence suffices to answer, and what is missing."""
+
+    score: float = Field(ge=0.0, le=1.0)
+    sufficient: bool
+    missing: list[str] = Field(default_factory=list)
+    reason: str = ""
+    by: str = "rules"
+
+
+class Answer(BaseModel):
+    """An answer whose [n] markers point into the evidence shown."""
+
+    answer: str
+    reason: str = ""
+
+
+class Faithfulness(BaseModel):
+    """How well the evidence supports the answer, and whether it answers everything asked."""
+
+    score: float = Field(ge=0.0, le=1.0)
+    unsupported: list[str] = Field(default_factory=list)
+    complete: bool = True
+    missing: list[str] = Field(default_factory=list)
+    reason: str = ""
+    by: str = "rules"

@@ -1,0 +1,65 @@
+"""The run state: one plain, JSON-serialisable dict per run, and a one-line trace."""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TypedDict
+
+from .config import Config
+from .errors import ConfigurationError
+from .models.meter import new_usage
+
+STOP_REASONS = ("sufficient", "direct", "max_rounds", "token_budget", "low_confidence", "converged", "deadline",
+                "exhausted", "stopped", "error")
+
+
+class AgentState(TypedDict):
+    """What each key holds. The loop is the only code that changes it."""
+
+    question: str               # the question as asked; never overwritten
+    config: dict                # the settings of this run
+    phase: str                  # the next step: route, search, tool, verify, generate, check or done
+    round: int                  # retrieval rounds run so far
+    route: dict | None          # the latest routing decision
+    rounds: list[dict]          # per round: route, queries, new passages, grade, strategy
+    queries_tried: list[str]    # every search query run, so none is repeated
+    subqueries: list[dict]      # the latest decomposition (query, depends_on)
+    parts: list[str]            # the parts an answer must cover (comparisons, sub-questions)
+    used_tools: list[str]
+    rewrites: int
+    repairs: int
+    reflections: int            # extra rounds asked for by an incomplete answer
+    evidence: list[dict]        # the pool, best first: id, doc_id, source, title, text, kind, ranks
+    grade: dict | None          # the latest sufficiency grade
+    missing: list[str]          # what the latest grade or faithfulness check found missing
+    low_rounds: int             # consecutive rounds graded below the low-confidence floor
+    last_top: list[str]         # the previous round's best passage ids (convergence)
+    draft_answer: str           # the answer as generated, before checks
+    answer: str                 # the answer as returned
+    citations: list[dict]       # evidence the answer cites, each with its number n
+    removed_citations: list[int]
+    faithfulness: dict | None
+    abstained: bool
+    abstain_reason: str
+    stop_reason: str | None     # one of STOP_REASONS, once retrieval has stopped
+    resume_reason: str | None   # the stop reason a hook's stop interrupted, restored on resume
+    error: str | None
+    trace: list[dict]           # events: round, step, summary, detail, ms, tokens
+    timings_ms: dict            # milliseconds per step, and total
+    usage: dict                 # model_calls, prompt_tokens, completion_tokens, cost_usd, by_task
+
+
+def new_state(question: str, config: Config | None = None) -> AgentState:
+    """A fresh state for one run; an empty question is an error."""
+    if not isinstance(question, str) or not question.strip():
+        raise ConfigurationError("the question is empty; ask something")
+    return AgentState(
+        question=question, config=asdict(config or Config()), phase="route", round=0, route=None, rounds=[],
+        queries_tried=[], subqueries=[], parts=[], used_tools=[], rewrites=0, repairs=0, reflections=0,
+        evidence=[], grade=None, missing=[], low_rounds=0, last_top=[], draft_answer="", answer="", citations=[],
+        removed_citations=[], faithfulness=None, abstained=False, abstain_reason="", stop_reason=None,
+        resume_reason=None, error=None, trace=[], timings_ms={}, usage=new_usage())
+
+
+def format_trace(state: dict) -> str:
+    """The run on one line, e.g. route:vector -> search:d3,d7 -> verify:0.42 -> generate -> faithfulness:0.95."""
+    return " -> ".join(event["summary"] for event in state["trace"])

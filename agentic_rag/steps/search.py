@@ -1,0 +1,73 @@
+"""vector_search: run the round's queries (independent ones in parallel), grow the evidence pool,
+and re-rank the whole pool against the original question."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from ..analysis import bridge_entities, coverage, key_terms
+from ..kb import KnowledgeBase
+from ..schemas import SubQuery
+
+
+@dataclass
+class SearchOutcome:
+    """The new pool (best first), which ids are new, and the queries as actually run."""
+
+    pool: list[dict]
+    new_ids: list[str] = field(default_factory=list)
+    round_ids: list[str] = field(default_factory=list)
+    queries_run: list[str] = field(default_factory=list)
+
+
+def _search(kb: KnowledgeBase, query: str, k: int, filters: dict) -> list[dict]:
+    hits = kb.search(query, k=k, filters=filters) if filters else []
+    if len(hits) < k:  # a filter narrows, it never empties a search: fill from the unfiltered ranking
+        seen = {h.id for h in hits}
+        hits += [h for h in kb.search(query, k=k) if h.id not in seen][:k - len(hits)]
+    return [dict(h.model_dump(exclude={"score", "metadata"}), kind="passage", query=query, rank=rank)
+            for rank, h in enumerate(hits, 1)]
+
+
+def _run_all(kb, queries: list[SubQuery], k: int, filters: dict, workers: int) -> tuple[list[list[dict]], list[str]]:
+    """Each wave runs every query whose dependencies are done; a dependent query gains the bridge
+    names found by the queries it depends on."""
+    results: dict[int, list[dict]] = {}
+    texts = [q.query for q in queries]
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        while len(results) < len(queries):
+            ready = [i for i, q in enumerate(queries) if i not in results
+                     and all(d in results for d in q.depends_on)] or \
+                    [i for i in range(len(queries)) if i not in results]  # a cycle: run the rest as they are
+            for i in ready:
+                found = [hit for d in queries[i].depends_on for hit in results[d]]
+                if found:
+                    texts[i] = " ".join([queries[i].query] + bridge_entities(queries[i].query, found, 2))
+            for i, hits in zip(ready, pool.map(lambda i: _search(kb, texts[i], k, filters), ready)):
+                results[i] = hits
+    return [results[i] for i in range(len(queries))], texts
+
+
+def relevance(question: str, item: dict, weights: dict[str, float]) -> float:
+    """Comparable across queries: idf-weighted coverage of the question's terms, plus a little for
+    the rank the passage had in the search that found it."""
+    base = coverage(key_terms(question), f"{item.get('title', '')}\n{item['text']}", weights)
+    return round(base + 0.3 / item.get("rank", 10), 6)
+
+
+def vector_search(queries: list[SubQuery], kb: KnowledgeBase, question: str, pool: list[dict] = (),
+                  k: int = 5, filters: dict | None = None, workers: int = 4) -> SearchOutcome:
+    """Search every query; new passages join the pool (de-duplicated by chunk id), ranked against the question."""
+    results, texts = _run_all(kb, queries, k, filters or {}, workers)
+    weights = kb.term_weights(question)
+    merged = {item["id"]: item for item in pool}
+    new_ids, round_ids = [], []
+    for hits in results:
+        for hit in hits:
+            round_ids.append(hit["id"])
+            if hit["id"] not in merged:
+                merged[hit["id"]] = dict(hit, relevance=relevance(question, hit, weights))
+                new_ids.append(hit["id"])
+    ranked = sorted(merged.values(), key=lambda item: (-item.get("relevance", 0), item["id"]))
+    round_ids = sorted(set(round_ids), key=lambda i: -merged[i].get("relevance", 0))
+    return SearchOutcome(pool=ranked, new_ids=new_ids, round_ids=round_ids, queries_run=texts)
