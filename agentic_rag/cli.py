@@ -1,16 +1,22 @@
-"""The `agentic-rag` command: index, search and delete (the agent's commands come later)."""
+"""The `agentic-rag` command: index, search, delete and ask."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from .config import SEARCH_MODES, Config
 from .errors import AgenticRAGError, ConfigurationError
 from .kb import EMBEDDERS, KnowledgeBase, load_documents, make_embedder
 from .kb.store import MANIFEST
+from .loop import run_agentic_rag
+from .models import OfflineModel
+from .state import format_trace
+from .tools import CALCULATOR, shop_tools
 
 
 class _Parser(argparse.ArgumentParser):
@@ -85,6 +91,58 @@ def cmd_delete(args) -> int:
     return 0
 
 
+def make_model(name: str):
+    """The model the command line runs: `offline` unless --model or AGENTIC_RAG_MODEL names another."""
+    if name == "offline":
+        return OfflineModel()
+    raise ConfigurationError(f"model {name!r} needs the OpenAI-compatible client, which this release does not "
+                             f"have yet; use --model offline (or unset AGENTIC_RAG_MODEL)")
+
+
+def result_json(state: dict, model_name: str) -> dict:
+    """The `ask --json` object: the answer, its citations, why it stopped, the trace, usage and timings."""
+    keep = ("n", "id", "doc_id", "source", "title", "text", "kind")
+    return {"question": state["question"], "answer": state["answer"], "abstained": state["abstained"],
+            "abstain_reason": state["abstain_reason"],
+            "citations": [{k: c.get(k) for k in keep} for c in state["citations"]],
+            "stop_reason": state["stop_reason"], "rounds": state["round"], "trace_line": format_trace(state),
+            "trace": state["trace"], "usage": state["usage"], "timings_ms": state["timings_ms"],
+            "model": model_name, "error": state["error"]}
+
+
+def cmd_ask(args) -> int:
+    name = args.model or os.environ.get("AGENTIC_RAG_MODEL") or "offline"  # the one place the variable is read
+    model = make_model(name)
+    kb = KnowledgeBase.load(args.kb)
+    config = replace(kb.config, **{k: v for k, v in (("max_rounds", args.max_rounds), ("token_budget", args.budget))
+                                   if v is not None})
+    tools = [CALCULATOR] + (shop_tools(args.db) if args.db else [])
+    state = run_agentic_rag(args.question, kb, model, tools, config)
+    if args.json:
+        print(json.dumps(result_json(state, name), ensure_ascii=False, indent=2))
+    else:
+        print(state["answer"])
+        if state["citations"]:
+            print("\nSources:")
+            for c in state["citations"]:
+                print(f"  [{c['n']}] {c.get('title') or c['doc_id']} ({c['source']})")
+        usage = state["usage"]
+        print(f"\nTrace: {format_trace(state)}")
+        if args.trace:
+            for event in state["trace"]:
+                print(f"  round {event['round']} {event['summary']}: {event['ms']:.1f} ms, {event['tokens']} tokens, "
+                      f"{json.dumps(event['detail'], ensure_ascii=False)[:300]}")
+        print(f"Stop: {state['stop_reason']} after {state['round']} round(s); {usage['model_calls']} model calls, "
+              f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, "
+              f"${usage['cost_usd']:.4f}; {state['timings_ms']['total']:.0f} ms")
+        if isinstance(model, OfflineModel):
+            print(f"({model.note})")
+    if state["stop_reason"] == "error":
+        print(f"agentic-rag: error: the run failed: {state['error']}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command-line parser (exposed for tests and docs)."""
     parser = _Parser(prog="agentic-rag", description="Agentic retrieval-augmented question answering.")
@@ -107,6 +165,16 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
     delete.add_argument("--kb", required=True, metavar="DIR")
     delete.set_defaults(run=cmd_delete)
+    ask = commands.add_parser("ask", help="ask a question of a knowledge base")
+    ask.add_argument("question")
+    ask.add_argument("--kb", required=True, metavar="DIR")
+    ask.add_argument("--json", action="store_true", help="print one JSON object")
+    ask.add_argument("--trace", action="store_true", help="print every trace event")
+    ask.add_argument("--max-rounds", type=_positive, metavar="N")
+    ask.add_argument("--budget", type=_positive, metavar="TOKENS", help="token budget of the run")
+    ask.add_argument("--db", metavar="PATH", help="SQLite shop database for the order and stock tools")
+    ask.add_argument("--model", help="model to run (default: offline, or AGENTIC_RAG_MODEL)")
+    ask.set_defaults(run=cmd_ask)
     return parser
 
 

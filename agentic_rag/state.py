@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TypedDict
 
+from .accounting import count_tokens
 from .config import Config
 from .errors import ConfigurationError
 from .models.meter import new_usage
@@ -49,11 +50,16 @@ class AgentState(TypedDict):
 
 
 def new_state(question: str, config: Config | None = None) -> AgentState:
-    """A fresh state for one run; an empty question is an error."""
+    """A fresh state for one run; an empty question, or one too long for the budget, is an error."""
+    config = config or Config()
     if not isinstance(question, str) or not question.strip():
         raise ConfigurationError("the question is empty; ask something")
+    tokens = count_tokens(question)
+    if tokens > config.token_budget // 4:  # every call carries the question: a quarter of the budget at most
+        raise ConfigurationError(f"the question has {tokens} tokens, more than a quarter of the token budget "
+                                 f"({config.token_budget}); shorten it or raise the budget (--budget)")
     return AgentState(
-        question=question, config=asdict(config or Config()), phase="route", round=0, route=None, rounds=[],
+        question=question, config=asdict(config), phase="route", round=0, route=None, rounds=[],
         queries_tried=[], subqueries=[], parts=[], used_tools=[], rewrites=0, repairs=0, reflections=0,
         evidence=[], grade=None, missing=[], low_rounds=0, last_top=[], draft_answer="", answer="", citations=[],
         removed_citations=[], faithfulness=None, abstained=False, abstain_reason="", stop_reason=None,

@@ -89,11 +89,11 @@ class USEEmbedder:
 EMBEDDERS = {"hashing": HashingEmbedder, "use": USEEmbedder}
 
 
-def make_embedder(name: str) -> Embedder:
-    """The embedder registered under `name` (see EMBEDDERS)."""
+def make_embedder(name: str, dimension: int | None = None) -> Embedder:
+    """The embedder registered under `name` (see EMBEDDERS); `dimension` sizes the hashing embedder."""
     if name not in EMBEDDERS:
         raise ConfigurationError(f"unknown embedder {name!r}; choose one of: {', '.join(EMBEDDERS)}")
-    return EMBEDDERS[name]()
+    return HashingEmbedder(dimension) if name == "hashing" and dimension else EMBEDDERS[name]()
 
 
 def embed_batched(embedder: Embedder, texts: Sequence[str], batch_size: int = 256,

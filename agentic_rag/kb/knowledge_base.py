@@ -198,7 +198,7 @@ class KnowledgeBase:
         directory = Path(directory)
         manifest, generation = store.read_generation(directory)
         built = manifest["embedder"]
-        embedder = embedder or make_embedder(built["name"])
+        embedder = embedder or make_embedder(built["name"], built["dimension"])
         if (embedder.name, embedder.dimension) != (built["name"], built["dimension"]):
             raise ConfigurationError(
                 f"{directory} was built with embedder {built['name']!r} ({built['dimension']}-dim) but "
