@@ -135,3 +135,10 @@ def bridge_entities(question: str, evidence: list[dict], limit: int = 3) -> list
             if name and not set(tokenize(name)) <= asked:
                 found[name] += 1.0 / (rank + 1)
     return [name for name, _ in found.most_common(limit)]
+
+
+def missing_parts(answer: str, evidence: list[dict], parts: list[str]) -> list[str]:
+    """Parts of the question the answer leaves out; a cited passage's title counts as said."""
+    cited = " ".join(evidence[int(n) - 1].get("title", "") for n in re.findall(r"\[(\d+)\]", answer)
+                     if 0 < int(n) <= len(evidence))
+    return [p for p in parts if coverage(key_terms(p), f"{answer} {cited}") < 0.5]

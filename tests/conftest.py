@@ -36,3 +36,25 @@ def tiny_kb():
     kb = KnowledgeBase(config=Config(chunk_size=200, chunk_overlap=20))
     kb.add_documents(TINY)
     return kb
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite tests/golden files from the current behaviour instead of comparing")
+
+
+@pytest.fixture(scope="session")
+def example_kb():
+    """The example knowledge base, built once and shared read-only (as a service would share it)."""
+    from agentic_rag import load_documents
+
+    kb = KnowledgeBase()
+    kb.add_documents(load_documents(EXAMPLE_DATA).documents)
+    return kb
+
+
+@pytest.fixture(scope="session")
+def example_tools():
+    from agentic_rag import CALCULATOR, shop_tools
+
+    return [CALCULATOR] + shop_tools(EXAMPLE_DATA / "db" / "shop.sqlite")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from ..analysis import answer_type, coverage, entities, has_answer_type, key_terms, sentences, support
+from ..analysis import (answer_type, coverage, entities, has_answer_type, key_terms, missing_parts, sentences,
+                        support)
 from ..kb.tokenize import tokenize
 from ..schemas import Answer, Faithfulness, Grade
 
@@ -73,7 +74,7 @@ def _scored(question: str, evidence: list[dict]) -> list[tuple[float, int, str]]
             if s.startswith("#") or set(s) <= set("|-: "):
                 continue  # headings and table rules say nothing by themselves
             s = _trim(s, terms)
-            cov = coverage(terms, s)
+            cov = coverage(terms, f"{item.get('title', '')} {s}")  # the title names what the sentence is about
             out.append((cov + 0.2 * (cov > 0 and has_answer_type(kind, s)) + 0.05 / n, n, s))
     return sorted(out, key=lambda x: -x[0])
 
@@ -119,7 +120,7 @@ def judge(inputs: dict) -> Faithfulness:
         cited = [texts[int(n) - 1] for n in _CITATION.findall(s) if 0 < int(n) <= len(texts)]
         if support(s, cited or texts) < 0.6:
             unsupported.append(s)
-    missing = [p for p in inputs.get("parts", []) if coverage(key_terms(p), answer) < 0.5]
+    missing = missing_parts(answer, evidence, inputs.get("parts", []))
     score = 1.0 - len(unsupported) / len(found) if found else 0.0
     return Faithfulness(score=round(score, 3), unsupported=unsupported, complete=not missing, missing=missing,
                         by="model")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from ..analysis import coverage, key_terms, sentences, support
+from ..analysis import missing_parts, sentences, support
 from ..errors import ModelOutputError
 from ..models.protocol import Model
 from ..schemas import Answer, Faithfulness
@@ -26,7 +26,7 @@ def check_faithfulness(question: str, answer: str, evidence: list[dict], model: 
         return Faithfulness(score=0.0, complete=False, missing=list(parts), reason="empty answer")
     texts = [f"{item.get('title', '')}\n{item['text']}" for item in evidence]
     scores = {s: _support(s, texts) for s in found}
-    missing = [p for p in parts if coverage(key_terms(p), answer) < 0.5]
+    missing = missing_parts(answer, evidence, list(parts))
     if all(v >= SUPPORTED or v < UNSUPPORTED for v in scores.values()):
         unsupported = [s for s, v in scores.items() if v < UNSUPPORTED]
         return Faithfulness(score=round(1 - len(unsupported) / len(found), 3), unsupported=unsupported,

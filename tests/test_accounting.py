@@ -1,0 +1,22 @@
+import pytest
+
+from agentic_rag import accounting
+
+
+def test_counts_with_the_offline_cl100k_encoding():
+    assert accounting.count_tokens("hello world") == 2
+    assert accounting.count_tokens("") == 0
+
+
+def test_falls_back_to_an_estimate_with_a_warning(monkeypatch):
+    def unavailable():
+        raise ValueError("no encoding file")
+
+    monkeypatch.setattr(accounting, "_encoding", unavailable)
+    with pytest.warns(RuntimeWarning, match="estimates"):
+        assert accounting.count_tokens("abcdefgh 你好") == 2 + 3  # two CJK characters + ceil(7 / 4)
+
+
+def test_cost_from_the_price_table():
+    assert accounting.cost_usd("m", 1_000_000, 500_000, {"m": (2.0, 8.0)}) == pytest.approx(6.0)
+    assert accounting.cost_usd("offline", 10_000, 10_000) == 0.0

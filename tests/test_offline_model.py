@@ -1,0 +1,80 @@
+from agentic_rag.models import extractive, planning
+
+CONTRACTS = [
+    {"title": "Contract A", "text": "Clause 7: late delivery costs 0.5% per day, capped at 10%."},
+    {"title": "Contract B", "text": "Clause 6: late delivery costs 1% per week, capped at 5%."},
+]
+
+
+def test_route_comparison_nested_and_plain():
+    assert planning.route({"question": "合同A和合同B的违约责任有什么区别？"}).route == "multi_hop"
+    assert planning.route({"question": "Who founded the company that makes the Model S?"}).route == "multi_hop"
+    assert planning.route({"question": "When was Nimbus 2.3.1 released?"}).route == "vector"
+
+
+def test_decompose_comparison_into_one_query_per_item():
+    plan = planning.decompose({"question": "合同A和合同B的违约责任有什么区别？"})
+    assert [q.query for q in plan.subqueries] == ["合同A 违约责任", "合同B 违约责任"]
+    assert all(q.depends_on == [] for q in plan.subqueries)
+
+
+def test_decompose_nested_question_into_a_bridge_hop():
+    plan = planning.decompose({"question": "Who was the first president of the association which published "
+                                           "Journal of Psychotherapy Integration?"})
+    first, second = plan.subqueries
+    assert "association" in first.query and "Journal of Psychotherapy Integration" in first.query
+    assert second.depends_on == [0] and "first president" in second.query
+
+
+def test_decompose_follows_bridge_names_found_in_evidence():
+    evidence = [{"title": "Society for the Exploration of Psychotherapy Integration",
+                 "text": "The Society for the Exploration of Psychotherapy Integration publishes the journal."}]
+    plan = planning.decompose({"question": "Who was the first president of the publisher of the journal?",
+                               "evidence": evidence})
+    assert plan.subqueries[0].query.startswith("Society for the Exploration of Psychotherapy Integration")
+
+
+def test_rewrite_adds_missing_and_feedback_terms_and_avoids_tried_queries():
+    evidence = [{"text": "the session token refresh failed"}, {"text": "token refresh retried three times"}]
+    first = planning.rewrite({"question": "login error fixed?", "missing": ["2.3.1"], "evidence": evidence})
+    assert first.query.startswith("login error fixed? 2.3.1") and "token" in first.query
+    second = planning.rewrite({"question": "login error fixed?", "missing": ["2.3.1"], "evidence": evidence,
+                               "tried": [first.query]})
+    assert second.query != first.query
+
+
+def test_grade_rewards_terms_together_and_the_asked_answer_type():
+    good = extractive.grade({"question": "What are the late delivery costs of Contract B?", "evidence": CONTRACTS})
+    assert good.sufficient and good.score >= 0.6
+    missing = extractive.grade({"question": "Does Contract B cover Linux servers?", "evidence": CONTRACTS,
+                                "weights": {"contract": 0.5, "cover": 1.0, "linux": 5.0, "servers": 4.0}})
+    assert not missing.sufficient and "linux" in missing.missing
+    none = extractive.grade({"question": "anything?", "evidence": []})
+    assert none.score < 0.5 and not none.sufficient
+
+
+def test_generate_quotes_one_sentence_per_part_with_citations():
+    answer = extractive.generate({"question": "Compare the penalties of Contract A and Contract B",
+                                  "evidence": CONTRACTS, "parts": ["Contract A penalty", "Contract B penalty"]})
+    assert answer.answer == ("Clause 7: late delivery costs 0.5% per day, capped at 10%. [1] "
+                             "Clause 6: late delivery costs 1% per week, capped at 5%. [2]")
+    assert "extractive" in answer.reason
+
+
+def test_generate_without_evidence_is_a_direct_reply_that_says_so():
+    assert "without consulting the knowledge base" in extractive.generate({"question": "hello"}).answer
+
+
+def test_judge_finds_the_planted_sentence_and_repair_removes_it():
+    answer = ("Clause 6: late delivery costs 1% per week, capped at 5%. [2] "
+              "Contract B also grants a free laptop to every employee. [2]")
+    verdict = extractive.judge({"answer": answer, "evidence": CONTRACTS})
+    assert verdict.score == 0.5 and verdict.unsupported == ["Contract B also grants a free laptop to every employee. [2]"]
+    repaired = extractive.repair({"answer": answer, "unsupported": verdict.unsupported})
+    assert repaired.answer == "Clause 6: late delivery costs 1% per week, capped at 5%. [2]"
+
+
+def test_judge_checks_every_part_is_addressed():
+    verdict = extractive.judge({"answer": "Clause 7: late delivery costs 0.5% per day. [1]", "evidence": CONTRACTS,
+                                "parts": ["Contract A penalty", "Contract B weekly penalty"]})
+    assert not verdict.complete and verdict.missing == ["Contract B weekly penalty"]
