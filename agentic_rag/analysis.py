@@ -14,6 +14,7 @@ what which who whom whose when where why how many much does did do is are was we
 will would should tell me please give list name about there any some one ones also other
 vs versus compare compared comparison between difference differences differ
 区别 差异 对比 比较 不同 异同 有何 何区
+什么 哪个 哪些 哪里 哪儿 怎么 怎样 如何 多少 是否 为何 几个 请问 时候 多久 多长 何时 能否 可以
 """.split())
 # Chinese characters that only shape a sentence; a bigram holding one is not a content term
 _CJK_FUNCTION = frozenset("吗呢吧啊么什哪谁怎样几是否的了在有和与及请问我你他她它这那个些吧为何呀哦嘛着过被把将从对")
@@ -38,8 +39,9 @@ ANSWER_TYPES = {
                          r"是不是", re.I),
 }
 _TYPE_EVIDENCE = {
-    "date": re.compile(r"\b(?:1[5-9]\d\d|20\d\d)\b|\d{1,2}月|\d{1,2}日|\d+年|"
-                       r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d", re.I),
+    "date": re.compile(r"\b(?:1[5-9]\d\d|20\d\d)\b|\d{1,2}月|\d{1,2}日|\d+年|\d{1,2}:\d\d|当天|次日|工作日|"
+                       r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d|business day|same day|"
+                       r"\b(?:today|tomorrow|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I),
     "number": re.compile(r"\d"),
     "person": re.compile(r"\b[A-Z][a-z]+(?: [A-Z][a-z.]+)+\b|[\u4e00-\u9fff]{2,4}(?:先生|女士|教授|总统|主席)|"
                          r"[\u4e00-\u9fff]{2,3}(?:说|表示|指出)"),
@@ -47,10 +49,16 @@ _TYPE_EVIDENCE = {
 }
 
 
+_CJK_QUESTION = re.compile(r"什么时候|什么|哪一?[个些里儿年天位]?|怎么样?|怎样|如何|多少|多久|多长|是否|是不是|有没有|"
+                          r"为什么|为何|几[个名人次月号]?|请问|[吗呢吧的了]")
+
+
 def key_terms(text: str) -> list[str]:
     """The content tokens of a question, in order: words and numbers without question words,
-    and Chinese bigrams without function characters (single characters only where alone)."""
+    and Chinese bigrams without function characters (single characters only where alone).
+    Chinese question words are cut out first, so no bigram straddles one (什么时候发货 -> 发货)."""
     terms = []
+    text = _CJK_QUESTION.sub(" ", text)
     for token in dict.fromkeys(tokenize(text)):
         cjk = "\u3400" <= token[0] <= "\u9fff"
         if token in _QUESTION_WORDS or (cjk and (set(token) & _CJK_FUNCTION)):
