@@ -90,3 +90,51 @@ def test_console_script_runs(tmp_path):
     done = subprocess.run([script, "search", "截单时间", "--kb", str(tmp_path / "kb"), "--json", "--k", "1"],
                           capture_output=True, text=True, timeout=120)
     assert json.loads(done.stdout)[0]["doc_id"] == "shipping-rules.md"
+
+
+@pytest.fixture(scope="module")
+def example_kb_dir(tmp_path_factory):
+    kb = tmp_path_factory.mktemp("ask") / "kb"
+    assert main(["index", str(EXAMPLE_DATA), "--kb", str(kb)]) == 0
+    return str(kb)
+
+
+def test_ask_json_has_every_documented_field(capsys, example_kb_dir):
+    capsys.readouterr()
+    code, out, _ = run(capsys, "ask", "登录报错的问题在 2.3.1 版本里修复了吗？", "--kb", example_kb_dir, "--json")
+    result = json.loads(out)
+    assert code == 0
+    assert set(result) >= {"question", "answer", "abstained", "citations", "stop_reason", "rounds", "trace",
+                           "usage", "timings_ms"}
+    assert set(result["usage"]) >= {"model_calls", "prompt_tokens", "completion_tokens", "cost_usd"}
+    assert set(result["citations"][0]) >= {"id", "source", "text"}
+    assert result["stop_reason"] == "sufficient" and result["model"] == "offline"
+
+
+def test_ask_text_output_and_abstention_exit_zero(capsys, example_kb_dir):
+    code, out, _ = run(capsys, "ask", "Does Nimbus have an Android app?", "--kb", example_kb_dir, "--trace")
+    assert code == 0 and out.startswith("The knowledge base does not hold")
+    assert "Trace: route:vector" in out and "Stop: low_confidence" in out and "offline extractive" in out
+    assert "  round 1 route:vector:" in out                     # --trace lists every event
+
+
+def test_ask_with_tools_rounds_and_budget(capsys, example_kb_dir):
+    db = str(EXAMPLE_DATA / "db" / "shop.sqlite")
+    code, out, _ = run(capsys, "ask", "DK-200 还有库存吗？", "--kb", example_kb_dir, "--db", db, "--json")
+    assert code == 0 and json.loads(out)["citations"][0]["kind"] == "tool"
+    code, out, _ = run(capsys, "ask", "Does Nimbus have an Android app?", "--kb", example_kb_dir, "--json",
+                       "--max-rounds", "1")
+    assert json.loads(out)["rounds"] == 1
+    code, out, _ = run(capsys, "ask", "合同A和合同B的违约责任有什么区别？", "--kb", example_kb_dir, "--json",
+                       "--budget", "600")
+    assert json.loads(out)["stop_reason"] == "token_budget"
+
+
+def test_ask_errors_are_one_line(capsys, example_kb_dir, monkeypatch):
+    code, _, err = run(capsys, "ask", " ", "--kb", example_kb_dir)
+    assert code == 1 and err == "agentic-rag: error: the question is empty; ask something\n"
+    monkeypatch.setenv("AGENTIC_RAG_MODEL", "gpt-4o-mini")
+    code, _, err = run(capsys, "ask", "hi", "--kb", example_kb_dir)
+    assert code == 1 and "model 'gpt-4o-mini'" in err and err.count("\n") == 1
+    code, _, err = run(capsys, "ask", "hi", "--kb", example_kb_dir, "--model", "offline")
+    assert code == 0

@@ -1,0 +1,35 @@
+import json
+
+import pytest
+
+from agentic_rag import Config, format_trace, new_state
+from agentic_rag.errors import ConfigurationError
+from agentic_rag.state import STOP_REASONS, AgentState
+
+
+def test_new_state_is_plain_json_with_every_documented_key():
+    state = new_state("What changed in 2.3.1?", Config(max_rounds=2))
+    assert set(state) == set(AgentState.__annotations__)
+    assert state["question"] == "What changed in 2.3.1?" and state["config"]["max_rounds"] == 2
+    assert state["phase"] == "route" and state["stop_reason"] is None and state["usage"]["model_calls"] == 0
+    assert json.loads(json.dumps(state)) == state
+
+
+def test_each_call_gets_its_own_state():
+    first, second = new_state("q"), new_state("q")
+    first["evidence"].append({"id": "x"})
+    assert second["evidence"] == []
+
+
+def test_bad_questions_are_refused():
+    with pytest.raises(ConfigurationError, match="empty"):
+        new_state("")
+    with pytest.raises(ConfigurationError, match="token budget"):
+        new_state("long " * 300, Config(token_budget=1000))
+
+
+def test_format_trace_joins_event_summaries():
+    state = new_state("q")
+    state["trace"] = [{"summary": s} for s in ("route:vector", "search:d3,d7", "verify:0.42", "rewrite")]
+    assert format_trace(state) == "route:vector -> search:d3,d7 -> verify:0.42 -> rewrite"
+    assert "token_budget" in STOP_REASONS and len(STOP_REASONS) == 10

@@ -1,0 +1,75 @@
+import hashlib
+import shutil
+
+import pytest
+
+from agentic_rag import CALCULATOR, Tool, ToolRegistry, shop_tools
+from agentic_rag.errors import ConfigurationError, ToolError
+from agentic_rag.tools.calculator import calculate
+from conftest import EXAMPLE_DATA
+
+
+@pytest.mark.parametrize("expression, result", [
+    ("12*7+3", "12*7+3 = 87"), ("(2+3)**2", "(2+3)**2 = 25"), ("15% of 80", "15% of 80 = 12"),
+    ("100 ÷ 8", "100 ÷ 8 = 12.5"), ("-3 + 1,000", "-3 + 1,000 = 997"), ("7 // 2", "7 // 2 = 3"),
+])
+def test_calculator_arithmetic(expression, result):
+    assert calculate(expression) == result
+
+
+@pytest.mark.parametrize("expression, message", [
+    ("__import__('os').system('ls')", "not plain arithmetic"), ("a + 1", "not plain arithmetic"),
+    ("2 ** 1000", "exponent too large"), ("10 ** 20", "too large"), ("1/0", "division by zero"),
+    ("(1 +", "cannot parse"), ("1" * 300, "at most 200"),
+])
+def test_calculator_refuses_everything_else(expression, message):
+    with pytest.raises(ToolError, match=message):
+        calculate(expression)
+
+
+def test_calculator_finds_the_arithmetic_in_a_question():
+    assert CALCULATOR.arguments("What is 15% of 80?", []) == {"expression": "15% of 80"}
+    assert CALCULATOR.arguments("12*7+3等于多少？", []) == {"expression": "12*7+3"}
+    assert CALCULATOR.arguments("Is DK-200 in stock?", []) is None
+
+
+@pytest.fixture
+def shop_db(tmp_path):
+    path = tmp_path / "shop.sqlite"
+    shutil.copy(EXAMPLE_DATA / "db" / "shop.sqlite", path)
+    return path
+
+
+def test_shop_lookups_read_the_database_and_leave_it_unchanged(shop_db):
+    before = hashlib.sha256(shop_db.read_bytes()).hexdigest()
+    tools = ToolRegistry(shop_tools(shop_db))
+    assert "status processing" in tools.call("order_status", {"order_id": "a1002"})
+    assert "0 available" in tools.call("stock", {"sku": "DK-200"})
+    with pytest.raises(ToolError, match="no order 'Z9999'"):
+        tools.call("order_status", {"order_id": "Z9999"})
+    with pytest.raises(ToolError, match="no product"):
+        tools.call("stock", {"sku": "DK-200' OR '1'='1"})   # a parameter, never SQL
+    assert hashlib.sha256(shop_db.read_bytes()).hexdigest() == before
+
+
+def test_shop_tools_select_by_pattern_and_arguments(shop_db):
+    tools = ToolRegistry(shop_tools(shop_db))
+    tool, arguments = tools.select("订单 A1002 的状态是什么？", [])
+    assert tool.name == "order_status" and arguments == {"order_id": "A1002"}
+    tool, arguments = tools.select("Is DK-200 in stock?", [])
+    assert tool.name == "stock" and arguments == {"sku": "DK-200"}
+    assert tools.select("What is an order?", []) is None      # the pattern matches, but no id: not selected
+    with pytest.raises(ConfigurationError, match="database not found"):
+        shop_tools(shop_db.parent / "missing.sqlite")
+
+
+def test_registry_errors():
+    with pytest.raises(ConfigurationError, match="not a Tool"):
+        ToolRegistry([len])
+    with pytest.raises(ConfigurationError, match="two tools are named"):
+        ToolRegistry([CALCULATOR, CALCULATOR])
+    failing = Tool("boom", "always fails", fn=lambda: 1 / 0)
+    with pytest.raises(ToolError, match="boom failed: ZeroDivisionError"):
+        ToolRegistry([failing]).call("boom", {})
+    with pytest.raises(ToolError, match="must be an object"):
+        ToolRegistry([failing]).call("boom", ["x"])
