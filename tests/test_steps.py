@@ -23,7 +23,8 @@ def test_route_rules_need_no_model():
     decision = route_query("What is 12*7+3?", model, tools)
     assert (decision.route, decision.tool, decision.arguments) == ("tool", "calculator", {"expression": "12*7+3"})
     assert route_query("What is 12*7+3?", model, tools, used_tools=("calculator",)).route == "vector"
-    assert route_query("合同A和合同B的违约责任有什么区别？", model, tools).route == "multi_hop"
+    comparison = route_query("合同A和合同B的违约责任有什么区别？", model, tools)
+    assert comparison.route == "multi_hop" and comparison.filters == {"type": ["contract"]}
     plain = route_query("When was version 2.3.1 released in 2026?", model, tools)
     assert plain.route == "vector" and plain.filters == {"date": {"gte": "2026-01-01", "lte": "2026-12-31"}}
     assert model.calls == []

@@ -15,12 +15,23 @@ _DIRECT = re.compile(r"^\s*(?:hi|hello|hey|thanks|thank you|good (?:morning|afte
                      r"晚上好)\W*$|^\s*(?:translate|翻译)\b|(?:翻译成|translate (?:this|it)? ?(?:in)?to)\s*\w+", re.I)
 _NESTED = re.compile(r"\s(?:which|that|who|whose|whom|where)\s|的.*的.*的", re.I)
 _YEAR = re.compile(r"(?:\bin |在)((?:19|20)\d\d)(?:\s*年)?")
+_TYPES = {"release_note": r"release notes?|changelog|发布说明|更新日志|版本说明", "ticket": r"\btickets?\b|工单",
+          "contract": r"\bcontracts?\b|合同", "manual": r"\bmanual\b|手册|说明书", "policy": r"\bpolic(?:y|ies)\b|政策|规则"}
 
 
 def _filters(question: str) -> dict:
-    """A year named in the question becomes a date filter (the search fills up without it if needed)."""
-    year = _YEAR.search(question)
-    return {"date": {"gte": f"{year.group(1)}-01-01", "lte": f"{year.group(1)}-12-31"}} if year else {}
+    """A year or a document type named in the question becomes a metadata filter; a filter only
+    puts matching passages first (the search fills up without it). A version is not made a filter:
+    a question names the version of a fix, while the tickets describing the problem carry an
+    earlier one (measured on the example: filtering by it lost them); the tokenizer's version
+    normalisation matches it instead."""
+    filters = {}
+    if year := _YEAR.search(question):
+        filters["date"] = {"gte": f"{year.group(1)}-01-01", "lte": f"{year.group(1)}-12-31"}
+    types = [name for name, pattern in _TYPES.items() if re.search(pattern, question, re.I)]
+    if types:
+        filters["type"] = types
+    return filters
 
 
 def route_query(question: str, model: Model, tools: ToolRegistry | None = None, evidence: list[dict] = (),
