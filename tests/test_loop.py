@@ -182,3 +182,16 @@ def test_scenario_eight_threads_each_cite_only_their_own_evidence(example_kb, ex
         assert state["question"] == question and state["answer"] == alone[question]["answer"]
         own = {e["id"] for e in state["evidence"]}
         assert {c["id"] for c in state["citations"]} <= own
+
+
+def test_a_failing_tool_is_recorded_and_the_loop_goes_on(tiny_kb):
+    from agentic_rag import CALCULATOR
+
+    model = scripted(route=[{"route": "tool", "tool": "calculator", "arguments": {"formula": "1+1"}}])
+    question = "Who approved the budget of the team which shipped the orders paid on weekends?"
+    state = run_agentic_rag(question, tiny_kb, model, [CALCULATOR])
+    tool_events = [e for e in state["trace"] if e["step"] == "tool"]
+    assert tool_events and tool_events[0]["summary"] == "tool:calculator:error"
+    assert "bad arguments" in state["rounds"][0]["error"]
+    assert state["used_tools"] == ["calculator"] and state["phase"] == "done"
+    assert any(e["step"] == "search" for e in state["trace"])     # it went on to search

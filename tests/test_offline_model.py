@@ -78,3 +78,15 @@ def test_judge_checks_every_part_is_addressed():
     verdict = extractive.judge({"answer": "Clause 7: late delivery costs 0.5% per day. [1]", "evidence": CONTRACTS,
                                 "parts": ["Contract A penalty", "Contract B weekly penalty"]})
     assert not verdict.complete and verdict.missing == ["Contract B weekly penalty"]
+
+
+def test_generate_names_a_disagreement_and_cites_both_sources():
+    evidence = [{"doc_id": "notes", "title": "Release notes", "text": "The session timeout is 15 minutes."},
+                {"doc_id": "faq", "title": "FAQ", "text": "The session timeout is 30 minutes."},
+                {"doc_id": "misc", "title": "Misc", "text": "Sessions are great."}]
+    answer = extractive.generate({"question": "How many minutes is the session timeout?", "evidence": evidence})
+    assert answer.answer == ("The sources disagree: The session timeout is 15 minutes. [1] "
+                             "The session timeout is 30 minutes. [2]")
+    agreeing = [evidence[0], dict(evidence[1], text="The session timeout is 15 minutes, as before.")]
+    assert "disagree" not in extractive.generate({"question": "How many minutes is the session timeout?",
+                                                  "evidence": agreeing}).answer

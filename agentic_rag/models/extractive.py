@@ -105,8 +105,30 @@ def generate(inputs: dict) -> Answer:
             chosen.append(extra)
     if not chosen:
         return Answer(answer="", reason="no sentence of the evidence addresses the question")
+    if len(parts) == 1 and (conflict := _disagreement(question, evidence, chosen[0])):
+        return Answer(answer=conflict, reason="extractive: the sources disagree, both are quoted")
     text = " ".join(f"{s} [{n}]" for n, s in chosen)
     return Answer(answer=text, reason="extractive: sentences quoted from the evidence")
+
+
+_VALUE = re.compile(r"\d+(?:[.,:]\d+)*\s*%?")
+
+
+def _disagreement(question: str, evidence: list[dict], best: tuple[int, str]) -> str | None:
+    """Another document's sentence that addresses the question as well but gives other numbers or
+    dates: both are quoted and the disagreement is named."""
+    if answer_type(question) not in ("number", "date"):
+        return None
+    scored = _scored(question, evidence)
+    top = scored[0][0] if scored else 0
+    values = set(_VALUE.findall(best[1])) - set(_VALUE.findall(question))
+    for score, n, s in scored:
+        other = set(_VALUE.findall(s)) - set(_VALUE.findall(question))
+        if score >= 0.9 * top and evidence[n - 1]["doc_id"] != evidence[best[0] - 1]["doc_id"] \
+                and values and other and not values & other:
+            lead = "来源说法不一：" if re.search(r"[\u4e00-\u9fff]", question) else "The sources disagree: "
+            return f"{lead}{best[1]} [{best[0]}] {s} [{n}]"
+    return None
 
 
 def judge(inputs: dict) -> Faithfulness:
