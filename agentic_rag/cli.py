@@ -143,6 +143,31 @@ def cmd_ask(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    from .eval.bench import MODES, run_bench
+
+    modes = list(MODES) if args.mode == "both" else [args.mode]
+    model = make_model(args.model or os.environ.get("AGENTIC_RAG_MODEL") or "offline")
+    folder = Path(args.data)
+    if not (folder / "corpus.jsonl").is_file():
+        raise ConfigurationError(f"{folder} holds no corpus.jsonl; give a set folder such as ../shared/data/hotpotqa")
+    out = Path(args.out or f"reports/bench/{folder.name}")
+    metrics = run_bench(folder, modes, out, model, Config(), args.embedder, args.limit,
+                        Path(args.cache) if args.cache else None)
+    print((out / "report.md").read_text(encoding="utf-8"))
+    return 0 if metrics else 1
+
+
+def cmd_bench_rgb(args) -> int:
+    from .eval.rgb import run_rgb
+
+    model = make_model(args.model or os.environ.get("AGENTIC_RAG_MODEL") or "offline")
+    report = run_rgb(Path(args.file), args.noise_rate, args.passages, model, args.limit,
+                     Path(args.out) if args.out else None)
+    print(json.dumps(report, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command-line parser (exposed for tests and docs)."""
     parser = _Parser(prog="agentic-rag", description="Agentic retrieval-augmented question answering.")
@@ -175,6 +200,23 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--db", metavar="PATH", help="SQLite shop database for the order and stock tools")
     ask.add_argument("--model", help="model to run (default: offline, or AGENTIC_RAG_MODEL)")
     ask.set_defaults(run=cmd_ask)
+    bench = commands.add_parser("bench", help="linear against agentic on an evaluation set")
+    bench.add_argument("--data", required=True, metavar="DIR", help="a set folder: corpus.jsonl, questions.jsonl")
+    bench.add_argument("--mode", choices=("linear", "agentic", "both"), default="both")
+    bench.add_argument("--limit", type=_positive, metavar="N", help="only the first N questions")
+    bench.add_argument("--out", metavar="DIR", help="report folder (default reports/bench/SET)")
+    bench.add_argument("--embedder", choices=sorted(EMBEDDERS), default="hashing")
+    bench.add_argument("--model", help="model to run (default: offline, or AGENTIC_RAG_MODEL)")
+    bench.add_argument("--cache", metavar="DIR", help="where built knowledge bases are kept (default OUT/kb-cache)")
+    bench.set_defaults(run=cmd_bench)
+    rgb = commands.add_parser("bench-rgb", help="the RGB paper's protocol: passages at a noise rate")
+    rgb.add_argument("--file", required=True)
+    rgb.add_argument("--noise-rate", type=float, default=0.4)
+    rgb.add_argument("--passages", type=_positive, default=5)
+    rgb.add_argument("--limit", type=_positive, metavar="N")
+    rgb.add_argument("--out", metavar="DIR")
+    rgb.add_argument("--model")
+    rgb.set_defaults(run=cmd_bench_rgb)
     return parser
 
 

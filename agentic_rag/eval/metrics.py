@@ -43,3 +43,17 @@ def bootstrap_ci(values: list[float], samples: int = 2000, seed: int = 0) -> tup
 def percentile(values: list[float], q: float) -> float:
     """The q-th percentile (linear interpolation); NaN for no values."""
     return float(np.percentile(values, q)) if values else float("nan")
+
+
+def precision_at_k(doc_ids: list[str], relevant: list[str], k: int) -> float:
+    """Share of the first k retrieved entries that are relevant (fewer than k retrieved count as misses)."""
+    return len(set(entries(doc_ids)[:k]) & set(relevant)) / k
+
+
+def ndcg_at_k(doc_ids: list[str], relevant: list[str], k: int) -> float:
+    """Binary-relevance NDCG over the first k entries (Järvelin & Kekäläinen, 2002):
+    DCG = sum of 1 / log2(rank + 1) over relevant ranks, divided by the ideal DCG."""
+    wanted = set(relevant)
+    dcg = sum(1 / np.log2(rank + 1) for rank, d in enumerate(entries(doc_ids)[:k], 1) if d in wanted)
+    ideal = sum(1 / np.log2(rank + 1) for rank in range(1, min(k, len(wanted)) + 1))
+    return float(dcg / ideal) if ideal else 0.0
