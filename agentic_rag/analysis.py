@@ -42,7 +42,7 @@ _TYPE_EVIDENCE = {
     "date": re.compile(r"\b(?:1[5-9]\d\d|20\d\d)\b|\d{1,2}月|\d{1,2}日|\d+年|\d{1,2}:\d\d|当天|次日|工作日|"
                        r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d|business day|same day|"
                        r"\b(?:today|tomorrow|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I),
-    "number": re.compile(r"\d"),
+    "number": re.compile(r"\d+(?:[.,]\d+)*\s*(?:%|‰|亿|万|千|百)?"),
     "person": re.compile(r"\b[A-Z][a-z]+(?: [A-Z][a-z.]+)+\b|[\u4e00-\u9fff]{2,4}(?:先生|女士|教授|总统|主席)|"
                          r"[\u4e00-\u9fff]{2,3}(?:说|表示|指出)"),
     "place": re.compile(r"\b(?:in|at|from) [A-Z][a-z]+|[\u4e00-\u9fff]{2,}(?:省|市|县|国|州|区|岛|城)"),
@@ -90,10 +90,14 @@ def answer_type(question: str) -> str:
     return "other"
 
 
-def has_answer_type(kind: str, text: str) -> bool:
-    """Whether the text holds something of the asked kind (a year for 'date', a digit for 'number'...)."""
+def has_answer_type(kind: str, text: str, question: str = "") -> bool:
+    """Whether the text holds something of the asked kind (a year for 'date', a number for
+    'number'...) that the question itself does not already say."""
     pattern = _TYPE_EVIDENCE.get(kind)
-    return True if pattern is None else bool(pattern.search(text))
+    if pattern is None:
+        return True
+    asked = normalize(question)
+    return any(m.group(0).strip() and normalize(m.group(0)).strip() not in asked for m in pattern.finditer(text))
 
 
 def coverage(terms: list[str], text: str, weights: dict[str, float] | None = None) -> float:
@@ -109,6 +113,7 @@ def coverage(terms: list[str], text: str, weights: dict[str, float] | None = Non
 def sentences(text: str) -> list[str]:
     """The text's sentences, stripped, without empty ones and without bare citation markers."""
     out: list[str] = []
+    text = re.sub(r"(\[\d+\])(?!\s*\[)[ \t]*(?=\S)", "\\1\n\n", text)  # a citation ends its sentence
     for piece in split_sentences(text):
         piece = re.sub(r"^\s*(?:[-*•]|\d+[.)、])\s+", "", piece).strip()  # list markers
         leading = re.match(r"(?:\[\d+\]\s*)+", piece)

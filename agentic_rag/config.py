@@ -34,11 +34,12 @@ class Config:
     max_rounds: int = 3
     token_budget: int = 40_000         # prompt + completion tokens of one run
     deadline_s: float = 120.0          # wall clock of one run
-    search_k: int = 5                  # hits per query
+    search_k: int = 8                  # hits per query (as many as a prompt shows)
     evidence_k: int = 8                # best passages of the pool shown to a prompt
     min_context_score: float = 0.6     # grade at which evidence is sufficient
     min_faithfulness: float = 0.86     # below this an answer is repaired
-    abstain_floor: float = 0.45        # below this (grade or repaired faithfulness) the run abstains
+    abstain_floor: float = 0.45        # a repaired answer whose faithfulness stays below this: abstain
+    answer_floor: float = 0.3          # retrieval stopped short of sufficient with a grade below this: abstain
     low_confidence_floor: float = 0.25  # two rounds in a row graded below this stop the run
     converge_jaccard: float = 0.8      # a round whose top passages overlap the last one's this much
     max_rewrites: int = 1
@@ -65,7 +66,7 @@ class Config:
         for name in ("max_rounds", "search_k", "evidence_k", "max_subqueries", "parallel_searches"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"Config.{name} = {getattr(self, name)} must be at least 1")
-        for name in ("min_context_score", "min_faithfulness", "abstain_floor", "low_confidence_floor",
+        for name in ("min_context_score", "min_faithfulness", "abstain_floor", "answer_floor", "low_confidence_floor",
                      "converge_jaccard"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ConfigurationError(f"Config.{name} = {getattr(self, name)} must lie in [0, 1]")

@@ -48,7 +48,7 @@ def settle(state, run, stop_reason: str) -> None:
     """Retrieval stops without a sufficient grade: answer from what there is, or abstain when it is too weak."""
     state["stop_reason"] = stop_reason
     score = state["grade"]["score"] if state["grade"] else 0.0
-    if stop_reason == "low_confidence" or score < run.config.abstain_floor or not state["evidence"]:
+    if stop_reason == "low_confidence" or score < run.config.answer_floor or not state["evidence"]:
         abstain(state, stop_reason, f"evidence stayed insufficient (best score {score:.2f}, "
                                     f"needs {run.config.min_context_score:.2f}) and retrieval stopped: {stop_reason}")
     else:
@@ -144,7 +144,8 @@ def _verify(state, run) -> None:
 
 def _generate(state, run) -> None:
     shown = [] if state["stop_reason"] == "direct" else state["evidence"][:run.config.evidence_k]
-    draft = _timed(state, run, "generate", generate_answer, state["question"], shown, run.model, state["parts"])
+    weights = question_weights(state["question"], run.kb.term_weights(state["question"]))
+    draft = _timed(state, run, "generate", generate_answer, state["question"], shown, run.model, state["parts"], weights)
     answer, citations, removed = verify_citations(draft.answer, shown)
     state.update(draft_answer=draft.answer, answer=answer, citations=citations, removed_citations=removed)
     if removed:

@@ -17,6 +17,7 @@ from ..models.meter import Meter
 from ..models.protocol import Model
 from ..state import format_trace
 from ..steps import check_faithfulness, generate_answer, verify_citations
+from ..steps.verify import question_weights
 from .datasets import Question, load_set
 from .report import summarize, write_reports
 
@@ -46,7 +47,8 @@ def answer_linear(question: str, kb: KnowledgeBase, model: Model, config: Config
     start = time.perf_counter()
     hits = kb.search(question, k=max(10, config.evidence_k))
     pool = [dict(h.model_dump(exclude={"score", "metadata"}), kind="passage") for h in hits]
-    draft = generate_answer(question, pool[:config.evidence_k], meter)
+    weights = question_weights(question, kb.term_weights(question))
+    draft = generate_answer(question, pool[:config.evidence_k], meter, (), weights)
     answer, citations, _ = verify_citations(draft.answer, pool[:config.evidence_k])
     return {"answer": answer, "abstained": False, "citations": citations, "evidence": pool, "stop_reason": "linear",
             "round": 1, "trace_line": "search -> generate", "usage": meter.usage,

@@ -21,32 +21,34 @@ def _texts(evidence: list[dict]) -> list[str]:
 
 
 def grade(inputs: dict) -> Grade:
-    """Score = idf-weighted key-term coverage of the best two-sentence window (0.55) and of all the
-    evidence (0.15), the share of named things found (0.1), and an answer of the asked type in that
-    window (0.2); each rare key term found nowhere in the evidence multiplies the score by 0.6."""
+    """Score = idf-weighted key-term coverage of the best two-sentence window (0.6) and of all the
+    evidence (0.15), the share of named things found (0.1) and an answer of the asked type in that
+    window (0.15), less 0.3 times the idf-weighted share of key terms found nowhere in the evidence."""
     question, evidence, weights = inputs["question"], inputs.get("evidence", []), inputs.get("weights") or None
     terms, names, kind = key_terms(question), entities(question), answer_type(question)
-    pool = "\n".join(_texts(evidence))
-    windows = [" ".join(s[i:i + 2]) for s in (sentences(t) for t in _texts(evidence)) for i in range(max(1, len(s) - 1))]
+    texts = _texts(evidence)
+    pool = "\n".join(texts)
+    windows = [" ".join([t.split("\n", 1)[0]] + s[i:i + 2]) for t in texts for s in [sentences(t)]
+               for i in range(max(1, len(s) - 1))]
     best = max(windows, key=lambda w: coverage(terms, w, weights), default="")
     window_cov = coverage(terms, best, weights) if windows else 0.0
     found = [n for n in names if n.casefold() in pool.casefold()]
     name_cov = len(found) / len(names) if names else 1.0
-    typed = bool(windows) and has_answer_type(kind, best)
+    typed = bool(windows) and has_answer_type(kind, best, question)
     present = set(tokenize(pool))
     # absent: a term the evidence lacks; a CJK bigram whose two characters it holds is only a word boundary
     absent = [t for t in terms if t not in present and not (len(t) == 2 and "\u3400" <= t[0] <= "\u9fff"
                                                             and set(t) <= present)]
-    middle = sorted((weights or {}).get(t, 1.0) for t in terms)[len(terms) // 2] if terms else 0.0
-    rare_absent = [t for t in absent if (weights or {}).get(t, 1.0) >= middle]
-    score = (0.55 * window_cov + 0.15 * (coverage(terms, pool, weights) if evidence else 0) + 0.1 * name_cov
-             + 0.2 * typed) * 0.6 ** len(rare_absent)
+    weight = (lambda t: weights.get(t, 1.0)) if weights else (lambda t: 1.0)
+    absent_share = sum(map(weight, absent)) / (sum(map(weight, terms)) or 1.0)
+    score = max(0.0, 0.6 * window_cov + 0.15 * (coverage(terms, pool, weights) if evidence else 0) + 0.1 * name_cov
+                + 0.15 * typed - 0.3 * absent_share)
     missing = [n for n in names if n not in found] + absent[:5]
     if not typed and kind != "other":
         missing.append(f"a {kind} answer")
-    return Grade(score=round(score, 3), sufficient=score >= inputs.get("threshold", 0.6), missing=missing,
+    return Grade(score=round(min(score, 1.0), 3), sufficient=score >= inputs.get("threshold", 0.6), missing=missing,
                  reason=f"terms {window_cov:.2f} in one place, names {name_cov:.2f}, {kind} answer "
-                        f"{'found' if typed else 'not found'}, rare terms absent: {rare_absent or 'none'}", by="model")
+                        f"{'found' if typed else 'not found'}, absent {absent_share:.2f}", by="model")
 
 
 def _trim(sentence: str, terms: list[str]) -> str:
@@ -66,7 +68,9 @@ def _trim(sentence: str, terms: list[str]) -> str:
     return best.strip()
 
 
-def _scored(question: str, evidence: list[dict]) -> list[tuple[float, int, str]]:
+def _scored(question: str, evidence: list[dict], weights: dict | None = None) -> list[tuple[float, int, str]]:
+    """Candidate sentences, best first: idf-weighted coverage of the question's terms (title
+    included), plus 0.35 for a value of the asked kind the question does not already state."""
     terms, kind = key_terms(question), answer_type(question)
     out = []
     for n, item in enumerate(evidence, 1):
@@ -74,14 +78,15 @@ def _scored(question: str, evidence: list[dict]) -> list[tuple[float, int, str]]
             if s.startswith("#") or set(s) <= set("|-: "):
                 continue  # headings and table rules say nothing by themselves
             s = _trim(s, terms)
-            cov = coverage(terms, f"{item.get('title', '')} {s}")  # the title names what the sentence is about
-            out.append((cov + 0.2 * (cov > 0 and has_answer_type(kind, s)) + 0.05 / n, n, s))
+            cov = coverage(terms, f"{item.get('title', '')} {s}", weights)  # the title names what it is about
+            typed = cov > 0 and kind != "other" and has_answer_type(kind, s, question)
+            out.append((cov + 0.35 * typed + 0.05 / n, n, s))
     return sorted(out, key=lambda x: -x[0])
 
 
 def generate(inputs: dict) -> Answer:
     """The best-supported sentences (one per part of the question, at most three), each cited."""
-    question, evidence = inputs["question"], inputs.get("evidence", [])
+    question, evidence, weights = inputs["question"], inputs.get("evidence", []), inputs.get("weights") or None
     if not evidence:
         if _GREETING.match(question):
             return Answer(answer="Hello! Ask me a question about the documents in the knowledge base. "
@@ -92,15 +97,15 @@ def generate(inputs: dict) -> Answer:
     parts = inputs.get("parts") or [question]
     chosen: list[tuple[int, str]] = []
     for part in parts[:3]:
-        for score, n, s in _scored(part, evidence):
+        for score, n, s in _scored(part, evidence, weights):
             if (n, s) not in chosen and score > 0.05 / n:
                 chosen.append((n, s))
                 break
-    if len(parts) == 1 and chosen:
-        covered = " ".join(s for _, s in chosen)
-        terms = [t for t in key_terms(question) if coverage([t], covered) == 0]
-        extra = next(((n, s) for _, n, s in _scored(" ".join(terms), evidence) if terms and coverage(terms, s) >= 0.5
-                      and (n, s) not in chosen), None)
+    if len(parts) == 1 and chosen:  # a second sentence: what the first left out, or a near-equal elsewhere
+        ranked = _scored(question, evidence, weights)
+        left = [t for t in key_terms(question) if coverage([t], chosen[0][1]) == 0]
+        extra = next(((n, s) for score, n, s in ranked if (n, s) not in chosen and (
+            (left and coverage(left, s) >= 0.5) or (n != chosen[0][0] and score >= 0.8 * ranked[0][0]))), None)
         if extra:
             chosen.append(extra)
     if not chosen:
@@ -119,7 +124,7 @@ def _disagreement(question: str, evidence: list[dict], best: tuple[int, str]) ->
     dates: both are quoted and the disagreement is named."""
     if answer_type(question) not in ("number", "date"):
         return None
-    scored = _scored(question, evidence)
+    scored = _scored(question, evidence)  # unweighted: the disagreement check compares like with like
     top = scored[0][0] if scored else 0
     values = set(_VALUE.findall(best[1])) - set(_VALUE.findall(question))
     for score, n, s in scored:

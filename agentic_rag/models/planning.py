@@ -19,12 +19,24 @@ def is_comparison(question: str) -> bool:
     return bool(COMPARISON.search(question)) or (len(entities(question)) >= 2 and bool(_ENUMERATION.search(question)))
 
 
+def relative_clause(question: str) -> re.Match | None:
+    """A relative pronoun after the question's first two words ("the company which made X"); the
+    leading interrogative of "From which country..." is not one."""
+    words = re.match(r"\s*\S+\s+\S+", question)
+    return _RELATIVE.search(question, words.end() if words else 0)
+
+
+def is_nested(question: str) -> bool:
+    """A question that needs a bridge fact first: a relative clause, or three 的 in a row of modifiers."""
+    return relative_clause(question) is not None or question.count("的") >= 3
+
+
 def route(inputs: dict) -> RouteDecision:
     """multi_hop for comparisons and nested (bridge) questions, vector otherwise."""
     question = inputs["question"]
     if is_comparison(question):
         return RouteDecision(route="multi_hop", reason="comparison or enumeration: one search per item", by="model")
-    if _RELATIVE.search(question) or question.count("的") >= 3:
+    if is_nested(question):
         return RouteDecision(route="multi_hop", reason="nested question: a bridge fact is needed first", by="model")
     return RouteDecision(route="vector", reason="a single fact to look up", by="model")
 
@@ -47,7 +59,7 @@ def decompose(inputs: dict) -> Decomposition:
     elif evidence:
         rest = " ".join(key_terms(question))
         queries = [SubQuery(query=f"{name} {rest}") for name in bridge_entities(question, evidence)]
-    elif (clause := _RELATIVE.search(question)) is not None:
+    elif (clause := relative_clause(question)) is not None:
         outer = question[:clause.start()]
         inner = f"{outer.split()[-1]} {question[clause.end():]}"  # "association which published X" 
         queries = [SubQuery(query=_strip(inner, [])), SubQuery(query=_strip(outer, []), depends_on=[0])]

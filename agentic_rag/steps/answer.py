@@ -11,10 +11,13 @@ from ._ask import ask
 _CITATION = re.compile(r"\s?\[(\d+)\]")
 
 
-def generate_answer(question: str, evidence: list[dict], model: Model, parts: list[str] = ()) -> Answer:
-    """An answer citing the evidence as [1] [2]...; `parts` are the sub-questions it must cover."""
+def generate_answer(question: str, evidence: list[dict], model: Model, parts: list[str] = (),
+                    weights: dict[str, float] | None = None) -> Answer:
+    """An answer citing the evidence as [1] [2]...; `parts` are the sub-questions it must cover,
+    `weights` the key terms' idf."""
     try:
-        return ask(model, "generate", Answer, {"question": question, "evidence": evidence, "parts": list(parts)})
+        return ask(model, "generate", Answer, {"question": question, "evidence": evidence, "parts": list(parts),
+                                               "weights": weights or {}})
     except ModelOutputError as exc:
         return Answer(answer="", reason=f"fallback: {exc}")
 

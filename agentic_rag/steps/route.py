@@ -5,7 +5,7 @@ import re
 
 from ..analysis import entities, key_terms
 from ..errors import ModelOutputError
-from ..models.planning import is_comparison
+from ..models.planning import is_comparison, is_nested
 from ..models.protocol import Model
 from ..schemas import RouteDecision
 from ..tools.registry import ToolRegistry
@@ -13,7 +13,6 @@ from ._ask import ask
 
 _DIRECT = re.compile(r"^\s*(?:hi|hello|hey|thanks|thank you|good (?:morning|afternoon|evening)|你好|您好|谢谢|早上好|"
                      r"晚上好)\W*$|^\s*(?:translate|翻译)\b|(?:翻译成|translate (?:this|it)? ?(?:in)?to)\s*\w+", re.I)
-_NESTED = re.compile(r"\s(?:which|that|who|whose|whom|where)\s|的.*的.*的", re.I)
 _YEAR = re.compile(r"(?:\bin |在)((?:19|20)\d\d)(?:\s*年)?")
 _TYPES = {"release_note": r"release notes?|changelog|发布说明|更新日志|版本说明", "ticket": r"\btickets?\b|工单",
           "contract": r"\bcontracts?\b|合同", "manual": r"\bmanual\b|手册|说明书", "policy": r"\bpolic(?:y|ies)\b|政策|规则"}
@@ -47,7 +46,7 @@ def route_query(question: str, model: Model, tools: ToolRegistry | None = None, 
     filters = _filters(question)
     if is_comparison(question):
         return RouteDecision(route="multi_hop", filters=filters, reason="comparison: one search per item")
-    if not _NESTED.search(question) and len(key_terms(question)) <= 12 and len(entities(question)) <= 2:
+    if not is_nested(question) and len(key_terms(question)) <= 12 and len(entities(question)) <= 2:
         return RouteDecision(route="vector", filters=filters, reason="a plain factual question")
     try:
         decision = ask(model, "route", RouteDecision, {"question": question, "tools": tools.describe(),
