@@ -156,6 +156,17 @@ class KnowledgeBase:
         with self._lock.read():
             return self._bm25.idf(tokenize(text))
 
+    def bm25_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
+        """The BM25 score of each given chunk for `query`: comparable across chunks found by other queries."""
+        with self._lock.read():
+            scores = self._bm25.scores(tokenize(query))
+            out = {}
+            for chunk_id in chunk_ids:
+                for row in self._docs.get(chunk_id.rsplit("#", 1)[0], {}).get("rows", []):
+                    if self._chunks[row]["id"] == chunk_id:
+                        out[chunk_id] = float(scores[row])
+            return out
+
     def _filter_mask(self, filters: dict) -> np.ndarray:
         return np.array([chunk is not None and matches({**chunk["metadata"], "doc_id": chunk["doc_id"],
                                                         "source": chunk["source"], "title": chunk["title"]}, filters)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..analysis import bridge_entities, coverage, key_terms
+from ..analysis import bridge_entities
 from ..kb import KnowledgeBase
 from ..schemas import SubQuery
 
@@ -48,26 +48,32 @@ def _run_all(kb, queries: list[SubQuery], k: int, filters: dict, workers: int) -
     return [results[i] for i in range(len(queries))], texts
 
 
-def relevance(question: str, item: dict, weights: dict[str, float]) -> float:
-    """Comparable across queries: idf-weighted coverage of the question's terms, plus a little for
-    the rank the passage had in the search that found it."""
-    base = coverage(key_terms(question), f"{item.get('title', '')}\n{item['text']}", weights)
-    return round(base + 0.3 / item.get("rank", 10), 6)
+def relevance(bm25: float, best_bm25: float, rank: int) -> float:
+    """Comparable across queries: half the passage's BM25 score for the original question (scaled
+    to the best in the pool), half the rank it had in the search that found it, so a bridge
+    passage found by a later hop keeps its place though it shares few words with the question."""
+    return round(0.5 * bm25 / (best_bm25 or 1.0) + 0.5 / rank, 6)
 
 
 def vector_search(queries: list[SubQuery], kb: KnowledgeBase, question: str, pool: list[dict] = (),
                   k: int = 5, filters: dict | None = None, workers: int = 4) -> SearchOutcome:
     """Search every query; new passages join the pool (de-duplicated by chunk id), ranked against the question."""
     results, texts = _run_all(kb, queries, k, filters or {}, workers)
-    weights = kb.term_weights(question)
     merged = {item["id"]: item for item in pool}
     new_ids, round_ids = [], []
     for hits in results:
         for hit in hits:
             round_ids.append(hit["id"])
             if hit["id"] not in merged:
-                merged[hit["id"]] = dict(hit, relevance=relevance(question, hit, weights))
+                merged[hit["id"]] = hit
                 new_ids.append(hit["id"])
+            elif hit["rank"] < merged[hit["id"]]["rank"]:
+                merged[hit["id"]] = dict(merged[hit["id"]], rank=hit["rank"])
+    passages = [i for i, item in merged.items() if item["kind"] == "passage"]
+    bm25 = kb.bm25_scores(question, passages)
+    best = max(bm25.values(), default=0.0)
+    for i in passages:
+        merged[i] = dict(merged[i], relevance=relevance(bm25.get(i, 0.0), best, merged[i]["rank"]))
     ranked = sorted(merged.values(), key=lambda item: (-item.get("relevance", 0), item["id"]))
     round_ids = sorted(set(round_ids), key=lambda i: -merged[i].get("relevance", 0))
     return SearchOutcome(pool=ranked, new_ids=new_ids, round_ids=round_ids, queries_run=texts)
