@@ -96,7 +96,10 @@ def generate(inputs: dict) -> Answer:
                              "(the knowledge base was not consulted)", reason="direct, offline")
     parts = inputs.get("parts") or [question]
     chosen: list[tuple[int, str]] = []
-    for part in parts[:3]:
+    voted = _voted(question, evidence, weights) if len(parts) == 1 else None
+    if voted:
+        chosen.append(voted)
+    for part in parts[:3] if not voted else []:
         for score, n, s in _scored(part, evidence, weights):
             if (n, s) not in chosen and score > 0.05 / n:
                 chosen.append((n, s))
@@ -117,6 +120,28 @@ def generate(inputs: dict) -> Answer:
 
 
 _VALUE = re.compile(r"\d+(?:[.,:]\d+)*\s*%?")
+
+
+def _voted(question: str, evidence: list[dict], weights: dict | None) -> tuple[int, str] | None:
+    """For number and date questions: the value that most passages state beside the question's
+    terms (noisy sources disagree; most agree on the truth), quoted in its best sentence."""
+    if answer_type(question) not in ("number", "date"):
+        return None
+    scored = _scored(question, evidence, weights)
+    if not scored:
+        return None
+    asked = set(_VALUE.findall(question))
+    votes: dict[str, set[int]] = {}
+    for score, n, s in scored:
+        if score >= 0.6 * scored[0][0]:
+            for value in set(_VALUE.findall(s)) - asked:
+                votes.setdefault(value.strip(), set()).add(evidence[n - 1].get("doc_id", n))
+    if not votes:
+        return None
+    value, sources = max(votes.items(), key=lambda kv: (len(kv[1]), kv[0]))
+    if len(sources) < 2:
+        return None  # no agreement to go by: the best sentence decides
+    return next((n, s) for score, n, s in scored if value in s)
 
 
 def _disagreement(question: str, evidence: list[dict], best: tuple[int, str]) -> str | None:
