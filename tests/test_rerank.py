@@ -1,5 +1,6 @@
 from agentic_rag.kb.hit import Hit
 from agentic_rag.kb.rerank import LexicalReranker
+from agentic_rag.kb.tokenize import tokenize
 
 
 def _hit(i, text, score):
@@ -10,7 +11,7 @@ def test_terms_close_together_beat_scattered_terms():
     scattered = "The warehouse is large. Many things happen. Shipping takes time. The cut-off varies by season."
     together = "Unrelated intro. The warehouse shipping cut-off is 15:00. Another line."
     hits = [_hit(1, scattered, 0.03), _hit(2, together, 0.03)]
-    weights = {"warehouse": 1.0, "shipping": 1.0, "cut": 1.0, "off": 1.0}
+    weights = {token: 1.0 for token in tokenize("warehouse shipping cut-off")}
     ranked = LexicalReranker(fused_weight=0.1).rerank("warehouse shipping cut-off", hits, weights)
     assert [h.doc_id for h in ranked] == ["d2", "d1"]
 

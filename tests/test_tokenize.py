@@ -7,7 +7,7 @@ def test_version_forms_all_become_one_token():
 
 
 def test_version_does_not_swallow_sentence_end_or_other_numbers():
-    assert tokenize("fixed in 2.3.1.") == ["2.3.1", "fixed"]
+    assert tokenize("fixed in 2.3.1.") == ["2.3.1", "fix"]
     assert "2.3.10" in tokenize("v2.3.10") and "2.3.1" not in tokenize("v2.3.10")
 
 
@@ -15,8 +15,10 @@ def test_chinese_unigrams_and_bigrams():
     assert tokenize("认证失败") == ["认", "证", "失", "败", "认证", "证失", "失败"]
 
 
-def test_latin_words_lower_case_without_stopwords():
-    assert tokenize("The Login ERROR is fixed") == ["login", "error", "fixed"]
+def test_latin_words_lower_case_without_stopwords_lightly_stemmed():
+    assert tokenize("The Login ERROR is fixed") == ["login", "error", "fix"]
+    assert tokenize("located locate countries country") == ["locat", "locat", "country", "country"]
+    assert tokenize("running status class Paris") == ["run", "status", "class", "paris"]
 
 
 def test_full_width_becomes_half_width():

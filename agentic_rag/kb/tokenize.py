@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
-TOKENIZER_SETTINGS = {"name": "mixed", "version": 1, "cjk": "unigram+bigram", "stopwords": "en"}
+TOKENIZER_SETTINGS = {"name": "mixed", "version": 2, "cjk": "unigram+bigram", "stopwords": "en", "stem": "en-light"}
 
 # v2.3.1, V2.3.1, 2.3.1 and 2_3_1 all become the one token "2.3.1"
 _VERSION = re.compile(r"(?<![0-9a-z.])v?(\d+(?:[._]\d+)+)(?![0-9a-z])")
@@ -18,6 +18,25 @@ a an and are as at be been but by can could did do does for from had has have he
 into is it its may me my no not of on or our she should so than that the their them then there these
 they this those to was we were what when where which who whom why will with would you your
 """.split())
+
+
+_SUFFIXES = (("ies", "y"), ("sses", "ss"), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""))
+
+
+def stem(word: str) -> str:
+    """A light English stemmer: plural, -ing and -ed endings and a final e go, so "located" and
+    "locate", "countries" and "country" match. Words of four letters or fewer, and -ss/-us/-is, stay whole."""
+    if len(word) <= 4 or not word.isascii() or not word.isalpha() or word.endswith(("ss", "us", "is")):
+        return word
+    for suffix, replacement in _SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            if suffix == "es" and not word.endswith(("ses", "xes", "zes", "ches", "shes")):
+                continue
+            word = word[:-len(suffix)] + replacement
+            if suffix in ("ing", "ed") and word[-1] == word[-2] and word[-1] not in "aeioulsz":
+                word = word[:-1]  # running -> runn -> run
+            break
+    return word[:-1] if len(word) > 4 and word.endswith("e") else word  # locate and located -> locat
 
 
 def normalize(text: str) -> str:
@@ -35,5 +54,5 @@ def tokenize(text: str) -> list[str]:
             tokens.extend(run)
             tokens.extend(run[i:i + 2] for i in range(len(run) - 1))
         elif run not in STOPWORDS:
-            tokens.append(run)
+            tokens.append(stem(run))
     return tokens
