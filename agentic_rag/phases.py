@@ -68,27 +68,36 @@ def _route(state, run) -> None:
 
 
 def _plan(state, run) -> list[SubQuery]:
-    """Round 1 searches the question as is (plus its parts for multi-hop); later rounds rewrite or decompose."""
-    question, evidence, c = state["question"], state["evidence"][:run.config.evidence_k], run.config
-    plan = []
-    if state["round"] == 1 or state["route"]["route"] == "multi_hop" or state["rewrites"] >= c.max_rewrites:
-        parts = _timed(state, run, "decompose", decompose_query, question, state["queries_tried"], evidence, run.model,
-                       c.max_subqueries, summary=lambda d: f"decompose:{len(d.subqueries)}") \
-            if state["route"]["route"] == "multi_hop" or state["round"] > 1 else None
-        if parts and parts.subqueries:
-            state["subqueries"] = [q.model_dump() for q in parts.subqueries]
-            if state["round"] == 1 and all(not q.depends_on for q in parts.subqueries):
-                state["parts"] = [q.query for q in parts.subqueries]
-            plan = list(parts.subqueries)
-        if state["round"] == 1:
-            plan = [SubQuery(query=question)] + [SubQuery(query=q.query, depends_on=[d + 1 for d in q.depends_on])
-                                                for q in plan]
-    if not plan and state["rewrites"] < c.max_rewrites:
-        state["rewrites"] += 1
-        rewrite = _timed(state, run, "rewrite", rewrite_query, question, state["missing"], state["queries_tried"],
-                         evidence, run.model, summary=lambda r: "rewrite" if r else "rewrite:none")
-        plan = [SubQuery(query=rewrite.query)] if rewrite else []
-    return plan
+    """Round 1: the question as is, plus its sub-queries when the route is multi-hop. Later rounds:
+    one rewrite aimed at what is missing, else a decomposition along bridge names in the evidence."""
+    question, c = state["question"], run.config
+    first, multi = state["round"] == 1, state["route"]["route"] == "multi_hop"
+    if first and not multi:
+        return [SubQuery(query=question)]
+    if not first and not multi and (rewrite := _rewrite(state, run)):
+        return [rewrite]
+    plan = _timed(state, run, "decompose", decompose_query, question, state["queries_tried"],
+                  state["evidence"][:c.evidence_k], run.model, c.max_subqueries,
+                  summary=lambda d: f"decompose:{len(d.subqueries)}").subqueries
+    if plan:
+        state["subqueries"] = [q.model_dump() for q in plan]
+    if first:
+        if plan and all(not q.depends_on for q in plan):
+            state["parts"] = [q.query for q in plan]  # a comparison: the answer must cover each
+        return [SubQuery(query=question)] + [SubQuery(query=q.query, depends_on=[d + 1 for d in q.depends_on])
+                                             for q in plan]
+    return plan or ([rewrite] if (rewrite := _rewrite(state, run)) else [])
+
+
+def _rewrite(state, run) -> SubQuery | None:
+    """One rewrite per run (max_rewrites), never of a query already tried."""
+    if state["rewrites"] >= run.config.max_rewrites:
+        return None
+    state["rewrites"] += 1
+    rewrite = _timed(state, run, "rewrite", rewrite_query, state["question"], state["missing"],
+                     state["queries_tried"], state["evidence"][:run.config.evidence_k], run.model,
+                     summary=lambda r: "rewrite" if r else "rewrite:none")
+    return SubQuery(query=rewrite.query) if rewrite else None
 
 
 def _search(state, run) -> None:
