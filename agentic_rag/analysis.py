@@ -27,14 +27,15 @@ _ENTITY = re.compile(
     r"|\b(?:[A-Z][\w'’.-]*)(?:\s+(?:of|the|de|von|van|and|&)?\s*[A-Z][\w'’.-]*)*")  # Capitalised Names
 
 ANSWER_TYPES = {
-    "date": re.compile(r"\bwhen\b|what (?:year|date|day|time)|which (?:year|date|day)|何时|什么时候|哪一?年|"
-                       r"哪一?天|几月|几号|日期|时间|年份", re.I),
-    "number": re.compile(r"how (?:many|much|long|old|far|big|large)|what (?:percentage|number|amount)|"
-                         r"多少|几个|几名|几人|几次|数量|人数|比例|金额|价格|上限|多长|多久|多大", re.I),
-    "person": re.compile(r"\bwho(?:m|se)?\b|which (?:person|author|actor|player|president|director)|谁|哪位|何人",
-                         re.I),
+    "date": re.compile(r"\bwhen\b|what (?:year|date|day|time|century)|which (?:year|date|day|century)|何时|什么时候|"
+                       r"哪一?年|哪一?天|几月|几号|日期|时间\s*[？?]?\s*$|年份", re.I),
+    "number": re.compile(r"how (?:many|much|long|old|far|big|large|high|tall)|what (?:percentage|number|amount)|"
+                         r"多少|几个|几名|几人|几次|数量|人数|比例|金额|价格|上限|多长|多久|多大|"
+                         r"[率额量价数]\s*(?:是|为)?\s*[？?]?\s*$", re.I),
+    "person": re.compile(r"\bwho(?:m|se)?\b|which (?:person|author|actor|player|president|director)|谁|哪位|何人|"
+                         r"(?:导演|作者|主演|冠军|得主|创始人|主席|总统)\s*(?:是)?\s*[？?]?\s*$", re.I),
     "place": re.compile(r"\bwhere\b|which (?:city|country|state|place|town|region)|哪里|哪儿|在哪|何地|"
-                        r"哪个(?:城市|国家|地区|省)", re.I),
+                        r"哪个(?:城市|国家|地区|省)|地点|举办地", re.I),
     "yes_no": re.compile(r"^(?:is|are|was|were|did|does|do|can|could|has|have|will)\b|吗[？?]?\s*$|是否|有没有|"
                          r"是不是", re.I),
 }

@@ -90,3 +90,25 @@ def test_generate_names_a_disagreement_and_cites_both_sources():
     agreeing = [evidence[0], dict(evidence[1], text="The session timeout is 15 minutes, as before.")]
     assert "disagree" not in extractive.generate({"question": "How many minutes is the session timeout?",
                                                   "evidence": agreeing}).answer
+
+
+def test_answer_type_reads_chinese_noun_phrase_questions():
+    from agentic_rag.analysis import answer_type
+
+    assert answer_type("我国2021年人口出生率") == "number"
+    assert answer_type("《七人乐队》的导演是谁？") == "person"
+    assert answer_type("2022世界5G大会举办的地点是哪里") == "place"
+    assert answer_type("What century did the Normans first gain their identity?") == "date"
+
+
+def test_generate_prefers_a_sentence_with_a_value_the_question_does_not_state():
+    evidence = [{"doc_id": "a", "title": "News", "text": "2021年人口出生率引发关注，各地陆续发布数据。"},
+                {"doc_id": "b", "title": "统计公报", "text": "2021年全年人口出生率为7.52‰。"}]
+    answer = extractive.generate({"question": "我国2021年人口出生率", "evidence": evidence})
+    assert answer.answer.startswith("2021年全年人口出生率为7.52‰。 [2]")
+
+
+def test_generate_does_not_quote_the_same_sentence_twice():
+    same = "The plant opened in 1998."
+    evidence = [{"doc_id": "a", "text": same}, {"doc_id": "b", "text": same}]
+    assert extractive.generate({"question": "When did the plant open?", "evidence": evidence}).answer == f"{same} [1]"

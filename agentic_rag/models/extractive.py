@@ -51,8 +51,9 @@ def grade(inputs: dict) -> Grade:
                         f"{'found' if typed else 'not found'}, absent {absent_share:.2f}", by="model")
 
 
-def _trim(sentence: str, terms: list[str]) -> str:
-    """A long sentence shrinks to the run of clauses that covers the most key terms."""
+def _trim(sentence: str, terms: list[str], kind: str = "other", question: str = "") -> str:
+    """A long sentence shrinks to the run of clauses that covers the most key terms, keeping a
+    value of the asked kind when one is there."""
     if len(sentence) <= MAX_SENTENCE:
         return sentence
     clauses = [c for c in _CLAUSE.split(sentence) if c]
@@ -62,7 +63,7 @@ def _trim(sentence: str, terms: list[str]) -> str:
             text = "".join(clauses[i:j])
             if len(text) > MAX_SENTENCE:
                 break
-            cov = coverage(terms, text)
+            cov = coverage(terms, text) + 0.35 * (kind != "other" and has_answer_type(kind, text, question))
             if cov > best_cov:
                 best, best_cov = text, cov
     return best.strip()
@@ -77,7 +78,7 @@ def _scored(question: str, evidence: list[dict], weights: dict | None = None) ->
         for s in sentences(item["text"]):
             if s.startswith("#") or set(s) <= set("|-: "):
                 continue  # headings and table rules say nothing by themselves
-            s = _trim(s, terms)
+            s = _trim(s, terms, kind, question)
             cov = coverage(terms, f"{item.get('title', '')} {s}", weights)  # the title names what it is about
             typed = cov > 0 and kind != "other" and has_answer_type(kind, s, question)
             out.append((cov + 0.35 * typed + 0.05 / n, n, s))
@@ -101,13 +102,13 @@ def generate(inputs: dict) -> Answer:
         chosen.append(voted)
     for part in parts[:3] if not voted else []:
         for score, n, s in _scored(part, evidence, weights):
-            if (n, s) not in chosen and score > 0.05 / n:
+            if s not in {text for _, text in chosen} and score > 0.05 / n:
                 chosen.append((n, s))
                 break
     if len(parts) == 1 and chosen:  # a second sentence: what the first left out, or a near-equal elsewhere
         ranked = _scored(question, evidence, weights)
         left = [t for t in key_terms(question) if coverage([t], chosen[0][1]) == 0]
-        extra = next(((n, s) for score, n, s in ranked if (n, s) not in chosen and (
+        extra = next(((n, s) for score, n, s in ranked if s != chosen[0][1] and (
             (left and coverage(left, s) >= 0.5) or (n != chosen[0][0] and score >= 0.8 * ranked[0][0]))), None)
         if extra:
             chosen.append(extra)
