@@ -21,8 +21,9 @@ def new_usage() -> dict:
 
 
 class Meter:
-    """Wraps a model for one run. Prompt tokens are the rendered messages, completion tokens the
-    reply's JSON, both counted with tiktoken; a call that would pass the budget is refused."""
+    """Wraps a model for one run. Token counts come from the API's usage when the model reports
+    it (`complete_with_usage`), else prompt = the rendered messages and completion = the reply's
+    JSON, counted with tiktoken; a call that would pass the budget is refused before it is sent."""
 
     def __init__(self, model: Model, budget: int | None = None, usage: dict | None = None,
                  prices: dict | None = None):
@@ -49,15 +50,20 @@ class Meter:
                 raise BudgetExceeded(f"{request.task} needs {prompt} prompt tokens; {self.tokens_used} of "
                                      f"{self.budget} are used")
         start = time.perf_counter()
-        reply = self.model.complete(request)
+        with_usage = getattr(self.model, "complete_with_usage", None)
+        reply, reported = with_usage(request) if with_usage else (self.model.complete(request), None)
         ms = (time.perf_counter() - start) * 1000
         completion = count_tokens(reply.model_dump_json())
+        cost = cost_usd(self.model.name, prompt, completion, self.prices)
+        if reported and reported.get("prompt_tokens"):  # the API's own count wins over ours
+            prompt, completion = reported["prompt_tokens"], reported["completion_tokens"]
+            cost = reported.get("cost_usd", cost_usd(self.model.name, prompt, completion, self.prices))
         with self._lock:
             usage = self.usage
             usage["model_calls"] += 1
             usage["prompt_tokens"] += prompt
             usage["completion_tokens"] += completion
-            usage["cost_usd"] += cost_usd(self.model.name, prompt, completion, self.prices)
+            usage["cost_usd"] += cost
             task = usage["by_task"].setdefault(request.task, {"calls": 0, "prompt_tokens": 0,
                                                               "completion_tokens": 0, "ms": 0.0})
             task["calls"] += 1

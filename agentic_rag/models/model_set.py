@@ -22,3 +22,10 @@ class ModelSet:
     def complete(self, request: ModelRequest) -> BaseModel:
         """Forward the request to the task's model."""
         return self.model_for(request.task).complete(request)
+
+    def complete_with_usage(self, request: ModelRequest) -> tuple[BaseModel, dict | None]:
+        """Forward, keeping the API usage of models that report it."""
+        model = self.model_for(request.task)
+        if hasattr(model, "complete_with_usage"):
+            return model.complete_with_usage(request)
+        return model.complete(request), None

@@ -1,0 +1,120 @@
+"""A real HTTP server on 127.0.0.1 that speaks the OpenAI protocol with scripted replies, for tests.
+
+Chat replies are queued (`server.chat.append(...)`): a string (the assistant's content), or a dict
+with `status`, `body`, `headers`, `delay` to script errors and slowness. Streaming requests get the
+content as server-sent events ending in [DONE]. Embeddings are deterministic vectors of `dim`
+floats, sent base64-encoded (the client's default) or as lists. Every request is recorded.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+import time
+from collections import deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+
+
+def vector(text: str, dim: int) -> np.ndarray:
+    seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+    v = np.random.default_rng(seed).normal(size=dim).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+class FakeOpenAI:
+    def __init__(self, dim: int = 16):
+        self.chat: deque = deque()
+        self.embedding_errors: deque = deque()
+        self.requests: list[dict] = []
+        self.dim = dim
+        self.models = ["small-model", "big-model", "embed-model"]
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status, body, headers=None):
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                owner.requests.append({"path": self.path})
+                if self.path.endswith("/models"):
+                    self._send(200, {"object": "list", "data": [{"id": m, "object": "model", "created": 0,
+                                                                  "owned_by": "test"} for m in owner.models]})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                owner.requests.append({"path": self.path, "body": body,
+                                       "authorization": self.headers.get("authorization")})
+                if self.path.endswith("/embeddings"):
+                    return self._embeddings(body)
+                if not self.path.endswith("/chat/completions"):
+                    return self._send(404, {"error": {"message": "not found"}})
+                item = owner.chat.popleft() if owner.chat else {"status": 500, "body": {"error": {"message": "no reply scripted"}}}
+                if isinstance(item, str):
+                    item = {"content": item}
+                time.sleep(item.get("delay", 0))
+                if "status" in item:
+                    return self._send(item["status"], item.get("body", {"error": {"message": "scripted error"}}),
+                                      item.get("headers"))
+                content = item["content"]
+                usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+                if body.get("stream"):
+                    self.send_response(200)
+                    self.send_header("content-type", "text/event-stream")
+                    self.end_headers()
+                    for i in range(0, len(content), 5):
+                        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
+                                 "choices": [{"index": 0, "delta": {"content": content[i:i + 5]}, "finish_reason": None}]}
+                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                        self.wfile.flush()
+                    end = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
+                           "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}
+                    self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
+                    return
+                self._send(200, {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
+                                 "choices": [{"index": 0, "finish_reason": "stop",
+                                              "message": {"role": "assistant", "content": content}}],
+                                 "usage": usage})
+
+            def _embeddings(self, body):
+                if owner.embedding_errors:
+                    error = owner.embedding_errors.popleft()
+                    return self._send(error["status"], {"error": {"message": "scripted"}}, error.get("headers"))
+                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                data = []
+                for i, text in enumerate(texts):
+                    v = vector(str(text), owner.dim)
+                    encoded = base64.b64encode(v.tobytes()).decode() if body.get("encoding_format") == "base64" \
+                        else v.tolist()
+                    data.append({"object": "embedding", "index": i, "embedding": encoded})
+                self._send(200, {"object": "list", "data": data, "model": body["model"],
+                                 "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def chat_requests(self) -> list[dict]:
+        return [r["body"] for r in self.requests if r["path"].endswith("/chat/completions")]

@@ -1,0 +1,168 @@
+"""The OpenAI-compatible client against a real HTTP server on 127.0.0.1 (tests/openai_server.py)."""
+import json
+
+import numpy as np
+import pytest
+
+from agentic_rag import Config, KnowledgeBase, Meter, ModelRequest, ModelSet, OfflineModel, run_agentic_rag
+from agentic_rag.errors import ConfigurationError, ModelError, ModelOutputError
+from agentic_rag.kb import Document
+from agentic_rag.kb.openai_embedder import OpenAIEmbedder
+from agentic_rag.models.openai_client import Endpoint, OpenAIChatModel, endpoint_from_env
+from agentic_rag.schemas import Answer, Grade
+from agentic_rag.steps import verify_sufficiency
+from openai_server import FakeOpenAI, vector
+
+GRADE = json.dumps({"score": 0.8, "sufficient": True, "missing": []})
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAI(dim=16) as fake:
+        yield fake
+
+
+def chat(server, **kwargs):
+    endpoint = Endpoint(base_url=server.url, api_key=kwargs.pop("api_key", None), timeout=kwargs.pop("timeout", 5),
+                        max_retries=kwargs.pop("max_retries", 2))
+    return OpenAIChatModel("small-model", endpoint, **kwargs)
+
+
+def request(task="grade", schema=Grade):
+    return ModelRequest(task=task, messages=[{"role": "user", "content": "grade this"}], inputs={}, schema=schema)
+
+
+def test_structured_reply_with_json_schema_and_task_temperature(server):
+    server.chat.extend([GRADE, json.dumps({"answer": "x [1]"})])
+    model = chat(server, api_key="sk-test")
+    assert model.complete(request()).score == 0.8
+    assert model.complete(request("generate", Answer)).answer == "x [1]"
+    first, second = server.chat_requests()
+    assert first["response_format"]["type"] == "json_schema" and first["temperature"] == 0.0
+    assert first["response_format"]["json_schema"]["schema"]["title"] == "Grade"
+    assert second["temperature"] == 0.2
+    assert server.requests[0]["authorization"] == "Bearer sk-test"
+
+
+def test_falls_back_to_json_mode_then_text_when_the_server_refuses(server):
+    refuse = {"status": 400, "body": {"error": {"message": "response_format json_schema is not supported"}}}
+    server.chat.extend([refuse, refuse, "Here you go: " + GRADE, GRADE])
+    model = chat(server)
+    assert model.complete(request()).score == 0.8
+    assert model.complete(request()).score == 0.8
+    formats = [r.get("response_format", {}).get("type") for r in server.chat_requests()]
+    assert formats == ["json_schema", "json_object", None, None]     # the mode it found sticks
+
+
+def test_rate_limit_is_retried_after_the_servers_pause(server):
+    server.chat.extend([{"status": 429, "headers": {"retry-after-ms": "10"}}, GRADE])
+    assert chat(server).complete(request()).score == 0.8
+    assert len(server.chat_requests()) == 2
+
+
+def test_server_errors_until_retries_run_out_are_one_clear_error(server):
+    server.chat.extend([{"status": 500, "headers": {"retry-after-ms": "5"}}] * 3)
+    with pytest.raises(ModelError, match=r"the grade call to small-model failed at .* with HTTP 500"):
+        chat(server, max_retries=2).complete(request())
+    assert len(server.chat_requests()) == 3
+
+
+def test_other_client_errors_fail_at_once(server):
+    server.chat.extend([{"status": 401, "body": {"error": {"message": "bad key"}}}, GRADE])
+    with pytest.raises(ModelError, match="HTTP 401.*AGENTIC_RAG_API_KEY"):
+        chat(server).complete(request())
+    assert len(server.chat_requests()) == 1
+
+
+def test_timeout(server):
+    server.chat.extend([{"content": GRADE, "delay": 1.0}])
+    with pytest.raises(ModelError, match="timed out after 0.2 s"):
+        chat(server, timeout=0.2, max_retries=0).complete(request())
+
+
+def test_invalid_json_then_a_valid_repair(server):
+    server.chat.extend(["{not json", GRADE])
+    assert chat(server).complete(request()).score == 0.8
+    repair = server.chat_requests()[1]["messages"]
+    assert repair[-2] == {"role": "assistant", "content": "{not json"} and "not valid" in repair[-1]["content"]
+
+
+def test_schema_invalid_twice_is_a_recorded_fallback(server):
+    server.chat.extend(['{"score": 7}', '{"score": "high"}'])
+    with pytest.raises(ModelOutputError):
+        chat(server).complete(request())
+    server.chat.extend(['{"score": 7}', '{"score": "high"}'])
+    evidence = [{"title": "t", "text": "Contract B caps late delivery penalties at 5%."}]
+    grade = verify_sufficiency("What does the contract say about damages for slow shipping?", evidence, chat(server))
+    assert grade.by == "fallback" and not grade.sufficient
+
+
+def test_usage_and_cost_come_from_the_api(server):
+    server.chat.extend([GRADE])
+    meter = Meter(chat(server, price=(1.0, 2.0)))
+    meter.complete(request())
+    assert (meter.usage["prompt_tokens"], meter.usage["completion_tokens"]) == (11, 7)
+    assert meter.usage["cost_usd"] == pytest.approx((11 * 1.0 + 7 * 2.0) / 1e6)
+
+
+def test_model_set_keeps_api_usage_per_task(server):
+    server.chat.extend([GRADE])
+    meter = Meter(ModelSet(OfflineModel(), grade=chat(server)))
+    meter.complete(request())
+    assert meter.usage["by_task"]["grade"]["prompt_tokens"] == 11
+
+
+def test_endpoint_settings_read_in_one_place():
+    environ = {"OPENAI_API_KEY": "sk-o", "OPENAI_BASE_URL": "http://o/v1", "AGENTIC_RAG_BASE_URL": "http://a/v1"}
+    assert endpoint_from_env(environ) == Endpoint(base_url="http://a/v1", api_key="sk-o")
+    assert endpoint_from_env(environ, base_url="http://x/v1").base_url == "http://x/v1"
+    assert endpoint_from_env({}) == Endpoint()
+    with pytest.raises(ConfigurationError):
+        OpenAIChatModel("offline")
+
+
+def test_embeddings_base64_batched_cached_and_checked(server):
+    embedder = OpenAIEmbedder("embed-model", Endpoint(base_url=server.url), batch_size=2)
+    assert embedder.dimension == 16 and embedder.name == "openai:embed-model"
+    vectors = embedder.embed(["a", "b", "c", "a"])
+    assert vectors.shape == (4, 16) and np.allclose(vectors[0], vector("a", 16), atol=1e-6)
+    assert np.allclose(vectors[0], vectors[3])
+    calls = embedder.calls
+    embedder.embed(["c", "b"])
+    assert embedder.calls == calls                   # cached by content hash: no new call
+    bodies = [r["body"] for r in server.requests if r["path"].endswith("/embeddings")]
+    assert bodies[1]["encoding_format"] == "base64" and len(bodies[1]["input"]) == 2
+    with pytest.raises(ConfigurationError, match="returns 16 dimensions, not 8"):
+        OpenAIEmbedder("embed-model", Endpoint(base_url=server.url), dimension=8)
+
+
+def test_embedding_failure_is_a_clear_error(server):
+    server.embedding_errors.extend([{"status": 503, "headers": {"retry-after-ms": "5"}}] * 3)
+    with pytest.raises(ModelError, match="embeddings call to embed-model failed .* HTTP 503"):
+        OpenAIEmbedder("embed-model", Endpoint(base_url=server.url, max_retries=2))
+
+
+def test_the_whole_loop_runs_against_the_server(server):
+    kb = KnowledgeBase(embedder=OpenAIEmbedder("embed-model", Endpoint(base_url=server.url)))
+    kb.add_documents([Document("b", "Contract B: late delivery costs 1% per week, capped at 5%.", title="Contract B"),
+                      Document("w", "The warehouse ships orders paid before 15:00 the same day.", title="Warehouse")])
+    server.chat.extend([
+        json.dumps({"route": "vector", "reason": "a fact"}),                          # route (nested question)
+        json.dumps({"score": 0.9, "sufficient": True, "missing": []}),               # grade
+        json.dumps({"answer": "Late delivery costs 1% per week, capped at 5%. [1]"}),  # generate
+    ])
+    question = "What does the contract that covers the packaging say about late delivery?"
+    state = run_agentic_rag(question, kb, chat(server, price=(1.0, 2.0)), config=Config(max_rounds=2))
+    assert state["stop_reason"] == "sufficient" and state["citations"][0]["doc_id"] == "b"
+    assert [e["step"] for e in state["trace"]] == ["route", "search", "verify", "generate", "faithfulness"]
+    assert state["usage"]["model_calls"] == 3 and state["usage"]["prompt_tokens"] == 33
+    assert state["usage"]["cost_usd"] == pytest.approx(3 * (11 + 14) / 1e6)
+    assert [r["temperature"] for r in server.chat_requests()] == [0.0, 0.0, 0.2]
+
+
+def test_a_model_failure_mid_run_ends_with_error(server):
+    kb = KnowledgeBase()
+    kb.add_documents([Document("w", "The warehouse ships orders paid before 15:00 the same day.")])
+    server.chat.extend([{"status": 500, "headers": {"retry-after-ms": "1"}}] * 3)
+    state = run_agentic_rag("When do orders paid on weekends ship?", kb, chat(server, max_retries=2))
+    assert state["stop_reason"] == "error" and "HTTP 500" in state["error"] and "grade call" in state["error"]
