@@ -15,6 +15,8 @@ from .kb import EMBEDDERS, KnowledgeBase, load_documents, make_embedder
 from .kb.store import MANIFEST
 from .loop import run_agentic_rag
 from .models import OfflineModel
+from .models.factory import build_model, read_models_file
+from .models.openai_client import endpoint_from_env
 from .state import format_trace
 from .tools import CALCULATOR, shop_tools
 
@@ -37,9 +39,11 @@ def _positive(text: str) -> int:
 def _open_or_create(kb_dir: Path, args) -> KnowledgeBase:
     chunking = {k: v for k, v in (("chunk_size", args.chunk_size), ("chunk_overlap", args.chunk_overlap))
                 if v is not None}
+    settings = model_settings(args)
     if not (kb_dir / MANIFEST).exists():
-        return KnowledgeBase(make_embedder(args.embedder or "hashing"), Config(**chunking))
-    kb = KnowledgeBase.load(kb_dir, make_embedder(args.embedder) if args.embedder else None)
+        return KnowledgeBase(make_cli_embedder(args.embedder or "hashing", settings), Config(**chunking))
+    kb = KnowledgeBase.load(kb_dir, make_cli_embedder(args.embedder, settings)) if args.embedder \
+        else load_kb(str(kb_dir), settings)
     differs = {k: v for k, v in chunking.items() if getattr(kb.config, k) != v}
     if differs:
         raise ConfigurationError(
@@ -69,7 +73,7 @@ def cmd_index(args) -> int:
 
 
 def cmd_search(args) -> int:
-    kb = KnowledgeBase.load(args.kb)
+    kb = load_kb(args.kb, model_settings(args))
     hits = kb.search(args.query, k=args.k, mode=args.mode)
     if args.json:
         print(json.dumps([hit.model_dump() for hit in hits], ensure_ascii=False, indent=2))
@@ -83,7 +87,7 @@ def cmd_search(args) -> int:
 
 
 def cmd_delete(args) -> int:
-    kb = KnowledgeBase.load(args.kb)
+    kb = load_kb(args.kb, model_settings(args))
     found = kb.delete_documents(args.doc_ids)
     missing = len(set(args.doc_ids)) - found
     kb.save(args.kb)
@@ -91,12 +95,53 @@ def cmd_delete(args) -> int:
     return 0
 
 
-def make_model(name: str):
-    """The model the command line runs: `offline` unless --model or AGENTIC_RAG_MODEL names another."""
-    if name == "offline":
-        return OfflineModel()
-    raise ConfigurationError(f"model {name!r} needs the OpenAI-compatible client, which this release does not "
-                             f"have yet; use --model offline (or unset AGENTIC_RAG_MODEL)")
+def model_settings(args) -> dict:
+    """Model settings from flags, then a --models-config file, then the environment (read here,
+    and only here): AGENTIC_RAG_MODEL, AGENTIC_RAG_EMBEDDING_MODEL, *_BASE_URL, *_API_KEY."""
+    environ = os.environ
+    file = read_models_file(args.models_config) if getattr(args, "models_config", None) else {}
+    per_task = dict(file.get("per_task", {}))
+    for item in getattr(args, "model_for", None) or []:
+        task, sep, name = item.partition("=")
+        if not sep or not name:
+            raise ConfigurationError(f"--model-for {item!r}: write TASK=MODEL, e.g. --model-for grade=small-model")
+        per_task[task] = name
+    return {"name": getattr(args, "model", None) or file.get("model") or environ.get("AGENTIC_RAG_MODEL") or "offline",
+            "per_task": per_task, "temperature": file.get("temperature"), "prices": file.get("prices"),
+            "endpoint": endpoint_from_env(environ, base_url=getattr(args, "base_url", None) or file.get("base_url")),
+            "embedding_model": getattr(args, "embedding_model", None) or file.get("embedding_model")
+            or environ.get("AGENTIC_RAG_EMBEDDING_MODEL")}
+
+
+def make_model(settings: dict):
+    """The model the command line runs: offline unless a model is named; nothing switches silently."""
+    return build_model(settings["name"], settings["endpoint"], settings["per_task"], settings["temperature"],
+                       settings["prices"])
+
+
+def make_cli_embedder(name: str, settings: dict):
+    """An embedder by name; `openai` (or a saved `openai:MODEL`) calls the configured endpoint."""
+    if name == "openai" or name.startswith("openai:"):
+        from .kb.openai_embedder import OpenAIEmbedder
+
+        model = name.partition(":")[2] or settings["embedding_model"]
+        if not model:
+            raise ConfigurationError("--embedder openai needs --embedding-model NAME (or AGENTIC_RAG_EMBEDDING_MODEL)")
+        return OpenAIEmbedder(model, settings["endpoint"])
+    return make_embedder(name)
+
+
+def load_kb(path: str, settings: dict) -> KnowledgeBase:
+    """Open a saved knowledge base with the embedder it was built with."""
+    manifest = Path(path) / MANIFEST
+    built = ""
+    if manifest.is_file():
+        try:
+            built = json.loads(manifest.read_text(encoding="utf-8"))["embedder"]["name"]
+        except (ValueError, KeyError, TypeError):
+            built = ""  # KnowledgeBase.load reports the damage
+    embedder = make_cli_embedder(built, settings) if built.startswith("openai:") else None
+    return KnowledgeBase.load(path, embedder)
 
 
 def result_json(state: dict, model_name: str) -> dict:
@@ -111,9 +156,10 @@ def result_json(state: dict, model_name: str) -> dict:
 
 
 def cmd_ask(args) -> int:
-    name = args.model or os.environ.get("AGENTIC_RAG_MODEL") or "offline"  # the one place the variable is read
-    model = make_model(name)
-    kb = KnowledgeBase.load(args.kb)
+    settings = model_settings(args)
+    name = settings["name"]
+    model = make_model(settings)
+    kb = load_kb(args.kb, settings)
     config = replace(kb.config, **{k: v for k, v in (("max_rounds", args.max_rounds), ("token_budget", args.budget))
                                    if v is not None})
     tools = [CALCULATOR] + (shop_tools(args.db) if args.db else [])
@@ -147,7 +193,7 @@ def cmd_bench(args) -> int:
     from .eval.bench import MODES, run_bench
 
     modes = list(MODES) if args.mode == "both" else [args.mode]
-    model = make_model(args.model or os.environ.get("AGENTIC_RAG_MODEL") or "offline")
+    model = make_model(model_settings(args))
     folder = Path(args.data)
     if not (folder / "corpus.jsonl").is_file():
         raise ConfigurationError(f"{folder} holds no corpus.jsonl; give a set folder such as ../shared/data/hotpotqa")
@@ -161,11 +207,27 @@ def cmd_bench(args) -> int:
 def cmd_bench_rgb(args) -> int:
     from .eval.rgb import run_rgb
 
-    model = make_model(args.model or os.environ.get("AGENTIC_RAG_MODEL") or "offline")
+    model = make_model(model_settings(args))
     report = run_rgb(Path(args.file), args.noise_rate, args.passages, model, args.limit,
                      Path(args.out) if args.out else None)
     print(json.dumps(report, indent=2))
     return 0
+
+
+def _model_flags(parser, chat: bool = True) -> None:
+    parser.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint (or AGENTIC_RAG_BASE_URL)")
+    parser.add_argument("--embedding-model", metavar="NAME", help="model for --embedder openai")
+    if chat:
+        parser.add_argument("--model", help="model to run (default: offline, or AGENTIC_RAG_MODEL)")
+        parser.add_argument("--model-for", action="append", metavar="TASK=MODEL",
+                            help="send one task to another model, e.g. grade=small-model (repeatable)")
+        parser.add_argument("--models-config", metavar="FILE", help="JSON: model, per_task, temperature, prices")
+
+
+def cmd_doctor(args) -> int:
+    from .doctor import run_doctor
+
+    return run_doctor(model_settings(args), args.kb)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -175,9 +237,10 @@ def build_parser() -> argparse.ArgumentParser:
     index = commands.add_parser("index", help="index files or folders into a knowledge base")
     index.add_argument("paths", nargs="+", metavar="PATH")
     index.add_argument("--kb", required=True, metavar="DIR")
-    index.add_argument("--embedder", choices=sorted(EMBEDDERS))
+    index.add_argument("--embedder", choices=sorted(EMBEDDERS) + ["openai"])
     index.add_argument("--chunk-size", type=_positive, metavar="N")
     index.add_argument("--chunk-overlap", type=int, metavar="N")
+    _model_flags(index, chat=False)
     index.set_defaults(run=cmd_index)
     search = commands.add_parser("search", help="search a knowledge base")
     search.add_argument("query")
@@ -185,10 +248,12 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--k", type=_positive, default=5)
     search.add_argument("--mode", choices=SEARCH_MODES, default="hybrid")
     search.add_argument("--json", action="store_true")
+    _model_flags(search, chat=False)
     search.set_defaults(run=cmd_search)
     delete = commands.add_parser("delete", help="delete documents by id from a knowledge base")
     delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID")
     delete.add_argument("--kb", required=True, metavar="DIR")
+    _model_flags(delete, chat=False)
     delete.set_defaults(run=cmd_delete)
     ask = commands.add_parser("ask", help="ask a question of a knowledge base")
     ask.add_argument("question")
@@ -198,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--max-rounds", type=_positive, metavar="N")
     ask.add_argument("--budget", type=_positive, metavar="TOKENS", help="token budget of the run")
     ask.add_argument("--db", metavar="PATH", help="SQLite shop database for the order and stock tools")
-    ask.add_argument("--model", help="model to run (default: offline, or AGENTIC_RAG_MODEL)")
+    _model_flags(ask)
     ask.set_defaults(run=cmd_ask)
     bench = commands.add_parser("bench", help="linear against agentic on an evaluation set")
     bench.add_argument("--data", required=True, metavar="DIR", help="a set folder: corpus.jsonl, questions.jsonl")
@@ -206,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--limit", type=_positive, metavar="N", help="only the first N questions")
     bench.add_argument("--out", metavar="DIR", help="report folder (default reports/bench/SET)")
     bench.add_argument("--embedder", choices=sorted(EMBEDDERS), default="hashing")
-    bench.add_argument("--model", help="model to run (default: offline, or AGENTIC_RAG_MODEL)")
+    _model_flags(bench)
     bench.add_argument("--cache", metavar="DIR", help="where built knowledge bases are kept (default OUT/kb-cache)")
     bench.set_defaults(run=cmd_bench)
     rgb = commands.add_parser("bench-rgb", help="the RGB paper's protocol: passages at a noise rate")
@@ -215,8 +280,12 @@ def build_parser() -> argparse.ArgumentParser:
     rgb.add_argument("--passages", type=_positive, default=5)
     rgb.add_argument("--limit", type=_positive, metavar="N")
     rgb.add_argument("--out", metavar="DIR")
-    rgb.add_argument("--model")
+    _model_flags(rgb)
     rgb.set_defaults(run=cmd_bench_rgb)
+    doctor = commands.add_parser("doctor", help="check the model configuration and say what to fix")
+    doctor.add_argument("--kb", metavar="DIR", help="also check this knowledge base's embedding dimension")
+    _model_flags(doctor)
+    doctor.set_defaults(run=cmd_doctor)
     return parser
 
 

@@ -133,8 +133,11 @@ def test_ask_with_tools_rounds_and_budget(capsys, example_kb_dir):
 def test_ask_errors_are_one_line(capsys, example_kb_dir, monkeypatch):
     code, _, err = run(capsys, "ask", " ", "--kb", example_kb_dir)
     assert code == 1 and err == "agentic-rag: error: the question is empty; ask something\n"
-    monkeypatch.setenv("AGENTIC_RAG_MODEL", "gpt-4o-mini")
-    code, _, err = run(capsys, "ask", "hi", "--kb", example_kb_dir)
-    assert code == 1 and "model 'gpt-4o-mini'" in err and err.count("\n") == 1
+    monkeypatch.setenv("AGENTIC_RAG_MODEL", "gpt-4o-mini")             # named: the client is used, never offline
+    monkeypatch.setenv("AGENTIC_RAG_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens there
+    code, out, err = run(capsys, "ask", "What is the Team plan price per member?", "--kb", example_kb_dir)
+    assert code == 1 and err.count("\n") == 1 and "gpt-4o-mini could not reach http://127.0.0.1:9/v1" in err
     code, _, err = run(capsys, "ask", "hi", "--kb", example_kb_dir, "--model", "offline")
     assert code == 0
+    code, _, err = run(capsys, "ask", "hi", "--kb", example_kb_dir, "--model-for", "grade")
+    assert code == 1 and "write TASK=MODEL" in err

@@ -1,0 +1,68 @@
+"""The command line with real models: ask, index with OpenAI embeddings, doctor, against a local server."""
+import json
+
+import pytest
+
+from agentic_rag.cli import main
+from conftest import EXAMPLE_DATA
+from openai_server import FakeOpenAI
+
+
+@pytest.fixture
+def server(monkeypatch):
+    for name in ("AGENTIC_RAG_MODEL", "AGENTIC_RAG_BASE_URL", "OPENAI_BASE_URL", "AGENTIC_RAG_EMBEDDING_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    with FakeOpenAI(dim=16) as fake:
+        yield fake
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_index_and_ask_with_openai_models(server, capsys, tmp_path):
+    kb = str(tmp_path / "kb")
+    code, out, err = run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb, "--embedder", "openai",
+                         "--embedding-model", "embed-model", "--base-url", server.url)
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "kb" / "manifest.json").read_text())
+    assert manifest["embedder"] == {"name": "openai:embed-model", "dimension": 16}
+    server.chat.extend([json.dumps({"score": 0.9, "sufficient": True}),
+                        json.dumps({"answer": "乙方逾期交货的，每逾期一周，按该批货款的 1% 支付违约金。 [1]"})])
+    models = tmp_path / "models.json"
+    models.write_text(json.dumps({"model": "big-model", "per_task": {"grade": "small-model"},
+                                  "prices": {"big-model": [2.0, 8.0], "small-model": [0.1, 0.4]}}))
+    code, out, err = run(capsys, "ask", "合同B逾期交货的违约金怎么算？", "--kb", kb, "--base-url", server.url,
+                         "--models-config", str(models), "--json")
+    result = json.loads(out)
+    assert code == 0, err
+    assert result["citations"][0]["doc_id"] == "contract-b.md" and result["stop_reason"] == "sufficient"
+    assert [r["model"] for r in server.chat_requests()] == ["small-model", "big-model"]
+    assert result["usage"]["cost_usd"] == pytest.approx((11 * 0.1 + 7 * 0.4 + 11 * 2.0 + 7 * 8.0) / 1e6)
+    code, out, _ = run(capsys, "search", "违约金", "--kb", kb, "--base-url", server.url, "--json")
+    assert code == 0 and json.loads(out)[0]["doc_id"].startswith("contract")
+
+
+def test_doctor_on_a_healthy_and_a_broken_setup(server, capsys, tmp_path):
+    server.chat.extend([json.dumps({"answer": "ok"})])
+    code, out, _ = run(capsys, "doctor", "--model", "small-model", "--embedding-model", "embed-model",
+                       "--base-url", server.url)
+    assert code == 0 and "all checks passed" in out and "16 dimensions" in out
+    assert "chat model small-model answers with valid JSON" in out
+    kb = tmp_path / "kb"
+    assert main(["index", str(EXAMPLE_DATA / "policies"), "--kb", str(kb)]) == 0      # hashing, 2048 dimensions
+    capsys.readouterr()
+    server.chat.extend([{"status": 404, "body": {"error": {"message": "model not found"}}}])
+    code, out, _ = run(capsys, "doctor", "--model", "missing-model", "--embedding-model", "embed-model",
+                       "--base-url", server.url, "--kb", str(kb))
+    assert code == 1 and "FAIL chat model missing-model" in out and "HTTP 404" in out
+    assert "built with hashing (2048 dimensions), but the embedding model gives 16" in out
+    code, out, _ = run(capsys, "doctor", "--model", "small-model", "--base-url", "http://127.0.0.1:9/v1")
+    assert code == 1 and "FAIL endpoint does not answer" in out
+
+
+def test_doctor_offline_has_nothing_to_call(server, capsys):
+    code, out, _ = run(capsys, "doctor")
+    assert code == 0 and "offline model: nothing to call" in out
