@@ -157,36 +157,46 @@ def result_json(state: dict, model_name: str) -> dict:
 
 def cmd_ask(args) -> int:
     settings = model_settings(args)
-    name = settings["name"]
     model = make_model(settings)
     kb = load_kb(args.kb, settings)
     config = replace(kb.config, **{k: v for k, v in (("max_rounds", args.max_rounds), ("token_budget", args.budget))
                                    if v is not None})
     tools = [CALCULATOR] + (shop_tools(args.db) if args.db else [])
-    state = run_agentic_rag(args.question, kb, model, tools, config)
+    stream = (lambda piece: print(piece, end="", flush=True)) if args.stream and not args.json else None
+    state = run_agentic_rag(args.question, kb, model, tools, config, on_token=stream)
     if args.json:
-        print(json.dumps(result_json(state, name), ensure_ascii=False, indent=2))
+        print(json.dumps(result_json(state, settings["name"]), ensure_ascii=False, indent=2))
     else:
-        print(state["answer"])
-        if state["citations"]:
-            print("\nSources:")
-            for c in state["citations"]:
-                print(f"  [{c['n']}] {c.get('title') or c['doc_id']} ({c['source']})")
-        usage = state["usage"]
-        print(f"\nTrace: {format_trace(state)}")
-        if args.trace:
-            for event in state["trace"]:
-                print(f"  round {event['round']} {event['summary']}: {event['ms']:.1f} ms, {event['tokens']} tokens, "
-                      f"{json.dumps(event['detail'], ensure_ascii=False)[:300]}")
-        print(f"Stop: {state['stop_reason']} after {state['round']} round(s); {usage['model_calls']} model calls, "
-              f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, "
-              f"${usage['cost_usd']:.4f}; {state['timings_ms']['total']:.0f} ms")
+        print_result(state, args.trace, streamed=stream is not None)
         if isinstance(model, OfflineModel):
             print(f"({model.note})")
     if state["stop_reason"] == "error":
         print(f"agentic-rag: error: the run failed: {state['error']}", file=sys.stderr)
         return 1
     return 0
+
+
+def print_result(state: dict, trace: bool, streamed: bool) -> None:
+    """The answer (after a streamed draft, the checked one only when the checks changed it), its
+    sources, the trace line, the stop reason, usage and time."""
+    if not streamed:
+        print(state["answer"])
+    elif state["draft_answer"] and state["answer"] != state["draft_answer"]:
+        print(f"\n\n--- checked answer (the checks changed the draft above) ---\n{state['answer']}")
+    else:
+        print("" if state["draft_answer"] else state["answer"])
+    if state["citations"]:
+        print("\nSources:")
+        for c in state["citations"]:
+            print(f"  [{c['n']}] {c.get('title') or c['doc_id']} ({c['source']})")
+    print(f"\nTrace: {format_trace(state)}")
+    for event in state["trace"] if trace else []:
+        print(f"  round {event['round']} {event['summary']}: {event['ms']:.1f} ms, {event['tokens']} tokens, "
+              f"{json.dumps(event['detail'], ensure_ascii=False)[:300]}")
+    usage = state["usage"]
+    print(f"Stop: {state['stop_reason']} after {state['round']} round(s); {usage['model_calls']} model calls, "
+          f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, "
+          f"${usage['cost_usd']:.4f}; {state['timings_ms']['total']:.0f} ms")
 
 
 def cmd_bench(args) -> int:
@@ -263,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--max-rounds", type=_positive, metavar="N")
     ask.add_argument("--budget", type=_positive, metavar="TOKENS", help="token budget of the run")
     ask.add_argument("--db", metavar="PATH", help="SQLite shop database for the order and stock tools")
+    ask.add_argument("--stream", action="store_true", help="print the draft answer as it is generated")
     _model_flags(ask)
     ask.set_defaults(run=cmd_ask)
     bench = commands.add_parser("bench", help="linear against agentic on an evaluation set")

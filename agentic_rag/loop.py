@@ -34,11 +34,14 @@ class Run:
     tools: ToolRegistry
     config: Config
     deadline: float
+    on_token: Callable[[str], object] | None = None
 
 
 def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(), config: Config | None = None,
-                    state: dict | None = None, on_step: Hook | None = None) -> AgentState:
-    """Answer `question` from `kb` or abstain; returns the final state. Pass a state a hook stopped to resume it."""
+                    state: dict | None = None, on_step: Hook | None = None,
+                    on_token: Callable[[str], object] | None = None) -> AgentState:
+    """Answer `question` from `kb` or abstain; returns the final state. Pass a state a hook stopped to
+    resume it; `on_token` receives the draft answer as it is generated (the checks run after it)."""
     config = config or Config()
     state = new_state(question, config) if state is None else copy.deepcopy(state)
     if state["stop_reason"] == "stopped":
@@ -46,7 +49,7 @@ def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(), co
     if len(kb) == 0:
         raise RetrievalError("the knowledge base is empty; index documents first (agentic-rag index PATH --kb DIR)")
     run = Run(kb, Meter(model, config.token_budget, copy.deepcopy(state["usage"])), ToolRegistry(tools), config,
-              time.monotonic() + config.deadline_s)
+              time.monotonic() + config.deadline_s, on_token)
     started = time.perf_counter()
     while state["phase"] != "done":
         events = len(state["trace"])

@@ -154,7 +154,8 @@ def _verify(state, run) -> None:
 def _generate(state, run) -> None:
     shown = [] if state["stop_reason"] == "direct" else state["evidence"][:run.config.evidence_k]
     weights = question_weights(state["question"], run.kb.term_weights(state["question"]))
-    draft = _timed(state, run, "generate", generate_answer, state["question"], shown, run.model, state["parts"], weights)
+    draft = _timed(state, run, "generate", generate_answer, state["question"], shown, run.model, state["parts"], weights,
+                   run.on_token)
     answer, citations, removed = verify_citations(draft.answer, shown)
     state.update(draft_answer=draft.answer, answer=answer, citations=citations, removed_citations=removed)
     if removed:

@@ -66,3 +66,19 @@ def test_doctor_on_a_healthy_and_a_broken_setup(server, capsys, tmp_path):
 def test_doctor_offline_has_nothing_to_call(server, capsys):
     code, out, _ = run(capsys, "doctor")
     assert code == 0 and "offline model: nothing to call" in out
+
+
+def test_ask_stream_prints_the_draft_then_the_checked_answer(server, capsys, tmp_path):
+    kb = str(tmp_path / "kb")
+    assert main(["index", str(EXAMPLE_DATA / "warehouse"), "--kb", kb]) == 0
+    capsys.readouterr()
+    first = "截单时间：工作日 15:00（北京时间）之前确认付款的订单，当天发货； [1]"
+    draft = f"{first} 周日也发货并免运费。 [1]"
+    server.chat.extend([json.dumps({"score": 0.9, "sufficient": True}),                     # grade
+                        draft,                                                              # generate, streamed
+                        json.dumps({"score": 0.5, "unsupported": ["周日也发货并免运费。 [1]"]}),  # judge
+                        json.dumps({"answer": first})])                                     # repair
+    code, out, err = run(capsys, "ask", "周末付款的订单什么时候发出？", "--kb", kb, "--stream", "--model", "small-model",
+                         "--base-url", server.url)
+    assert code == 0, err
+    assert out.index(draft) < out.index("--- checked answer") and "周日也发货" not in out.split("--- checked")[1]

@@ -166,3 +166,25 @@ def test_a_model_failure_mid_run_ends_with_error(server):
     server.chat.extend([{"status": 500, "headers": {"retry-after-ms": "1"}}] * 3)
     state = run_agentic_rag("When do orders paid on weekends ship?", kb, chat(server, max_retries=2))
     assert state["stop_reason"] == "error" and "HTTP 500" in state["error"] and "grade call" in state["error"]
+
+
+def test_streaming_hands_over_the_draft_then_the_checks_run(server):
+    kb = KnowledgeBase()
+    kb.add_documents([Document("w", "The warehouse ships orders paid before 15:00 the same day.", title="Warehouse")])
+    draft = "The warehouse ships orders paid before 15:00 the same day. [1] It also ships on Sundays for free. [1]"
+    server.chat.extend([json.dumps({"score": 0.9, "sufficient": True}),     # grade
+                        draft,                                              # generate, streamed as text
+                        json.dumps({"answer": "The warehouse ships orders paid before 15:00 the same day. [1]"})])
+    pieces = []
+    state = run_agentic_rag("When do orders paid on weekends ship?", kb, chat(server), on_token=pieces.append)
+    assert len(pieces) > 3 and "".join(pieces) == draft == state["draft_answer"]
+    assert state["answer"] == "The warehouse ships orders paid before 15:00 the same day. [1]"
+    streamed = server.chat_requests()[1]
+    assert streamed["stream"] is True and "response_format" not in streamed
+    assert state["usage"]["by_task"]["generate"]["prompt_tokens"] == 11
+
+
+def test_offline_model_hands_over_the_whole_answer_once(tiny_kb):
+    pieces = []
+    state = run_agentic_rag("工作日 15:00 之前付款的订单什么时候发货？", tiny_kb, OfflineModel(), on_token=pieces.append)
+    assert pieces == [state["draft_answer"]] and state["answer"]

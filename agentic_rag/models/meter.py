@@ -44,6 +44,13 @@ class Meter:
 
     def complete(self, request: ModelRequest) -> BaseModel:
         """Forward the request, counting it; raise BudgetExceeded before a call that cannot fit."""
+        return self._call(request, None)
+
+    def stream_answer(self, request: ModelRequest, on_token) -> tuple[BaseModel, None]:
+        """As complete, handing the answer to `on_token` as the model produces it (whole, if it cannot stream)."""
+        return self._call(request, on_token), None
+
+    def _call(self, request: ModelRequest, on_token) -> BaseModel:
         prompt = sum(count_tokens(m.get("content", "")) for m in request.messages)
         with self._lock:
             if self.budget is not None and self.tokens_used + prompt > self.budget:
@@ -51,7 +58,12 @@ class Meter:
                                      f"{self.budget} are used")
         start = time.perf_counter()
         with_usage = getattr(self.model, "complete_with_usage", None)
-        reply, reported = with_usage(request) if with_usage else (self.model.complete(request), None)
+        if on_token is not None and hasattr(self.model, "stream_answer"):
+            reply, reported = self.model.stream_answer(request, on_token)
+        else:
+            reply, reported = with_usage(request) if with_usage else (self.model.complete(request), None)
+            if on_token is not None:
+                on_token(reply.answer)
         ms = (time.perf_counter() - start) * 1000
         completion = count_tokens(reply.model_dump_json())
         cost = cost_usd(self.model.name, prompt, completion, self.prices)

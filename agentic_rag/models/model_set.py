@@ -29,3 +29,12 @@ class ModelSet:
         if hasattr(model, "complete_with_usage"):
             return model.complete_with_usage(request)
         return model.complete(request), None
+
+    def stream_answer(self, request: ModelRequest, on_token) -> tuple[BaseModel, dict | None]:
+        """Stream through the task's model when it can; otherwise hand over the whole answer at once."""
+        model = self.model_for(request.task)
+        if hasattr(model, "stream_answer"):
+            return model.stream_answer(request, on_token)
+        reply, usage = self.complete_with_usage(request)
+        on_token(reply.answer)
+        return reply, usage

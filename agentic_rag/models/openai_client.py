@@ -114,3 +114,26 @@ class OpenAIChatModel:
     def complete(self, request: ModelRequest) -> BaseModel:
         """The validated reply."""
         return self.complete_with_usage(request)[0]
+
+    def stream_answer(self, request: ModelRequest, on_token) -> tuple[BaseModel, dict]:
+        """Generate as plain text, handing each piece to `on_token` as it arrives (server-sent events)."""
+        messages = request.messages + [{"role": "user", "content": "Reply with the answer text only, with its [n] "
+                                                                    "citations; no JSON."}]
+        usage = {"prompt_tokens": 0, "completion_tokens": 0}
+        pieces = []
+        try:
+            stream = self._client.chat.completions.create(model=self.model, messages=messages, stream=True,
+                                                          temperature=self._temperature(request.task),
+                                                          stream_options={"include_usage": True})
+            for chunk in stream:
+                if chunk.usage is not None:
+                    usage.update(prompt_tokens=chunk.usage.prompt_tokens or 0,
+                                 completion_tokens=chunk.usage.completion_tokens or 0)
+                for choice in chunk.choices:
+                    if choice.delta.content:
+                        pieces.append(choice.delta.content)
+                        on_token(choice.delta.content)
+        except openai.OpenAIError as exc:
+            raise call_error(exc, f"the streamed {request.task} call to {self.model}", self.endpoint) from None
+        usage["cost_usd"] = (usage["prompt_tokens"] * self.price[0] + usage["completion_tokens"] * self.price[1]) / 1e6
+        return request.schema.model_validate({"answer": "".join(pieces).strip()}), usage

@@ -7,7 +7,16 @@ from ..models.protocol import Model, ModelRequest
 from ..prompts import render
 
 
-def ask(model: Model, task: str, schema: type[BaseModel], inputs: dict) -> BaseModel:
-    """One model call for `task`; the same facts go as messages (for LLMs) and as inputs (for rules)."""
+def ask(model: Model, task: str, schema: type[BaseModel], inputs: dict, on_token=None) -> BaseModel:
+    """One model call for `task`; the same facts go as messages (for LLMs) and as inputs (for rules).
+    `on_token` (generation only) receives the answer as it is produced, or whole from a model
+    that cannot stream."""
     messages = render(task, schema.model_json_schema(), **inputs)
-    return model.complete(ModelRequest(task=task, messages=messages, inputs=inputs, schema=schema))
+    request = ModelRequest(task=task, messages=messages, inputs=inputs, schema=schema)
+    if on_token is None:
+        return model.complete(request)
+    if hasattr(model, "stream_answer"):
+        return model.stream_answer(request, on_token)[0]
+    reply = model.complete(request)
+    on_token(reply.answer)
+    return reply

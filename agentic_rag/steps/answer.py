@@ -12,12 +12,12 @@ _CITATION = re.compile(r"\s?\[(\d+)\]")
 
 
 def generate_answer(question: str, evidence: list[dict], model: Model, parts: list[str] = (),
-                    weights: dict[str, float] | None = None) -> Answer:
+                    weights: dict[str, float] | None = None, on_token=None) -> Answer:
     """An answer citing the evidence as [1] [2]...; `parts` are the sub-questions it must cover,
-    `weights` the key terms' idf."""
+    `weights` the key terms' idf; `on_token` receives the draft as it is generated."""
     try:
         return ask(model, "generate", Answer, {"question": question, "evidence": evidence, "parts": list(parts),
-                                               "weights": weights or {}})
+                                               "weights": weights or {}}, on_token)
     except ModelOutputError as exc:
         return Answer(answer="", reason=f"fallback: {exc}")
 
