@@ -30,6 +30,7 @@ class FakeOpenAI:
         self.embedding_errors: deque = deque()
         self.requests: list[dict] = []
         self.dim = dim
+        self.float_only = False  # like servers that ignore encoding_format and always send float lists
         self.models = ["small-model", "big-model", "embed-model"]
         owner = self
 
@@ -98,8 +99,8 @@ class FakeOpenAI:
                 data = []
                 for i, text in enumerate(texts):
                     v = vector(str(text), owner.dim)
-                    encoded = base64.b64encode(v.tobytes()).decode() if body.get("encoding_format") == "base64" \
-                        else v.tolist()
+                    as_base64 = body.get("encoding_format") == "base64" and not owner.float_only
+                    encoded = base64.b64encode(v.tobytes()).decode() if as_base64 else v.tolist()
                     data.append({"object": "embedding", "index": i, "embedding": encoded})
                 self._send(200, {"object": "list", "data": data, "model": body["model"],
                                  "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}})

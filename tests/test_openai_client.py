@@ -188,3 +188,9 @@ def test_offline_model_hands_over_the_whole_answer_once(tiny_kb):
     pieces = []
     state = run_agentic_rag("工作日 15:00 之前付款的订单什么时候发货？", tiny_kb, OfflineModel(), on_token=pieces.append)
     assert pieces == [state["draft_answer"]] and state["answer"]
+
+
+def test_embeddings_from_a_server_that_sends_float_lists(server):
+    server.float_only = True
+    embedder = OpenAIEmbedder("embed-model", Endpoint(base_url=server.url))
+    assert np.allclose(embedder.embed(["hello"])[0], vector("hello", 16), atol=1e-6)
