@@ -13,20 +13,20 @@ from .steps.verify import question_weights
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
-def record(state, step: str, summary: str, detail: dict, ms: float, tokens: int) -> None:
+def record(state, step: str, summary: str, detail: dict, ms: float, tokens: int, cost: float = 0.0) -> None:
     """Append one trace event and add its time to the step's total."""
     state["trace"].append({"round": state["round"], "step": step, "summary": summary, "detail": detail,
-                           "ms": round(ms, 2), "tokens": tokens})
+                           "ms": round(ms, 2), "tokens": tokens, "cost_usd": round(cost, 8)})
     state["timings_ms"][step] = round(state["timings_ms"].get(step, 0) + ms, 2)
 
 
 def _timed(state, run, step: str, fn, *args, summary=None, detail=None, **kwargs):
     """Run a step function, then record it (summary and detail drawn from the result)."""
-    tokens, start = run.model.tokens_used, time.perf_counter()
+    tokens, cost, start = run.model.tokens_used, run.model.usage["cost_usd"], time.perf_counter()
     result = fn(*args, **kwargs)
     detail = detail(result) if detail else result.model_dump() if hasattr(result, "model_dump") else {"result": result}
-    record(state, step, summary(result) if summary else step, detail,
-           (time.perf_counter() - start) * 1000, run.model.tokens_used - tokens)
+    record(state, step, summary(result) if summary else step, detail, (time.perf_counter() - start) * 1000,
+           run.model.tokens_used - tokens, run.model.usage["cost_usd"] - cost)
     return result
 
 

@@ -157,6 +157,8 @@ def test_the_whole_loop_runs_against_the_server(server):
     assert [e["step"] for e in state["trace"]] == ["route", "search", "verify", "generate", "faithfulness"]
     assert state["usage"]["model_calls"] == 3 and state["usage"]["prompt_tokens"] == 33
     assert state["usage"]["cost_usd"] == pytest.approx(3 * (11 + 14) / 1e6)
+    assert sum(e["cost_usd"] for e in state["trace"]) == pytest.approx(state["usage"]["cost_usd"])
+    assert [e["tokens"] for e in state["trace"] if e["step"] in ("route", "verify", "generate")] == [18, 18, 18]
     assert [r["temperature"] for r in server.chat_requests()] == [0.0, 0.0, 0.2]
 
 
