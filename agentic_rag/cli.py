@@ -188,7 +188,7 @@ def print_result(state: dict, trace: bool, streamed: bool) -> None:
     if state["citations"]:
         print("\nSources:")
         for c in state["citations"]:
-            print(f"  [{c['n']}] {c.get('title') or c['doc_id']} ({c['source']})")
+            print(f"  [{c['n']}] ({c.get('kind', 'passage')}) {c.get('title') or c['doc_id']} ({c['source']})")
     print(f"\nTrace: {format_trace(state)}")
     for event in state["trace"] if trace else []:
         print(f"  round {event['round']} {event['summary']}: {event['ms']:.1f} ms, {event['tokens']} tokens, "

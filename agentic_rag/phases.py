@@ -121,14 +121,16 @@ def _search(state, run) -> None:
 
 def _tool(state, run) -> None:
     decision = state["route"]
-    item, error = _timed(state, run, "tool", call_tool, RouteDecision(**decision), run.tools,
-                         summary=lambda r: f"tool:{decision['tool']}" + (":error" if r[1] else ""))
+    items, error = _timed(state, run, "tool", call_tool, RouteDecision(**decision), run.tools,
+                          summary=lambda r: f"tool:{decision['tool']}" + (":error" if r[1] else ""),
+                          detail=lambda r: {"results": [i["text"][:300] for i in r[0]], "error": r[1]})
     state["used_tools"].append(decision["tool"])
     state["rounds"].append({"round": state["round"], "route": "tool", "tool": decision["tool"], "error": error})
     if error:
         state["phase"] = "route"  # the next round routes again, without this tool
         return
-    state["evidence"] = [item] + [e for e in state["evidence"] if e["id"] != item["id"]]
+    ids = {i["id"] for i in items}
+    state["evidence"] = items + [e for e in state["evidence"] if e["id"] not in ids]
     state.update(stop_reason="sufficient", phase="generate",
                  grade={"score": 1.0, "sufficient": True, "missing": [], "reason": "a tool answered", "by": "tool"})
 

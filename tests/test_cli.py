@@ -121,7 +121,7 @@ def test_ask_text_output_and_abstention_exit_zero(capsys, example_kb_dir):
 def test_ask_with_tools_rounds_and_budget(capsys, example_kb_dir):
     db = str(EXAMPLE_DATA / "db" / "shop.sqlite")
     code, out, _ = run(capsys, "ask", "DK-200 还有库存吗？", "--kb", example_kb_dir, "--db", db, "--json")
-    assert code == 0 and json.loads(out)["citations"][0]["kind"] == "tool"
+    assert code == 0 and json.loads(out)["citations"][0]["kind"] == "database"
     code, out, _ = run(capsys, "ask", "Does Nimbus have an Android app?", "--kb", example_kb_dir, "--json",
                        "--max-rounds", "1")
     assert json.loads(out)["rounds"] == 1

@@ -153,7 +153,7 @@ def test_scenario_tools(example_kb, example_tools):
     assert arithmetic["route"]["tool"] == "calculator" and "87" in arithmetic["answer"]
     order = run_agentic_rag("订单 A1002 的状态是什么？", example_kb, OfflineModel(), example_tools)
     assert order["route"]["route"] == "tool" and "processing" in order["answer"]
-    assert order["citations"][0]["kind"] == "tool"
+    assert order["citations"][0]["kind"] == "database"
 
 
 QUESTIONS = ["登录报错的问题在 2.3.1 版本里修复了吗？", "合同A和合同B的违约责任有什么区别？", "仓库的截单时间是几点？",

@@ -108,15 +108,15 @@ def test_filters_narrow_but_never_empty_a_search(search_kb):
 
 def test_call_tool_turns_results_into_evidence_and_records_errors():
     tools = ToolRegistry([CALCULATOR])
-    item, error = call_tool(RouteDecision(route="tool", tool="calculator", arguments={"expression": "2*(3+4)"}), tools)
-    assert error is None and item["text"] == "2*(3+4) = 14" and item["kind"] == "tool"
-    assert item["source"] == 'tool:calculator({"expression": "2*(3+4)"})'
+    items, error = call_tool(RouteDecision(route="tool", tool="calculator", arguments={"expression": "2*(3+4)"}), tools)
+    assert error is None and items[0]["text"] == "2*(3+4) = 14" and items[0]["kind"] == "tool"
+    assert items[0]["source"] == 'tool:calculator({"expression": "2*(3+4)"})'
     for decision, message in [(RouteDecision(route="tool", tool="sql"), "unknown tool 'sql'"),
                               (RouteDecision(route="tool", tool="calculator", arguments={"x": 1}), "bad arguments"),
                               (RouteDecision(route="tool", tool="calculator", arguments={"expression": "1/0"}),
                                "division by zero")]:
-        item, error = call_tool(decision, tools)
-        assert item is None and message in error
+        items, error = call_tool(decision, tools)
+        assert items == [] and message in error
 
 
 def test_verify_settles_clear_cases_without_the_model():

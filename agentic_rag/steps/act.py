@@ -1,4 +1,4 @@
-"""call_tool: run the routed tool; its result is evidence with a citation, an error is recorded."""
+"""call_tool: run the routed tool; its results are evidence with citations, an error is recorded."""
 from __future__ import annotations
 
 import json
@@ -8,13 +8,20 @@ from ..schemas import RouteDecision
 from ..tools.registry import ToolRegistry
 
 
-def call_tool(decision: RouteDecision, tools: ToolRegistry) -> tuple[dict | None, str | None]:
-    """(evidence item, None) on success, (None, error message) on failure; never raises."""
+def call_tool(decision: RouteDecision, tools: ToolRegistry) -> tuple[list[dict], str | None]:
+    """(evidence items, None) on success, ([], error message) on failure; never raises. A tool may
+    return text, or a list of {title, url or source, text} results (a web search), each cited alone."""
     call = f"{decision.tool}({json.dumps(decision.arguments, ensure_ascii=False, sort_keys=True)})"
     try:
         result = tools.call(decision.tool or "", decision.arguments)
     except ToolError as exc:
-        return None, str(exc)
-    return {"id": f"tool:{call}", "doc_id": f"tool:{decision.tool}", "source": f"tool:{call}",
-            "title": f"tool {decision.tool}", "text": result, "kind": "tool", "ranks": {},
-            "query": call, "rank": 1, "relevance": 2.0}, None
+        return [], str(exc)
+    kind = tools.tools[decision.tool].kind
+    if isinstance(result, list):
+        return [{"id": f"{kind}:{r.get('url') or r.get('source') or call}#{i}", "doc_id": r.get("url") or f"tool:{decision.tool}",
+                 "source": r.get("url") or r.get("source") or f"tool:{call}", "title": r.get("title", decision.tool),
+                 "text": r.get("text", ""), "kind": kind, "ranks": {}, "query": call, "rank": i + 1,
+                 "relevance": 2.0 - i / 100} for i, r in enumerate(result)], None
+    return [{"id": f"tool:{call}", "doc_id": f"tool:{decision.tool}", "source": f"tool:{call}",
+             "title": f"tool {decision.tool}", "text": str(result), "kind": kind, "ranks": {},
+             "query": call, "rank": 1, "relevance": 2.0}], None

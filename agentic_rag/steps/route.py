@@ -39,8 +39,8 @@ def route_query(question: str, model: Model, tools: ToolRegistry | None = None, 
     tools = tools or ToolRegistry()
     if _DIRECT.search(question):
         return RouteDecision(route="direct", reason="needs no fact from the knowledge base")
-    selected = tools.select(question, list(evidence))
-    if selected and selected[0].name not in used_tools:
+    selected = tools.select(question, list(evidence), tuple(used_tools))
+    if selected:
         tool, arguments = selected
         return RouteDecision(route="tool", tool=tool.name, arguments=arguments, reason=f"matches {tool.name}'s patterns")
     filters = _filters(question)

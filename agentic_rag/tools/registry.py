@@ -1,64 +1,95 @@
-"""The tool protocol: a named callable with a description, the question patterns that select it
-offline, and an argument extractor; a registry calls tools and turns results into evidence."""
+"""The tool protocol: a named callable with a description, an argument schema, the question
+patterns that select it offline and an argument extractor; a registry the user extends, which
+calls tools and turns their results into evidence."""
 from __future__ import annotations
 
+import inspect
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
+
+from pydantic import BaseModel, ValidationError, create_model
 
 from ..errors import ConfigurationError, ToolError
 
 
 @dataclass(frozen=True)
 class Tool:
-    """A tool the agent may call. `arguments(question, evidence)` returns the call's arguments
-    when the tool applies, else None; `patterns` are regexes a question must match first."""
+    """A tool the agent may call. `parameters` validates the arguments; `arguments(question,
+    evidence)` finds them offline (None: the tool does not apply yet); `patterns` are regexes a
+    question must match first. `kind` names what its citations are (tool, database, web...)."""
 
     name: str
     description: str
-    fn: Callable[..., object]
+    fn: Callable[..., Any]
     patterns: tuple[str, ...] = ()
     arguments: Callable[[str, list[dict]], dict | None] = field(default=lambda question, evidence: {})
+    parameters: type[BaseModel] | None = None
+    kind: str = "tool"
 
     def matches(self, question: str) -> bool:
         """Whether any of the tool's patterns occurs in the question."""
         return any(re.search(p, question, re.I) for p in self.patterns)
 
 
+def tool_from_function(fn: Callable[..., Any], patterns: tuple[str, ...] = (), arguments=None, name: str | None = None,
+                       kind: str = "tool") -> Tool:
+    """A Tool from a plain function: its signature becomes the argument schema, the first line of
+    its docstring the description."""
+    fields = {}
+    for param in inspect.signature(fn).parameters.values():
+        annotation = Any if param.annotation is inspect.Parameter.empty else param.annotation
+        fields[param.name] = (annotation, ... if param.default is inspect.Parameter.empty else param.default)
+    doc = (inspect.getdoc(fn) or fn.__name__).splitlines()[0]
+    schema = create_model(f"{fn.__name__}_arguments", **fields)
+    return Tool(name or fn.__name__, doc, fn, tuple(patterns), arguments or (lambda question, evidence: None),
+                schema, kind)
+
+
 class ToolRegistry:
-    """The tools of one run, by name."""
+    """The tools of one run, by name; `register` adds more."""
 
     def __init__(self, tools=()):
         self.tools: dict[str, Tool] = {}
         for tool in tools:
-            if not isinstance(tool, Tool):
-                raise ConfigurationError(f"{tool!r} is not a Tool; wrap functions with agentic_rag.tools.Tool(...)")
-            if tool.name in self.tools:
-                raise ConfigurationError(f"two tools are named {tool.name!r}; give each tool its own name")
-            self.tools[tool.name] = tool
+            self.register(tool)
+
+    def register(self, tool: Tool) -> None:
+        """Add a tool; a duplicate name or a non-Tool is an error."""
+        if not isinstance(tool, Tool):
+            raise ConfigurationError(f"{tool!r} is not a Tool; wrap a function with agentic_rag.tools.tool_from_function")
+        if tool.name in self.tools:
+            raise ConfigurationError(f"two tools are named {tool.name!r}; give each tool its own name")
+        self.tools[tool.name] = tool
 
     def describe(self) -> list[str]:
-        """One line per tool, for prompts."""
-        return [f"{t.name}: {t.description}" for t in self.tools.values()]
+        """One line per tool, with its argument schema, for prompts."""
+        return [f"{t.name}: {t.description}" + (f" arguments: {t.parameters.model_json_schema()['properties']}"
+                                                if t.parameters else "") for t in self.tools.values()]
 
-    def select(self, question: str, evidence: list[dict]) -> tuple[Tool, dict] | None:
-        """The first tool whose patterns match and whose arguments can be found, with them."""
+    def select(self, question: str, evidence: list[dict], used: tuple[str, ...] = ()) -> tuple[Tool, dict] | None:
+        """The first unused tool whose patterns match and whose arguments can be found, with them."""
         for tool in self.tools.values():
-            if tool.matches(question):
+            if tool.name not in used and tool.matches(question):
                 arguments = tool.arguments(question, evidence)
                 if arguments is not None:
                     return tool, arguments
         return None
 
-    def call(self, name: str, arguments: dict) -> str:
-        """Run a tool; unknown names, bad arguments and failures raise ToolError with the reason."""
+    def call(self, name: str, arguments: dict) -> Any:
+        """Run a tool; unknown names, invalid arguments and failures raise ToolError with the reason."""
         tool = self.tools.get(name)
         if tool is None:
             raise ToolError(f"unknown tool {name!r}; known tools: {', '.join(self.tools) or '(none)'}")
         if not isinstance(arguments, dict):
             raise ToolError(f"arguments for {name} must be an object, not {type(arguments).__name__}")
+        if tool.parameters is not None:
+            try:
+                arguments = tool.parameters.model_validate(arguments).model_dump()
+            except ValidationError as exc:
+                raise ToolError(f"bad arguments for {name}: {str(exc).splitlines()[1:3]}") from None
         try:
-            return str(tool.fn(**arguments))
+            return tool.fn(**arguments)
         except TypeError as exc:
             raise ToolError(f"bad arguments for {name}: {exc}") from None
         except ToolError:

@@ -1,0 +1,78 @@
+"""SQL over a SQLite file, read-only twice over: opened with mode=ro, and an authorizer that
+allows reading only (no writes, ATTACH, PRAGMA or schema changes); one statement per call, a row
+limit and a time limit. A language model writes one SELECT (`sql_tool`); offline, the user
+registers named, parameterised queries selected by question patterns (`named_query`)."""
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+from typing import Callable
+
+from pydantic import BaseModel
+
+from ..errors import ConfigurationError, ToolError
+from .registry import Tool
+
+_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
+
+
+def _authorize(action, *args):
+    return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
+
+
+class SQLDatabase:
+    """A read-only SQLite database; a connection per query, so threads share nothing."""
+
+    def __init__(self, path: str | Path, row_limit: int = 50, time_limit_s: float = 2.0):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise ConfigurationError(f"database not found: {self.path}; build it with python examples/data/db/build_db.py")
+        self.row_limit, self.time_limit_s = row_limit, time_limit_s
+
+    def query(self, sql: str, parameters: tuple | dict = ()) -> list[dict]:
+        """Rows of one read-only statement, at most row_limit of them; anything else raises ToolError."""
+        deadline = time.monotonic() + self.time_limit_s
+        db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=self.time_limit_s)
+        try:
+            db.row_factory = sqlite3.Row
+            db.set_authorizer(_authorize)
+            db.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)  # non-zero aborts
+            return [dict(row) for row in db.execute(sql, parameters).fetchmany(self.row_limit)]
+        except (sqlite3.DatabaseError, sqlite3.ProgrammingError, sqlite3.Warning) as exc:
+            reason = "took longer than the time limit" if "interrupted" in str(exc) else str(exc)
+            raise ToolError(f"query refused or failed: {reason}") from None
+        finally:
+            db.close()
+
+    def schema(self) -> str:
+        """The CREATE statements of the tables, to show a model what it may query."""
+        return "\n".join(r["sql"] for r in self.query("SELECT sql FROM sqlite_master WHERE type = 'table'"))
+
+
+def _rows_text(rows: list[dict]) -> str:
+    return "; ".join(", ".join(f"{k} {v}" for k, v in row.items()) for row in rows) or "no rows"
+
+
+class _SQLArguments(BaseModel):
+    query: str
+
+
+def sql_tool(db: SQLDatabase) -> Tool:
+    """One SELECT written by a language model; the schema goes into the tool's description."""
+    return Tool("sql", f"one read-only SQLite SELECT over these tables:\n{db.schema()}",
+                lambda query: _rows_text(db.query(query)), arguments=lambda q, e: None,
+                parameters=_SQLArguments, kind="database")
+
+
+def named_query(db: SQLDatabase, name: str, description: str, sql: str, parameters: type[BaseModel],
+                patterns: tuple[str, ...], arguments: Callable[[str, list[dict]], dict | None],
+                render: Callable[[list[dict]], str] = _rows_text, empty: str = "no rows") -> Tool:
+    """A parameterised query the offline route selects by its patterns; arguments are bound, never pasted."""
+    def run(**values):
+        rows = db.query(sql, values)
+        if not rows:
+            raise ToolError(empty.format(**values))
+        return render(rows)
+
+    return Tool(name, description, run, patterns, arguments, parameters, kind="database")
