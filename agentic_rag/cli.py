@@ -161,7 +161,7 @@ def cmd_ask(args) -> int:
     kb = load_kb(args.kb, settings)
     config = replace(kb.config, **{k: v for k, v in (("max_rounds", args.max_rounds), ("token_budget", args.budget))
                                    if v is not None})
-    tools = [CALCULATOR] + (shop_tools(args.db) if args.db else [])
+    tools = ask_tools(args)
     stream = (lambda piece: print(piece, end="", flush=True)) if args.stream and not args.json else None
     state = run_agentic_rag(args.question, kb, model, tools, config, on_token=stream)
     if args.json:
@@ -174,6 +174,26 @@ def cmd_ask(args) -> int:
         print(f"agentic-rag: error: the run failed: {state['error']}", file=sys.stderr)
         return 1
     return 0
+
+
+def ask_tools(args) -> list:
+    """Calculator and dates always; shop lookups and SQL with --db; web search only with --web-search."""
+    from datetime import datetime
+
+    from .tools import SQLDatabase, date_tools, sql_tool, web_search_tool
+
+    if args.now:
+        try:
+            moment = datetime.fromisoformat(args.now)
+        except ValueError:
+            raise ConfigurationError(f"--now {args.now!r}: write YYYY-MM-DDTHH:MM") from None
+    clock = (lambda: moment) if args.now else datetime.now
+    tools = [CALCULATOR] + date_tools(clock)
+    if args.db:
+        tools += shop_tools(args.db) + [sql_tool(SQLDatabase(args.db))]
+    if args.web_search:
+        tools.append(web_search_tool(args.web_search))
+    return tools
 
 
 def print_result(state: dict, trace: bool, streamed: bool) -> None:
@@ -274,6 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--budget", type=_positive, metavar="TOKENS", help="token budget of the run")
     ask.add_argument("--db", metavar="PATH", help="SQLite shop database for the order and stock tools")
     ask.add_argument("--stream", action="store_true", help="print the draft answer as it is generated")
+    ask.add_argument("--web-search", metavar="URL", help="SearxNG-style JSON search API (web search is off without it)")
+    ask.add_argument("--now", metavar="YYYY-MM-DDTHH:MM", help="the date tools' clock (default: the real one)")
     _model_flags(ask)
     ask.set_defaults(run=cmd_ask)
     bench = commands.add_parser("bench", help="linear against agentic on an evaluation set")

@@ -143,7 +143,10 @@ def _verify(state, run) -> None:
     state.update(grade=grade.model_dump(), missing=grade.missing)
     state["rounds"][-1]["grade"] = grade.score
     state["low_rounds"] = state["low_rounds"] + 1 if grade.score < c.low_confidence_floor else 0
-    if grade.sufficient:
+    if grade.sufficient and state["round"] < c.max_rounds and \
+            run.tools.select(state["question"], state["evidence"][:c.evidence_k], tuple(state["used_tools"])):
+        state["phase"] = "route"  # the evidence now gives a tool the question asks for its arguments: use it first
+    elif grade.sufficient:
         state.update(stop_reason="sufficient", phase="generate")
     elif state["low_rounds"] >= 2:
         settle(state, run, "low_confidence")

@@ -112,6 +112,11 @@ def generate(inputs: dict) -> Answer:
             (left and coverage(left, s) >= 0.5) or (n != chosen[0][0] and score >= 0.8 * ranked[0][0]))), None)
         if extra:
             chosen.append(extra)
+    if chosen and evidence[chosen[0][0] - 1].get("kind", "passage") != "passage":
+        # a tool's result: quote the passage it drew on too, so the answer shows its basis
+        basis = next(((n, s) for _, n, s in _scored(question, evidence, weights)
+                      if evidence[n - 1].get("kind", "passage") == "passage"), None)
+        chosen = chosen[:1] + ([basis] if basis else [])
     if not chosen:
         return Answer(answer="", reason="no sentence of the evidence addresses the question")
     if len(parts) == 1 and (conflict := _disagreement(question, evidence, chosen[0])):
