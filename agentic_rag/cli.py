@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from dataclasses import replace
@@ -11,14 +10,12 @@ from pathlib import Path
 
 from .config import SEARCH_MODES, Config
 from .errors import AgenticRAGError, ConfigurationError
-from .kb import EMBEDDERS, KnowledgeBase, load_documents, make_embedder
+from .kb import EMBEDDERS, KnowledgeBase, load_documents
 from .kb.store import MANIFEST
 from .loop import run_agentic_rag
 from .models import OfflineModel
-from .models.factory import build_model, read_models_file
-from .models.openai_client import endpoint_from_env
+from .settings import ask_tools, load_kb, make_cli_embedder, make_model, model_settings
 from .state import format_trace
-from .tools import CALCULATOR, shop_tools
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,55 +92,6 @@ def cmd_delete(args) -> int:
     return 0
 
 
-def model_settings(args) -> dict:
-    """Model settings from flags, then a --models-config file, then the environment (read here,
-    and only here): AGENTIC_RAG_MODEL, AGENTIC_RAG_EMBEDDING_MODEL, *_BASE_URL, *_API_KEY."""
-    environ = os.environ
-    file = read_models_file(args.models_config) if getattr(args, "models_config", None) else {}
-    per_task = dict(file.get("per_task", {}))
-    for item in getattr(args, "model_for", None) or []:
-        task, sep, name = item.partition("=")
-        if not sep or not name:
-            raise ConfigurationError(f"--model-for {item!r}: write TASK=MODEL, e.g. --model-for grade=small-model")
-        per_task[task] = name
-    return {"name": getattr(args, "model", None) or file.get("model") or environ.get("AGENTIC_RAG_MODEL") or "offline",
-            "per_task": per_task, "temperature": file.get("temperature"), "prices": file.get("prices"),
-            "endpoint": endpoint_from_env(environ, base_url=getattr(args, "base_url", None) or file.get("base_url")),
-            "embedding_model": getattr(args, "embedding_model", None) or file.get("embedding_model")
-            or environ.get("AGENTIC_RAG_EMBEDDING_MODEL")}
-
-
-def make_model(settings: dict):
-    """The model the command line runs: offline unless a model is named; nothing switches silently."""
-    return build_model(settings["name"], settings["endpoint"], settings["per_task"], settings["temperature"],
-                       settings["prices"])
-
-
-def make_cli_embedder(name: str, settings: dict):
-    """An embedder by name; `openai` (or a saved `openai:MODEL`) calls the configured endpoint."""
-    if name == "openai" or name.startswith("openai:"):
-        from .kb.openai_embedder import OpenAIEmbedder
-
-        model = name.partition(":")[2] or settings["embedding_model"]
-        if not model:
-            raise ConfigurationError("--embedder openai needs --embedding-model NAME (or AGENTIC_RAG_EMBEDDING_MODEL)")
-        return OpenAIEmbedder(model, settings["endpoint"])
-    return make_embedder(name)
-
-
-def load_kb(path: str, settings: dict) -> KnowledgeBase:
-    """Open a saved knowledge base with the embedder it was built with."""
-    manifest = Path(path) / MANIFEST
-    built = ""
-    if manifest.is_file():
-        try:
-            built = json.loads(manifest.read_text(encoding="utf-8"))["embedder"]["name"]
-        except (ValueError, KeyError, TypeError):
-            built = ""  # KnowledgeBase.load reports the damage
-    embedder = make_cli_embedder(built, settings) if built.startswith("openai:") else None
-    return KnowledgeBase.load(path, embedder)
-
-
 def result_json(state: dict, model_name: str) -> dict:
     """The `ask --json` object: the answer, its citations, why it stopped, the trace, usage and timings."""
     keep = ("n", "id", "doc_id", "source", "title", "text", "kind")
@@ -174,26 +122,6 @@ def cmd_ask(args) -> int:
         print(f"agentic-rag: error: the run failed: {state['error']}", file=sys.stderr)
         return 1
     return 0
-
-
-def ask_tools(args) -> list:
-    """Calculator and dates always; shop lookups and SQL with --db; web search only with --web-search."""
-    from datetime import datetime
-
-    from .tools import SQLDatabase, date_tools, sql_tool, web_search_tool
-
-    if args.now:
-        try:
-            moment = datetime.fromisoformat(args.now)
-        except ValueError:
-            raise ConfigurationError(f"--now {args.now!r}: write YYYY-MM-DDTHH:MM") from None
-    clock = (lambda: moment) if args.now else datetime.now
-    tools = [CALCULATOR] + date_tools(clock)
-    if args.db:
-        tools += shop_tools(args.db) + [sql_tool(SQLDatabase(args.db))]
-    if args.web_search:
-        tools.append(web_search_tool(args.web_search))
-    return tools
 
 
 def print_result(state: dict, trace: bool, streamed: bool) -> None:

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from ..errors import ConfigurationError, ToolError
 from .registry import Tool
 
-_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION}
+_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
 
 
 def _authorize(action, *args):

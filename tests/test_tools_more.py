@@ -1,0 +1,178 @@
+"""SQL safety, dates, web search and tool selection; the shipping and stock questions end to end, offline."""
+import hashlib
+import json
+import shutil
+import threading
+import time
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from agentic_rag import OfflineModel, ScriptedModel, format_trace, run_agentic_rag
+from agentic_rag.errors import ToolError
+from agentic_rag.tools import (SQLDatabase, ToolRegistry, date_tools, shop_tools, sql_tool, tool_from_function,
+                               web_search_tool)
+from agentic_rag.tools.dates import add_business_days, earliest_ship_date, holidays_in
+from conftest import EXAMPLE_DATA
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    path = tmp_path / "shop.sqlite"
+    shutil.copy(EXAMPLE_DATA / "db" / "shop.sqlite", path)
+    return path
+
+
+@pytest.mark.parametrize("sql", [
+    "INSERT INTO orders (order_id) VALUES ('X1')",
+    "UPDATE inventory SET on_hand = 0",
+    "DELETE FROM orders",
+    "DROP TABLE orders",
+    "CREATE TABLE t (x)",
+    "ATTACH DATABASE ':memory:' AS other",
+    "PRAGMA writable_schema = 1",
+    "SELECT * FROM orders; DELETE FROM orders",
+    "SELECT 1; SELECT 2",
+])
+def test_every_unsafe_statement_is_refused_and_the_file_is_unchanged(db_path, sql):
+    before = hashlib.sha256(db_path.read_bytes()).hexdigest()
+    with pytest.raises(ToolError, match="refused or failed"):
+        SQLDatabase(db_path).query(sql)
+    assert hashlib.sha256(db_path.read_bytes()).hexdigest() == before
+
+
+def test_reads_row_limit_injection_and_time_limit(db_path):
+    db = SQLDatabase(db_path, row_limit=3)
+    assert len(db.query("SELECT * FROM orders")) == 3
+    assert db.query("SELECT status FROM orders WHERE order_id = ?", ("A1002' OR '1'='1",)) == []
+    tools = ToolRegistry(shop_tools(db_path))
+    with pytest.raises(ToolError, match="no order"):
+        tools.call("order_status", {"order_id": "A1002' OR '1'='1"})
+    slow = SQLDatabase(db_path, time_limit_s=0.05)
+    with pytest.raises(ToolError, match="time limit"):
+        slow.query("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")
+    assert "CREATE TABLE orders" in db.schema()
+
+
+def test_sql_tool_for_a_language_model(db_path):
+    tool = sql_tool(SQLDatabase(db_path))
+    assert "CREATE TABLE inventory" in tool.description and tool.kind == "database"
+    registry = ToolRegistry([tool])
+    assert "on_hand 3" in registry.call("sql", {"query": "SELECT on_hand FROM inventory WHERE sku = 'DK-200'"})
+    with pytest.raises(ToolError, match="refused"):
+        registry.call("sql", {"query": "DELETE FROM inventory"})
+    with pytest.raises(ToolError, match="bad arguments for sql"):
+        registry.call("sql", {"sql": "SELECT 1"})
+
+
+def test_tools_from_plain_functions():
+    def convert(amount: float, rate: float = 7.2) -> str:
+        """Convert USD to CNY at a rate.
+
+        More text that is not the description."""
+        return f"{amount * rate:.2f} CNY"
+
+    tool = tool_from_function(convert, patterns=(r"convert",))
+    assert tool.description == "Convert USD to CNY at a rate." and set(tool.parameters.model_fields) == {"amount", "rate"}
+    registry = ToolRegistry([tool])
+    assert registry.call("convert", {"amount": "10"}) == "72.00 CNY"
+    with pytest.raises(ToolError, match="bad arguments for convert"):
+        registry.call("convert", {"amount": "ten"})
+
+
+def test_dates():
+    assert holidays_in("国庆节：2026-10-01 至 2026-10-03，另 2026-12-31") == ["2026-10-01", "2026-10-02", "2026-10-03",
+                                                                           "2026-12-31"]
+    assert add_business_days("2026-12-24", 2, ["2026-12-28"]) == "2026-12-29"   # Fri 25, (weekend), (28), Tue 29
+    assert "2026-11-30（周一" in earliest_ship_date("2026-11-30T14:59", "15:00")
+    assert "2026-12-01（周二" in earliest_ship_date("2026-11-30T15:00", "15:00")
+    assert "2026-10-08（周四" in earliest_ship_date("2026-09-30T16:00", "15:00", holidays_in("2026-10-01 至 2026-10-07"))
+    with pytest.raises(ToolError, match="not ISO"):
+        earliest_ship_date("tomorrow")
+    today = ToolRegistry(date_tools(lambda: datetime(2026, 11, 30, 9, 0))).call("today", {})
+    assert "2026-11-30" in today and "Monday" in today
+
+
+def test_ship_date_arguments_come_from_evidence():
+    tool = {t.name: t for t in date_tools(lambda: datetime(2026, 11, 30, 16, 0))}["earliest_ship_date"]
+    question = "如果我今天下单，按仓库的发货规则最早什么时候能发出？"
+    assert tool.matches(question) and tool.arguments(question, []) is None
+    evidence = [{"text": "截单时间：工作日 15:00 之前确认付款的订单当天发货。"},
+                {"text": "节假日安排：2026-12-01 至 2026-12-02 不发货。"}]
+    assert tool.arguments(question, evidence) == {"now": "2026-11-30T16:00", "cutoff": "15:00",
+                                                  "holidays": ["2026-12-01", "2026-12-02"]}
+
+
+def test_shipping_question_end_to_end_offline(example_kb, example_tools):
+    tools = [t for t in example_tools] + date_tools(lambda: datetime(2026, 9, 30, 16, 0))
+    state = run_agentic_rag("如果我今天下单，按仓库的发货规则最早什么时候能发出？", example_kb, OfflineModel(), tools)
+    trace = format_trace(state)
+    assert trace.startswith("route:vector -> search:warehouse/shipping-rules.md")
+    assert "route:tool(earliest_ship_date) -> tool:earliest_ship_date" in trace
+    assert "2026-10-08" in state["answer"]                        # after the 1-7 October holidays
+    assert {c["doc_id"] for c in state["citations"]} == {"tool:earliest_ship_date", "warehouse/shipping-rules.md"}
+
+
+def test_stock_question_end_to_end_offline(example_kb, example_tools):
+    state = run_agentic_rag("Is DK-200 in stock?", example_kb, OfflineModel(), example_tools)
+    assert state["route"]["tool"] == "stock" and "0 available to order" in state["answer"]
+    assert state["citations"][0]["kind"] == "database"
+
+
+def test_a_scripted_model_chooses_a_tool_with_arguments(example_kb, example_tools, db_path):
+    model = ScriptedModel({"route": [{"route": "tool", "tool": "sql", "arguments": {
+        "query": "SELECT sku, on_hand - reserved AS available FROM inventory ORDER BY available DESC LIMIT 1"}}]},
+        default={"generate": {"answer": "CB-500 has the most available stock. [1]"},
+                 "judge": {"score": 1.0, "complete": True}})
+    tools = [sql_tool(SQLDatabase(db_path))]
+    question = "Which product that the warehouse which ships the most has is the most available?"
+    state = run_agentic_rag(question, example_kb, model, tools)
+    assert state["route"]["tool"] == "sql" and "sku CB-500, available 760" in state["evidence"][0]["text"]
+    assert state["citations"][0]["kind"] == "database"
+
+
+class _Search(BaseHTTPRequestHandler):
+    delay = 0.0
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        time.sleep(self.delay)
+        body = json.dumps({"results": [
+            {"url": "https://news.example/nimbus-2-4", "title": "Nimbus 2.4 beta", "content": "Nimbus 2.4 beta adds whiteboards."},
+            {"url": "https://blog.example/review", "title": "Review", "content": "A review of Nimbus Notes."},
+            {"title": "no url"}]}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def search_url():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Search)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/search"
+    server.shutdown()
+    server.server_close()
+
+
+def test_web_search_results_are_cited_by_url_and_title(search_url, example_kb):
+    tool = web_search_tool(search_url, limit=2)
+    state = run_agentic_rag("What is the latest news about Nimbus 2.4?", example_kb, OfflineModel(), [tool])
+    assert state["route"]["tool"] == "web_search"
+    web = [c for c in state["citations"] if c["kind"] == "web"]
+    assert web and web[0]["source"] == "https://news.example/nimbus-2-4" and web[0]["title"] == "Nimbus 2.4 beta"
+    assert len([e for e in state["evidence"] if e["kind"] == "web"]) == 2
+
+
+def test_slow_or_failing_search_is_a_recorded_tool_error(search_url, example_kb, monkeypatch):
+    monkeypatch.setattr(_Search, "delay", 1.0)
+    state = run_agentic_rag("What is the latest news about Nimbus 2.4?", example_kb, OfflineModel(),
+                            [web_search_tool(search_url, timeout=0.2)])
+    assert "web search at" in state["rounds"][0]["error"] and state["phase"] == "done"
+    down = run_agentic_rag("What is the latest news about Nimbus 2.4?", example_kb, OfflineModel(),
+                           [web_search_tool("http://127.0.0.1:9/search", timeout=0.5)])
+    assert "failed" in down["rounds"][0]["error"]
