@@ -141,3 +141,11 @@ def test_ask_errors_are_one_line(capsys, example_kb_dir, monkeypatch):
     assert code == 0
     code, _, err = run(capsys, "ask", "hi", "--kb", example_kb_dir, "--model-for", "grade")
     assert code == 1 and "write TASK=MODEL" in err
+
+
+def test_ask_shipping_question_with_a_fixed_clock(capsys, example_kb_dir):
+    code, out, _ = run(capsys, "ask", "如果我今天下单，按仓库的发货规则最早什么时候能发出？", "--kb", example_kb_dir,
+                       "--now", "2026-09-30T16:00")
+    assert code == 0 and "2026-10-08" in out and "(tool) tool earliest_ship_date" in out
+    code, _, err = run(capsys, "ask", "hi", "--kb", example_kb_dir, "--now", "next tuesday")
+    assert code == 1 and "--now 'next tuesday'" in err
