@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import replace
@@ -261,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("agentic-rag: interrupted; the saved knowledge base is unchanged", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (| head): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":
