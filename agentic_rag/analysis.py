@@ -6,6 +6,7 @@ import re
 from collections import Counter
 
 from .kb.chunking import split_sentences
+from .kb.names import NAME
 from .kb.tokenize import STOPWORDS, normalize, tokenize
 
 # words that shape a question but carry none of its content
@@ -18,13 +19,6 @@ vs versus compare compared comparison between difference differences differ
 """.split())
 # Chinese characters that only shape a sentence; a bigram holding one is not a content term
 _CJK_FUNCTION = frozenset("吗呢吧啊么什哪谁怎样几是否的了在有和与及请问我你他她它这那个些吧为何呀哦嘛着过被把将从对")
-
-_ENTITY = re.compile(
-    r"《[^》]+》|“[^”]+”|\"[^\"]+\"|「[^」]+」"                  # titles and quotations
-    r"|\b[A-Z]{1,5}-?\d{2,}\b"                                   # codes like DK-200, A1001, NT-1042
-    r"|[\u4e00-\u9fff]{2,6} ?[A-Z](?![A-Za-z])"                    # 合同A, 版本 B
-    r"|\bv?\d+(?:[._]\d+)+\b"                                    # versions, decimals, dates
-    r"|\b(?:[A-Z][\w'’.-]*)(?:\s+(?:of|the|de|von|van|and|&)?\s*[A-Z][\w'’.-]*)*")  # Capitalised Names
 
 ANSWER_TYPES = {
     "date": re.compile(r"\bwhen\b|what (?:year|date|day|time|century)|which (?:year|date|day|century)|何时|什么时候|"
@@ -73,7 +67,7 @@ def key_terms(text: str) -> list[str]:
 def entities(text: str) -> list[str]:
     """Names, titles, quotations, codes, versions and numbers mentioned in the text."""
     found = []
-    for match in _ENTITY.finditer(text):
+    for match in NAME.finditer(text):
         words = match.group(0).strip(" .,'’").split(" ")
         while words and (words[0].lower() in _QUESTION_WORDS or words[0].lower() in STOPWORDS):
             words.pop(0)  # "Is DK-200" -> "DK-200", "The Rhine" -> "Rhine"

@@ -157,7 +157,8 @@ def cmd_bench(args) -> int:
     if not (folder / "corpus.jsonl").is_file():
         raise ConfigurationError(f"{folder} holds no corpus.jsonl; give a set folder such as ../shared/data/hotpotqa")
     out = Path(args.out or f"reports/bench/{folder.name}")
-    metrics = run_bench(folder, modes, out, model, Config(), args.embedder, args.limit,
+    sources = tuple(s for s in args.sources.split(",") if s) if args.sources else Config().sources
+    metrics = run_bench(folder, modes, out, model, Config(sources=sources), args.embedder, args.limit,
                         Path(args.cache) if args.cache else None)
     print((out / "report.md").read_text(encoding="utf-8"))
     return 0 if metrics else 1
@@ -235,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--embedder", choices=sorted(EMBEDDERS), default="hashing")
     _model_flags(bench)
     bench.add_argument("--cache", metavar="DIR", help="where built knowledge bases are kept (default OUT/kb-cache)")
+    bench.add_argument("--sources", metavar="LIST", help="retrieval sources in re-routing order, e.g. vector,graph")
     bench.set_defaults(run=cmd_bench)
     rgb = commands.add_parser("bench-rgb", help="the RGB paper's protocol: passages at a noise rate")
     rgb.add_argument("--file", required=True)

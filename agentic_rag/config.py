@@ -46,6 +46,9 @@ class Config:
     max_repairs: int = 1
     max_subqueries: int = 5
     parallel_searches: int = 4
+    # retrieval sources, in the order a low grade re-routes to them; each is used once per question
+    sources: tuple = ("vector", "graph", "web")
+    answer_when_exhausted: bool = True  # no query or source left: answer from what there is (else abstain)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -63,6 +66,8 @@ class Config:
             raise ConfigurationError(f"Config.bm25_b = {self.bm25_b} must lie in [0, 1]")
         if self.candidates < 1 or self.hnsw_m < 2:
             raise ConfigurationError("Config.candidates must be >= 1 and Config.hnsw_m >= 2")
+        if not self.sources or set(self.sources) - {"vector", "graph", "web"}:
+            raise ConfigurationError(f"Config.sources = {self.sources!r}: give some of 'vector', 'graph', 'web'")
         for name in ("max_rounds", "search_k", "evidence_k", "max_subqueries", "parallel_searches"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"Config.{name} = {getattr(self, name)} must be at least 1")

@@ -6,8 +6,9 @@ import re
 import time
 
 from .schemas import RouteDecision, SubQuery
-from .steps import (call_tool, check_faithfulness, decompose_query, generate_answer, repair_answer, rewrite_query,
-                    route_query, vector_search, verify_citations, verify_sufficiency)
+from .steps import (call_tool, check_faithfulness, decompose_query, generate_answer, graph_search, repair_answer,
+                    rewrite_query, route_query, vector_search, verify_citations, verify_sufficiency)
+from .steps.search import merge_into_pool
 from .steps.verify import question_weights
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -48,7 +49,8 @@ def settle(state, run, stop_reason: str) -> None:
     """Retrieval stops without a sufficient grade: answer from what there is, or abstain when it is too weak."""
     state["stop_reason"] = stop_reason
     score = state["grade"]["score"] if state["grade"] else 0.0
-    if stop_reason == "low_confidence" or score < run.config.answer_floor or not state["evidence"]:
+    gives_up = stop_reason == "exhausted" and not run.config.answer_when_exhausted
+    if stop_reason == "low_confidence" or gives_up or score < run.config.answer_floor or not state["evidence"]:
         abstain(state, stop_reason, f"evidence stayed insufficient (best score {score:.2f}, "
                                     f"needs {run.config.min_context_score:.2f}) and retrieval stopped: {stop_reason}")
     else:
@@ -58,8 +60,10 @@ def settle(state, run, stop_reason: str) -> None:
 def _route(state, run) -> None:
     state["round"] += 1
     decision = _timed(state, run, "route", route_query, state["question"], run.model, run.tools,
-                      state["evidence"][:run.config.evidence_k], tuple(state["used_tools"]),
-                      summary=lambda d: f"route:{d.route}" + (f"({d.tool})" if d.tool else ""))
+                      state["evidence"][:run.config.evidence_k], tuple(state["used_tools"]), _sources(run),
+                      tuple(state["sources_tried"]),
+                      summary=lambda d: f"route:{d.route}" + (f"({d.tool})" if d.tool else "")
+                      + (f"@{d.source}" if d.source != "vector" and d.route != "tool" else ""))
     state["route"] = decision.model_dump()
     if decision.route == "direct":
         state.update(stop_reason="direct", phase="generate")
@@ -67,11 +71,18 @@ def _route(state, run) -> None:
         state["phase"] = "tool" if decision.route == "tool" else "search"
 
 
+def _sources(run) -> tuple[str, ...]:
+    """The configured sources this run can use: the graph when the knowledge base has one, the web
+    when a web_search tool is registered."""
+    usable = {"vector": True, "graph": run.kb.graph_size[1] > 0, "web": "web_search" in run.tools.tools}
+    return tuple(s for s in run.config.sources if usable[s]) or ("vector",)
+
+
 def _plan(state, run) -> list[SubQuery]:
     """Round 1: the question as is, plus its sub-queries when the route is multi-hop. Later rounds:
     one rewrite aimed at what is missing, else a decomposition along bridge names in the evidence."""
     question, c = state["question"], run.config
-    first, multi = state["round"] == 1, state["route"]["route"] == "multi_hop"
+    first, multi = "vector" not in state["sources_tried"], state["route"]["route"] == "multi_hop"
     if first and not multi:
         return [SubQuery(query=question)]
     if not first and not multi and (rewrite := _rewrite(state, run)):
@@ -101,21 +112,36 @@ def _rewrite(state, run) -> SubQuery | None:
 
 
 def _search(state, run) -> None:
-    plan = _plan(state, run)
-    if not plan:
-        return settle(state, run, "exhausted")
-    filters = state["route"].get("filters") or {}
-    outcome = _timed(state, run, "search", vector_search, plan, run.kb, state["question"], state["evidence"],
-                     run.config.search_k, filters, run.config.parallel_searches,
-                     summary=lambda o: "search:" + (",".join(dict.fromkeys(i.split("#")[0] for i in o.new_ids[:4]))
-                                                     or "nothing new"),
-                     detail=lambda o: {"queries": o.queries_run, "new": o.new_ids, "top": o.round_ids[:8]})
-    top = outcome.round_ids[:run.config.evidence_k]
+    source, question, c = state["route"].get("source", "vector"), state["question"], run.config
+    if source == "graph":
+        outcome = _timed(state, run, "graph", graph_search, question, run.kb, state["evidence"], c.search_k,
+                         summary=lambda o: "graph:" + (",".join(dict.fromkeys(i.split("#")[0] for i in o.new_ids[:4]))
+                                                       or "nothing new"),
+                         detail=lambda o: {"new": o.new_ids, "paths": {e["id"]: e.get("path", []) for e in o.pool
+                                                                      if e["id"] in o.new_ids}})
+    elif source == "web":
+        call = RouteDecision(route="tool", tool="web_search", arguments={"query": question})
+        items, error = _timed(state, run, "web", call_tool, call, run.tools,
+                              summary=lambda r: "web:" + (f"{len(r[0])} results" if not r[1] else "error"),
+                              detail=lambda r: {"results": [i["source"] for i in r[0]], "error": r[1]})
+        outcome = merge_into_pool([items], run.kb, question, state["evidence"], [f"web: {question}"])
+    else:
+        plan = _plan(state, run)
+        if not plan:
+            return settle(state, run, "exhausted")
+        outcome = _timed(state, run, "search", vector_search, plan, run.kb, question, state["evidence"], c.search_k,
+                         state["route"].get("filters") or {}, c.parallel_searches,
+                         summary=lambda o: "search:" + (",".join(dict.fromkeys(i.split("#")[0] for i in o.new_ids[:4]))
+                                                        or "nothing new"),
+                         detail=lambda o: {"queries": o.queries_run, "new": o.new_ids, "top": o.round_ids[:8]})
+    if source not in state["sources_tried"]:
+        state["sources_tried"].append(source)
+    top = outcome.round_ids[:c.evidence_k]
     overlap = len(set(top) & set(state["last_top"])) / max(1, len(set(top) | set(state["last_top"])))
-    converged = state["round"] > 1 and (not outcome.new_ids or overlap >= run.config.converge_jaccard)
+    converged = state["round"] > 1 and (not outcome.new_ids or overlap >= c.converge_jaccard)
     state["queries_tried"] += outcome.queries_run
-    state["rounds"].append({"round": state["round"], "route": state["route"]["route"], "queries": outcome.queries_run,
-                            "new": len(outcome.new_ids), "converged": converged})
+    state["rounds"].append({"round": state["round"], "route": state["route"]["route"], "source": source,
+                            "queries": outcome.queries_run, "new": len(outcome.new_ids), "converged": converged})
     state.update(evidence=outcome.pool, last_top=top, phase="verify")
 
 

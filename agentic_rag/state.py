@@ -26,6 +26,7 @@ class AgentState(TypedDict):
     subqueries: list[dict]      # the latest decomposition (query, depends_on)
     parts: list[str]            # the parts an answer must cover (comparisons, sub-questions)
     used_tools: list[str]
+    sources_tried: list[str]    # retrieval sources used so far (vector, graph, web)
     rewrites: int
     repairs: int
     reflections: int            # extra rounds asked for by an incomplete answer
@@ -59,8 +60,9 @@ def new_state(question: str, config: Config | None = None) -> AgentState:
         raise ConfigurationError(f"the question has {tokens} tokens, more than a quarter of the token budget "
                                  f"({config.token_budget}); shorten it or raise the budget (--budget)")
     return AgentState(
-        question=question, config=asdict(config), phase="route", round=0, route=None, rounds=[],
-        queries_tried=[], subqueries=[], parts=[], used_tools=[], rewrites=0, repairs=0, reflections=0,
+        question=question, config={k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
+        phase="route", round=0, route=None, rounds=[],
+        queries_tried=[], subqueries=[], parts=[], used_tools=[], sources_tried=[], rewrites=0, repairs=0, reflections=0,
         evidence=[], grade=None, missing=[], low_rounds=0, last_top=[], draft_answer="", answer="", citations=[],
         removed_citations=[], faithfulness=None, abstained=False, abstain_reason="", stop_reason=None,
         resume_reason=None, error=None, trace=[], timings_ms={}, usage=new_usage())

@@ -41,10 +41,10 @@ STOPS = [
     (Q2, {"token_budget": 400}, {}, "token_budget", True),
     (Q2, {},
      {"grade": [{"score": 0.1, "sufficient": False}] * 3}, "low_confidence", True),
-    (Q2, {},
+    (Q2, {"sources": ("vector",)},
      {"rewrite": [{"query": "weekend orders paid ship"}]}, "converged", False),
     (Q2, {"deadline_s": 0}, {}, "deadline", True),
-    (Q2, {},
+    (Q2, {"sources": ("vector",)},
      {"rewrite": [{"query": Q2}]}, "exhausted", False),
     (Q2, {},
      {"generate": [ModelError("the server answered 500 three times")]}, "error", False),
@@ -65,7 +65,7 @@ def test_every_stop_reason_is_reachable(tiny_kb, question, changes, replies, sto
 
 
 def test_converged_run_rewrote_once_and_found_nothing_new(tiny_kb):
-    state = run_agentic_rag(STOPS[5][0], tiny_kb, scripted(**STOPS[5][2]))
+    state = run_agentic_rag(STOPS[5][0], tiny_kb, scripted(**STOPS[5][2]), config=Config(sources=("vector",)))
     assert state["rewrites"] == 1 and state["rounds"][-1]["converged"]
     assert "rewrite" in format_trace(state)
 
@@ -195,3 +195,45 @@ def test_a_failing_tool_is_recorded_and_the_loop_goes_on(tiny_kb):
     assert "bad arguments" in state["rounds"][0]["error"]
     assert state["used_tools"] == ["calculator"] and state["phase"] == "done"
     assert any(e["step"] == "search" for e in state["trace"])     # it went on to search
+
+
+REROUTES = [
+    # (configured sources, expected source of each round)
+    (("vector", "graph", "web"), ["vector", "graph", "vector"]),   # no web tool: web is not usable
+    (("graph", "vector"), ["vector", "graph", "vector"]),   # the first round takes the source the question suits
+    (("vector",), ["vector", "vector", "vector"]),
+]
+
+
+@pytest.mark.parametrize("sources, rounds", REROUTES, ids=["+".join(r[0]) for r in REROUTES])
+def test_low_grades_reroute_to_the_next_untried_source(tiny_kb, sources, rounds):
+    low = [{"score": 0.4, "sufficient": False}] * 4
+    state = run_agentic_rag(Q2, tiny_kb, scripted(grade=low, rewrite=[{"query": "weekend ship rules"}],
+                                                  decompose=[{"subqueries": [{"query": "business day orders"}]}]),
+                            config=Config(sources=sources))
+    assert [r["source"] for r in state["rounds"]] == rounds[:len(state["rounds"])]
+    assert len(state["rounds"]) == 3 or state["stop_reason"] in ("converged", "exhausted")
+    assert state["sources_tried"] == list(dict.fromkeys(rounds[:len(state["rounds"])]))
+
+
+def test_every_source_tried_and_nothing_left_is_exhausted(tiny_kb):
+    question = "Who made the Pricing page of 2.3.0?"          # a relationship question: the graph first
+    config = Config(sources=("vector", "graph"), max_rounds=5, answer_when_exhausted=False)
+    state = run_agentic_rag(question, tiny_kb, scripted(grade=[{"score": 0.4, "sufficient": False}] * 5,
+                                                        rewrite=[{"query": question}]), config=config)
+    assert [r["source"] for r in state["rounds"]] == ["graph", "vector"]
+    assert state["stop_reason"] == "exhausted" and state["abstained"]
+    answered = run_agentic_rag(question, tiny_kb, scripted(grade=[{"score": 0.4, "sufficient": False}] * 5,
+                                                           rewrite=[{"query": question}],
+                                                           generate=[{"answer": "New sign-in page in 2_3_0. [1]"}]),
+                               config=Config(sources=("vector", "graph"), max_rounds=5))
+    assert answered["stop_reason"] == "exhausted" and not answered["abstained"]   # answers from what it has
+    assert "decompose:0 -> generate" in format_trace(answered)
+
+
+def test_relationship_question_answered_through_the_graph(example_kb):
+    state = run_agentic_rag("哪份合同的乙方是深圳星河包装材料有限公司？", example_kb, OfflineModel())
+    assert state["route"]["source"] == "graph" and format_trace(state).startswith("route:vector@graph -> graph:")
+    assert state["citations"] and state["citations"][0]["doc_id"] == "contracts/contract-b.md"
+    graph_event = next(e for e in state["trace"] if e["step"] == "graph")
+    assert ["深圳星河包装材料有限公司", "供货合同 B（Supply contract B）"] in graph_event["detail"]["paths"].values()

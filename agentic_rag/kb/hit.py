@@ -15,3 +15,4 @@ class Hit(BaseModel):
     score: float
     ranks: dict[str, int] = Field(default_factory=dict)
     metadata: dict = Field(default_factory=dict)
+    path: list[str] = Field(default_factory=list)  # graph hits: the names that led here

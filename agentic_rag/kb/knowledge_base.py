@@ -19,6 +19,7 @@ from .documents import Document
 from .embedders import Embedder, embed_batched, make_embedder
 from .filters import check_filters, matches
 from .fusion import reciprocal_rank_fusion
+from .graph import KnowledgeGraph
 from .hit import Hit
 from .rerank import LexicalReranker, Reranker
 from .rwlock import ReadWriteLock
@@ -53,6 +54,7 @@ class KnowledgeBase:
         self._docs: dict[str, dict] = {}      # doc id -> {"hash", "rows"}
         self._bm25 = BM25(self.config.bm25_k1, self.config.bm25_b)
         self._vectors = self._new_vector_index()
+        self._graph = KnowledgeGraph()
         self._lock = ReadWriteLock()
         self._writer = threading.Lock()       # one add or delete at a time; searches go on meanwhile
 
@@ -98,6 +100,8 @@ class KnowledgeBase:
                     self._docs[chunk["doc_id"]]["rows"].append(row)
                 self._bm25.add(rows, tokens)
                 self._vectors.add(rows, vectors)
+                for row, chunk in zip(rows, chunks):
+                    self._graph.add(row, chunk["title"], chunk["text"])
         result.chunks = len(chunks)
         return result
 
@@ -112,6 +116,7 @@ class KnowledgeBase:
     def _delete_rows(self, rows: list[int]) -> None:
         self._bm25.delete(rows)
         self._vectors.delete(rows)
+        self._graph.delete(set(rows))
         for row in rows:
             self._chunks[row] = None
 
@@ -150,6 +155,21 @@ class KnowledgeBase:
         if c.rerank if rerank is None else rerank:
             hits = self.reranker.rerank(query, hits, term_weights)
         return hits[:k]
+
+    def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
+        """Chunks behind the graph edges within `hops` of the names in the query, nearest first
+        (ties by BM25 for the query); each hit's `path` is the chain of names that reached it."""
+        with self._lock.read():
+            found = self._graph.walk(self._graph.find(query), hops)
+            scores = self._bm25.scores(tokenize(query))
+            order = sorted(found, key=lambda row: (found[row][0], -scores[row], row))[:k]
+            return [self._hit(row, 1.0 / found[row][0], {"graph": rank}).model_copy(update={"path": found[row][1]})
+                    for rank, row in enumerate(order, 1)]
+
+    @property
+    def graph_size(self) -> tuple[int, int]:
+        """(nodes, edges) of the knowledge graph."""
+        return len(self._graph.adjacent), len(self._graph)
 
     def term_weights(self, text: str) -> dict[str, float]:
         """BM25 idf of each distinct token of `text` that the knowledge base holds."""
@@ -191,6 +211,8 @@ class KnowledgeBase:
                 "bm25.npz": lambda p: _save_npz(p, arrays),
                 "vocab.json": lambda p: p.write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8"),
                 "vectors.npy": lambda p: _save_npy(p, vectors),
+                "graph.json": lambda p: p.write_text(json.dumps(self._graph.to_json(), ensure_ascii=False),
+                                                     encoding="utf-8"),
             }
             if self._vectors.hnsw is not None:
                 writers["hnsw.bin"] = lambda p: self._vectors.hnsw.save_index(str(p))
@@ -198,7 +220,8 @@ class KnowledgeBase:
                 "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
                 "tokenizer": TOKENIZER_SETTINGS,
                 "chunking": {"size": self.config.chunk_size, "overlap": self.config.chunk_overlap},
-                "counts": {"documents": len(self._docs), "chunks": len(self), "rows": rows},
+                "counts": {"documents": len(self._docs), "chunks": len(self), "rows": rows,
+                           "graph_nodes": self.graph_size[0], "graph_edges": self.graph_size[1]},
             }
             return store.save_generation(Path(directory), writers, manifest)
 
@@ -243,6 +266,7 @@ class KnowledgeBase:
         with np.load(generation / "bm25.npz", allow_pickle=False) as arrays:
             vocab = json.loads((generation / "vocab.json").read_text(encoding="utf-8"))
             self._bm25 = BM25.from_arrays(dict(arrays), vocab, self.config.bm25_k1, self.config.bm25_b)
+        self._graph = KnowledgeGraph.from_json(json.loads((generation / "graph.json").read_text(encoding="utf-8")))
         vectors = np.load(generation / "vectors.npy", allow_pickle=False)
         if vectors.shape != (rows, self.embedder.dimension):
             raise ValueError(f"vectors.npy has shape {vectors.shape}, expected ({rows}, {self.embedder.dimension})")

@@ -21,7 +21,7 @@ from typing import Callable
 
 from ..errors import RetrievalError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the knowledge graph is saved with every generation
 MANIFEST = "manifest.json"
 _GENERATION = re.compile(r"^gen-(\d{6})$")
 

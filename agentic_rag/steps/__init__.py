@@ -4,9 +4,9 @@ from .answer import generate_answer, verify_citations
 from .faithfulness import check_faithfulness, repair_answer
 from .queries import decompose_query, rewrite_query
 from .route import route_query
-from .search import SearchOutcome, vector_search
+from .search import SearchOutcome, graph_search, vector_search
 from .verify import quick_grade, verify_sufficiency
 
 __all__ = ["call_tool", "generate_answer", "verify_citations", "check_faithfulness", "repair_answer",
-           "decompose_query", "rewrite_query", "route_query", "SearchOutcome", "vector_search", "quick_grade",
+           "decompose_query", "rewrite_query", "route_query", "SearchOutcome", "graph_search", "vector_search", "quick_grade",
            "verify_sufficiency"]

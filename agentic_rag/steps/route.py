@@ -13,6 +13,9 @@ from ._ask import ask
 
 _DIRECT = re.compile(r"^\s*(?:hi|hello|hey|thanks|thank you|good (?:morning|afternoon|evening)|你好|您好|谢谢|早上好|"
                      r"晚上好)\W*$|^\s*(?:translate|翻译)\b|(?:翻译成|translate (?:this|it)? ?(?:in)?to)\s*\w+", re.I)
+_RELATION = re.compile(r"\bwho (?:developed|founded|created|invented|wrote|directed|owns|built|made|published|signed)\b|"
+                       r"\bwhich (?:contract|company|organi[sz]ation|supplier|party) |哪份合同|哪家公司|由谁|谁(?:开发|创立|创办|"
+                       r"发明|编写|签订|提供)|(?:之间|的)关系|供应商是|乙方是|甲方是", re.I)
 _YEAR = re.compile(r"(?:\bin |在)((?:19|20)\d\d)(?:\s*年)?")
 _TYPES = {"release_note": r"release notes?|changelog|发布说明|更新日志|版本说明", "ticket": r"\btickets?\b|工单",
           "contract": r"\bcontracts?\b|合同", "manual": r"\bmanual\b|手册|说明书", "policy": r"\bpolic(?:y|ies)\b|政策|规则"}
@@ -33,9 +36,28 @@ def _filters(question: str) -> dict:
     return filters
 
 
+def pick_source(wanted: str, sources: tuple[str, ...], tried: tuple[str, ...]) -> str:
+    """The first round takes the source the question suits; after that, the next untried source in
+    the configured order; when every source has been tried, vector search (rewrites, hops) again."""
+    if not tried:
+        return wanted if wanted in sources else sources[0]
+    return next((s for s in sources if s not in tried), "vector")
+
+
 def route_query(question: str, model: Model, tools: ToolRegistry | None = None, evidence: list[dict] = (),
-                used_tools: tuple[str, ...] = ()) -> RouteDecision:
-    """Decide direct | vector | multi_hop | tool for the next round; sees the evidence so far."""
+                used_tools: tuple[str, ...] = (), sources: tuple[str, ...] = ("vector",),
+                tried: tuple[str, ...] = ()) -> RouteDecision:
+    """Decide direct | vector | multi_hop | tool for the next round, and for retrieval the source
+    (vector, graph, web) among those available; sees the evidence so far."""
+    decision = _route(question, model, tools, evidence, used_tools)
+    if decision.route in ("vector", "multi_hop"):
+        wanted = "graph" if _RELATION.search(question) else decision.source
+        decision = decision.model_copy(update={"source": pick_source(wanted, tuple(sources), tuple(tried))})
+    return decision
+
+
+def _route(question: str, model: Model, tools: ToolRegistry | None, evidence: list[dict],
+           used_tools: tuple[str, ...]) -> RouteDecision:
     tools = tools or ToolRegistry()
     if _DIRECT.search(question):
         return RouteDecision(route="direct", reason="needs no fact from the knowledge base")

@@ -55,10 +55,9 @@ def relevance(bm25: float, best_bm25: float, rank: int) -> float:
     return round(0.5 * bm25 / (best_bm25 or 1.0) + 0.5 / rank, 6)
 
 
-def vector_search(queries: list[SubQuery], kb: KnowledgeBase, question: str, pool: list[dict] = (),
-                  k: int = 5, filters: dict | None = None, workers: int = 4) -> SearchOutcome:
-    """Search every query; new passages join the pool (de-duplicated by chunk id), ranked against the question."""
-    results, texts = _run_all(kb, queries, k, filters or {}, workers)
+def merge_into_pool(results: list[list[dict]], kb: KnowledgeBase, question: str, pool: list[dict],
+                    queries_run: list[str]) -> SearchOutcome:
+    """New passages join the pool (de-duplicated by chunk id), and the whole pool is ranked against the question."""
     merged = {item["id"]: item for item in pool}
     new_ids, round_ids = [], []
     for hits in results:
@@ -76,4 +75,19 @@ def vector_search(queries: list[SubQuery], kb: KnowledgeBase, question: str, poo
         merged[i] = dict(merged[i], relevance=relevance(bm25.get(i, 0.0), best, merged[i]["rank"]))
     ranked = sorted(merged.values(), key=lambda item: (-item.get("relevance", 0), item["id"]))
     round_ids = sorted(set(round_ids), key=lambda i: -merged[i].get("relevance", 0))
-    return SearchOutcome(pool=ranked, new_ids=new_ids, round_ids=round_ids, queries_run=texts)
+    return SearchOutcome(pool=ranked, new_ids=new_ids, round_ids=round_ids, queries_run=queries_run)
+
+
+def vector_search(queries: list[SubQuery], kb: KnowledgeBase, question: str, pool: list[dict] = (),
+                  k: int = 5, filters: dict | None = None, workers: int = 4) -> SearchOutcome:
+    """Search every query; new passages join the pool (de-duplicated by chunk id), ranked against the question."""
+    results, texts = _run_all(kb, queries, k, filters or {}, workers)
+    return merge_into_pool(results, kb, question, list(pool), texts)
+
+
+def graph_search(question: str, kb: KnowledgeBase, pool: list[dict] = (), k: int = 8, hops: int = 2) -> SearchOutcome:
+    """Walk the knowledge graph from the names in the question (one or two hops); the chunks behind
+    the edges used join the pool, each with the path of names that reached it."""
+    hits = [dict(h.model_dump(exclude={"score", "metadata"}), kind="passage", query=f"graph: {question}", rank=rank)
+            for rank, h in enumerate(kb.graph_search(question, k=k, hops=hops), 1)]
+    return merge_into_pool([hits], kb, question, list(pool), [f"graph: {question}"])

@@ -1,0 +1,57 @@
+from agentic_rag import Config, KnowledgeBase
+from agentic_rag.kb import Document
+from agentic_rag.kb.graph import KnowledgeGraph
+from agentic_rag.kb.names import names
+
+CORPUS = [
+    Document("acme", "Acme Corporation was founded by Wile Coyote in Phoenix. It makes rocket skates.", title="Acme"),
+    Document("coyote", "Wile Coyote studied at Desert University. He later moved to Tucson.", title="Wile Coyote"),
+    Document("weather", "Rain fell in Springfield.", title="Weather report"),
+]
+
+
+def test_names_skip_sentence_openers_and_keep_titles_codes_and_organisations():
+    assert names("The Society for the Exploration of Psychotherapy Integration publishes it.") == [
+        "Society for the Exploration of Psychotherapy Integration"]
+    assert names("Released today. Version 2.3.1 fixed NT-1042 for Bank of America.") == ["2.3.1", "NT-1042",
+                                                                                          "Bank of America"]
+    assert names("乙方：深圳星河包装材料有限公司。《七人乐队》上映。") == ["深圳星河包装材料有限公司", "《七人乐队》"]
+
+
+def test_extraction_links_names_in_one_sentence_and_the_title():
+    graph = KnowledgeGraph()
+    graph.add(0, "Acme", CORPUS[0].text)
+    assert set(graph.adjacent["acme corporation"]) == {"wile coyote", "phoenix", "acme"}
+    assert graph.edges[("acme corporation", "wile coyote")] == {0}
+    assert "rocket" not in graph.adjacent     # common words are not names
+
+
+def test_walk_one_and_two_hops_with_paths():
+    kb = KnowledgeBase(config=Config(chunk_size=300, chunk_overlap=0))
+    kb.add_documents(CORPUS)
+    one = kb.graph_search("Who founded Acme Corporation?", hops=1)
+    assert [h.doc_id for h in one] == ["acme"]
+    assert one[0].path[0] == "Acme Corporation" and len(one[0].path) == 2
+    two = kb.graph_search("Where did the founder of Acme Corporation study?", hops=2)
+    assert [h.doc_id for h in two] == ["acme", "coyote"]
+    assert two[1].path[0] == "Acme Corporation" and two[1].path[-1] in ("Desert University", "Tucson", "Wile Coyote")
+    assert two[1].ranks == {"graph": 2}
+    assert kb.graph_search("Rain in Springfield") and kb.graph_search("nothing named here") == []
+
+
+def test_graph_is_saved_with_the_generation_and_kept_in_step(tmp_path):
+    kb = KnowledgeBase()
+    kb.add_documents(CORPUS)
+    size = kb.graph_size
+    kb.save(tmp_path / "kb")
+    loaded = KnowledgeBase.load(tmp_path / "kb")
+    assert loaded.graph_size == size
+    assert [h.id for h in loaded.graph_search("Wile Coyote")] == [h.id for h in kb.graph_search("Wile Coyote")]
+    loaded.delete_documents(["coyote"])
+    assert "desert university" not in loaded._graph.adjacent
+    assert {h.doc_id for h in loaded.graph_search("Wile Coyote")} == {"acme"}
+    loaded.add_documents([Document("acme", "Acme Corporation moved to Tucson.", title="Acme")])   # replaced
+    assert ("acme corporation", "wile coyote") not in loaded._graph.edges
+    assert ("acme corporation", "tucson") in loaded._graph.edges
+    loaded.save(tmp_path / "kb")
+    assert KnowledgeBase.load(tmp_path / "kb").graph_size == loaded.graph_size
