@@ -38,10 +38,21 @@ def _open_or_create(kb_dir: Path, args) -> KnowledgeBase:
     chunking = {k: v for k, v in (("chunk_size", args.chunk_size), ("chunk_overlap", args.chunk_overlap))
                 if v is not None}
     settings = model_settings(args)
+    extract, method = None, "names"
+    if args.graph_model:  # a language model reads each chunk into triples for the graph
+        from .steps import triple_extractor
+
+        extract, method = triple_extractor(make_model(dict(settings, name=args.graph_model, per_task={}))), \
+            f"model:{args.graph_model}"
     if not (kb_dir / MANIFEST).exists():
-        return KnowledgeBase(make_cli_embedder(args.embedder or "hashing", settings), Config(**chunking))
-    kb = KnowledgeBase.load(kb_dir, make_cli_embedder(args.embedder, settings)) if args.embedder \
+        return KnowledgeBase(make_cli_embedder(args.embedder or "hashing", settings), Config(**chunking),
+                             extract_triples=extract, graph_method=method)
+    embedder = make_cli_embedder(args.embedder, settings) if args.embedder else None
+    kb = KnowledgeBase.load(kb_dir, embedder, extract_triples=extract) if embedder or extract \
         else load_kb(str(kb_dir), settings)
+    if kb.graph_method != method and (extract or kb.graph_method != "names"):
+        raise ConfigurationError(f"{kb_dir} built its graph with {kb.graph_method}; index with the same "
+                                 f"{'--graph-model' if kb.graph_method != 'names' else 'setting (no --graph-model)'}")
     differs = {k: v for k, v in chunking.items() if getattr(kb.config, k) != v}
     if differs:
         raise ConfigurationError(
@@ -200,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--embedder", choices=sorted(EMBEDDERS) + ["openai"])
     index.add_argument("--chunk-size", type=_positive, metavar="N")
     index.add_argument("--chunk-overlap", type=int, metavar="N")
+    index.add_argument("--graph-model", metavar="NAME", help="build the knowledge graph from a model's triples "
+                                                             "(default: names that share a sentence)")
     _model_flags(index, chat=False)
     index.set_defaults(run=cmd_index)
     search = commands.add_parser("search", help="search a knowledge base")

@@ -34,6 +34,9 @@ TEMPLATES = {
               "of supported sentences. List the unsupported sentences verbatim. complete = the answer "
               "addresses every part of the question.\n\nQuestion: {question}\nAnswer: {answer}\n"
               "Evidence:\n{evidence}"),
+    "extract": ("List the facts this passage states as subject-relation-object triples, with subjects and objects "
+                "written as the passage names them (people, organisations, places, works, products, dates).\n\n"
+                "Title: {title}\nPassage: {text}"),
     "repair": ("Remove the unsupported claims from the answer. Keep the supported sentences and their "
                "citations; never add anything; the result must be shorter.\n\nQuestion: {question}\n"
                "Answer: {answer}\nUnsupported: {unsupported}\nEvidence:\n{evidence}"),

@@ -67,3 +67,17 @@ class Faithfulness(BaseModel):
     missing: list[str] = Field(default_factory=list)
     reason: str = ""
     by: str = "rules"
+
+
+class Triple(BaseModel):
+    """One fact of a passage: subject, relation, object."""
+
+    subject: str
+    relation: str
+    object: str
+
+
+class Triples(BaseModel):
+    """The facts a passage states, for the knowledge graph."""
+
+    triples: list[Triple] = Field(default_factory=list)

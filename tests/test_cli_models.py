@@ -82,3 +82,16 @@ def test_ask_stream_prints_the_draft_then_the_checked_answer(server, capsys, tmp
                          "--base-url", server.url)
     assert code == 0, err
     assert out.index(draft) < out.index("--- checked answer") and "周日也发货" not in out.split("--- checked")[1]
+
+
+def test_index_with_a_graph_model(server, capsys, tmp_path):
+    kb = str(tmp_path / "kb")
+    server.chat.extend([json.dumps({"triples": [{"subject": "合同B", "relation": "乙方", "object": "深圳星河包装材料有限公司"}]}),
+                        json.dumps({"triples": []})])
+    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb, "--graph-model", "small-model",
+                       "--base-url", server.url)
+    assert code == 0, err
+    assert json.loads((tmp_path / "kb" / "manifest.json").read_text())["graph"] == "model:small-model"
+    assert [r["body"]["model"] for r in server.requests if "body" in r] == ["small-model", "small-model"]
+    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "policies"), "--kb", kb)
+    assert code == 1 and "built its graph with model:small-model" in err

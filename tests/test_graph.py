@@ -55,3 +55,36 @@ def test_graph_is_saved_with_the_generation_and_kept_in_step(tmp_path):
     assert ("acme corporation", "tucson") in loaded._graph.edges
     loaded.save(tmp_path / "kb")
     assert KnowledgeBase.load(tmp_path / "kb").graph_size == loaded.graph_size
+
+
+def test_a_language_model_graph_from_triples(tmp_path):
+    import pytest
+
+    from agentic_rag import ScriptedModel
+    from agentic_rag.errors import ConfigurationError
+    from agentic_rag.steps import triple_extractor
+
+    model = ScriptedModel({"extract": [
+        {"triples": [{"subject": "Wile Coyote", "relation": "founded", "object": "Acme Corporation"},
+                     {"subject": "Acme Corporation", "relation": "is based in", "object": "Phoenix"}]},
+        "not json", "still not json",                       # the second chunk: invalid twice -> no triples
+        {"triples": []}]})
+    kb = KnowledgeBase(extract_triples=triple_extractor(model), graph_method="model:scripted")
+    kb.add_documents(CORPUS)
+    assert kb._graph.relations[("acme corporation", "wile coyote")] == {"founded"}
+    hits = kb.graph_search("Who founded Acme Corporation?", hops=1)
+    assert hits[0].doc_id == "acme" and hits[0].path[1] in ("(founded) Wile Coyote", "(is based in) Phoenix")
+    assert model.tasks() == ["extract"] * 4 and "Passage: " in model.calls[0].messages[1]["content"]
+    kb.save(tmp_path / "kb")
+    loaded = KnowledgeBase.load(tmp_path / "kb")
+    assert loaded.graph_method == "model:scripted" and loaded._graph.relations == kb._graph.relations
+    with pytest.raises(ConfigurationError, match="graph was built by model:scripted"):
+        loaded.add_documents([Document("x", "More text about Acme Corporation.")])
+
+
+def test_offline_model_extracts_names_that_share_a_sentence():
+    from agentic_rag import OfflineModel
+    from agentic_rag.steps import triple_extractor
+
+    triples = triple_extractor(OfflineModel())("Acme", "Acme Corporation hired Wile Coyote in Phoenix.")
+    assert ("Acme Corporation", "appears with", "Wile Coyote") in triples and len(triples) == 3

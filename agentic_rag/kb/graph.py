@@ -23,6 +23,7 @@ class KnowledgeGraph:
         self.labels: dict[str, str] = {}                         # key -> name as first written
         self.edges: dict[tuple[str, str], set[int]] = {}         # (key, key) sorted -> rows
         self.adjacent: dict[str, set[str]] = defaultdict(set)
+        self.relations: dict[tuple[str, str], set[str]] = {}    # from triples: the relation words
 
     def __len__(self) -> int:
         return len(self.edges)
@@ -36,15 +37,22 @@ class KnowledgeGraph:
                 for b in found[i + 1:]:
                     self._link(a, b, row)
 
-    def _link(self, a: str, b: str, row: int) -> None:
+    def add_triples(self, row: int, triples: list[tuple[str, str, str]]) -> None:
+        """Subject-relation-object triples a language model read from one chunk."""
+        for subject, relation, obj in triples:
+            if subject.strip() and obj.strip() and self._link(subject.strip(), obj.strip(), row) and relation.strip():
+                self.relations.setdefault(tuple(sorted((_key(subject), _key(obj)))), set()).add(relation.strip())
+
+    def _link(self, a: str, b: str, row: int) -> bool:
         ka, kb = _key(a), _key(b)
         if ka == kb:
-            return
+            return False
         self.labels.setdefault(ka, a)
         self.labels.setdefault(kb, b)
         self.edges.setdefault(tuple(sorted((ka, kb))), set()).add(row)
         self.adjacent[ka].add(kb)
         self.adjacent[kb].add(ka)
+        return True
 
     def delete(self, rows: set[int]) -> None:
         """Forget deleted chunks; edges left without evidence go, and so do nodes left alone."""
@@ -52,6 +60,7 @@ class KnowledgeGraph:
             self.edges[edge] -= rows
             if not self.edges[edge]:
                 del self.edges[edge]
+                self.relations.pop(edge, None)
                 for a, b in (edge, edge[::-1]):
                     self.adjacent[a].discard(b)
         for key in [k for k, v in self.adjacent.items() if not v]:
@@ -75,16 +84,21 @@ class KnowledgeGraph:
             for node, path in frontier.items():
                 for other in sorted(self.adjacent[node], key=lambda o: -len(self.edges[tuple(sorted((node, o)))]))[:limit]:
                     for row in sorted(self.edges[tuple(sorted((node, other)))]):
-                        found.setdefault(row, (hop, path + [self.labels[other]]))
+                        found.setdefault(row, (hop, path + [self._step(node, other)]))
                     if other not in seen:
                         seen.add(other)
-                        nxt[other] = path + [self.labels[other]]
+                        nxt[other] = path + [self._step(node, other)]
             frontier = nxt
         return found
 
+    def _step(self, node: str, other: str) -> str:
+        relation = self.relations.get(tuple(sorted((node, other))))
+        return f"({'/'.join(sorted(relation))}) {self.labels[other]}" if relation else self.labels[other]
+
     def to_json(self) -> dict:
         """Plain data for saving."""
-        return {"labels": self.labels, "edges": [[a, b, sorted(rows)] for (a, b), rows in self.edges.items()]}
+        return {"labels": self.labels, "edges": [[a, b, sorted(rows)] for (a, b), rows in self.edges.items()],
+                "relations": [[a, b, sorted(r)] for (a, b), r in self.relations.items()]}
 
     @classmethod
     def from_json(cls, data: dict) -> "KnowledgeGraph":
@@ -95,4 +109,5 @@ class KnowledgeGraph:
             graph.edges[(a, b)] = set(rows)
             graph.adjacent[a].add(b)
             graph.adjacent[b].add(a)
+        graph.relations = {(a, b): set(r) for a, b, r in data.get("relations", [])}
         return graph

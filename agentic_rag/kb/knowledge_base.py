@@ -46,10 +46,13 @@ class KnowledgeBase:
     """Chunks with a BM25 index and a vector index; thread-safe, one read-write lock for all."""
 
     def __init__(self, embedder: Embedder | None = None, config: Config | None = None,
-                 reranker: Reranker | None = None):
+                 reranker: Reranker | None = None, extract_triples=None, graph_method: str | None = None):
         self.config = config or Config()
         self.embedder = embedder or make_embedder("hashing")
         self.reranker = reranker or LexicalReranker()
+        # (title, text) -> [(subject, relation, object)]: a language model's graph; None: names co-occurring
+        self.extract_triples = extract_triples
+        self.graph_method = graph_method or ("names" if extract_triples is None else "model")
         self._chunks: list[dict | None] = []  # by row; None once deleted
         self._docs: dict[str, dict] = {}      # doc id -> {"hash", "rows"}
         self._bm25 = BM25(self.config.bm25_k1, self.config.bm25_b)
@@ -75,6 +78,9 @@ class KnowledgeBase:
         """Index documents; a known id with changed content replaces that document's chunks."""
         latest = {doc.id: doc for doc in documents}
         result = AddResult()
+        if self.graph_method != "names" and self.extract_triples is None:
+            raise ConfigurationError(f"this knowledge base's graph was built by {self.graph_method}; pass the same "
+                                     f"extractor (agentic-rag index --graph-model ...) to add to it")
         with self._writer:
             with self._lock.read():
                 todo = [d for d in latest.values() if self._docs.get(d.id, {}).get("hash") != d.content_hash()]
@@ -86,6 +92,7 @@ class KnowledgeBase:
             texts = [_index_text(c) for c in chunks]
             tokens = [tokenize(t) for t in texts]
             vectors = embed_batched(self.embedder, texts, progress=progress)
+            triples = [self.extract_triples(c["title"], c["text"]) for c in chunks] if self.extract_triples else None
             with self._lock.write():
                 for doc in todo:
                     if doc.id in self._docs:
@@ -100,8 +107,11 @@ class KnowledgeBase:
                     self._docs[chunk["doc_id"]]["rows"].append(row)
                 self._bm25.add(rows, tokens)
                 self._vectors.add(rows, vectors)
-                for row, chunk in zip(rows, chunks):
-                    self._graph.add(row, chunk["title"], chunk["text"])
+                for i, (row, chunk) in enumerate(zip(rows, chunks)):
+                    if triples is None:
+                        self._graph.add(row, chunk["title"], chunk["text"])
+                    else:
+                        self._graph.add_triples(row, triples[i])
         result.chunks = len(chunks)
         return result
 
@@ -218,7 +228,7 @@ class KnowledgeBase:
                 writers["hnsw.bin"] = lambda p: self._vectors.hnsw.save_index(str(p))
             manifest = {
                 "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
-                "tokenizer": TOKENIZER_SETTINGS,
+                "tokenizer": TOKENIZER_SETTINGS, "graph": self.graph_method,
                 "chunking": {"size": self.config.chunk_size, "overlap": self.config.chunk_overlap},
                 "counts": {"documents": len(self._docs), "chunks": len(self), "rows": rows,
                            "graph_nodes": self.graph_size[0], "graph_edges": self.graph_size[1]},
@@ -227,7 +237,7 @@ class KnowledgeBase:
 
     @classmethod
     def load(cls, directory: str | Path, embedder: Embedder | None = None, config: Config | None = None,
-             reranker: Reranker | None = None) -> "KnowledgeBase":
+             reranker: Reranker | None = None, extract_triples=None) -> "KnowledgeBase":
         """Open a saved knowledge base; the embedder must match the one it was built with."""
         directory = Path(directory)
         manifest, generation = store.read_generation(directory)
@@ -248,7 +258,7 @@ class KnowledgeBase:
         if manifest["tokenizer"] != TOKENIZER_SETTINGS:
             raise RetrievalError(f"{directory} was tokenized with {manifest['tokenizer']}; rebuild it "
                                  f"with this version: agentic-rag index PATH --kb NEW_DIR")
-        kb = cls(embedder, config, reranker)
+        kb = cls(embedder, config, reranker, extract_triples, manifest.get("graph", "names"))
         try:
             kb._restore(generation, manifest)
         except (ValueError, KeyError, TypeError, OSError, RuntimeError) as exc:

@@ -5,12 +5,24 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from ..errors import ModelError
+from ..kb.chunking import split_sentences
+from ..kb.names import names
+from ..schemas import Triples
 from . import extractive, planning
 from .protocol import ModelRequest
 
+def _extract(inputs: dict) -> Triples:
+    """Names that share a sentence, related as 'appears with' (the offline graph's own rule)."""
+    found = []
+    for sentence in split_sentences(inputs["text"]):
+        parts = names(sentence)[:12]
+        found += [{"subject": a, "relation": "appears with", "object": b} for i, a in enumerate(parts) for b in parts[i + 1:]]
+    return Triples.model_validate({"triples": found})
+
+
 _TASKS = {"route": planning.route, "rewrite": planning.rewrite, "decompose": planning.decompose,
           "grade": extractive.grade, "generate": extractive.generate, "judge": extractive.judge,
-          "repair": extractive.repair}
+          "repair": extractive.repair, "extract": _extract}
 
 
 class OfflineModel:

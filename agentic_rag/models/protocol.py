@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..errors import ModelOutputError
 
-TASKS = ("route", "rewrite", "decompose", "grade", "generate", "judge", "repair")
+TASKS = ("route", "rewrite", "decompose", "grade", "generate", "judge", "repair", "extract")
 
 
 @dataclass(frozen=True)
