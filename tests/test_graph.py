@@ -74,7 +74,7 @@ def test_a_language_model_graph_from_triples(tmp_path):
     assert kb._graph.relations[("acme corporation", "wile coyote")] == {"founded"}
     hits = kb.graph_search("Who founded Acme Corporation?", hops=1)
     assert hits[0].doc_id == "acme" and hits[0].path[1] in ("(founded) Wile Coyote", "(is based in) Phoenix")
-    assert model.tasks() == ["extract"] * 4 and "Passage: " in model.calls[0].messages[1]["content"]
+    assert model.tasks() == ["extract"] * 3 and "Passage: " in model.calls[0].messages[1]["content"]
     kb.save(tmp_path / "kb")
     loaded = KnowledgeBase.load(tmp_path / "kb")
     assert loaded.graph_method == "model:scripted" and loaded._graph.relations == kb._graph.relations
