@@ -176,3 +176,15 @@ def test_slow_or_failing_search_is_a_recorded_tool_error(search_url, example_kb,
     down = run_agentic_rag("What is the latest news about Nimbus 2.4?", example_kb, OfflineModel(),
                            [web_search_tool("http://127.0.0.1:9/search", timeout=0.5)])
     assert "failed" in down["rounds"][0]["error"]
+
+
+def test_a_low_grade_reroutes_to_the_web_when_a_search_tool_is_configured(search_url, tiny_kb):
+    from agentic_rag import Config
+    from test_loop import scripted
+
+    model = scripted(grade=[{"score": 0.4, "sufficient": False}] * 3)
+    state = run_agentic_rag("When do orders paid on weekends ship?", tiny_kb, model, [web_search_tool(search_url)],
+                            config=Config(sources=("vector", "web"), max_rounds=2))
+    assert [r["source"] for r in state["rounds"]] == ["vector", "web"]
+    assert "route:vector@web -> web:2 results" in format_trace(state)
+    assert any(e["kind"] == "web" and e["source"] == "https://news.example/nimbus-2-4" for e in state["evidence"])
