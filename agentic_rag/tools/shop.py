@@ -4,7 +4,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from pydantic import BaseModel, field_validator
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel
 
 from .registry import Tool
 from .sql import SQLDatabase, named_query
@@ -13,22 +15,15 @@ _ORDER_ID = re.compile(r"\b[A-Z]\d{3,}\b")
 _SKU = re.compile(r"\b[A-Z]{2,4}-\d{2,}\b")
 
 
-class _Order(BaseModel):
-    order_id: str
+Code = Annotated[str, AfterValidator(lambda value: value.strip().upper())]  # a1002 and A1002 are one order
 
-    @field_validator("order_id")
-    @classmethod
-    def _upper(cls, value: str) -> str:
-        return value.strip().upper()
+
+class _Order(BaseModel):
+    order_id: Code
 
 
 class _Product(BaseModel):
-    sku: str
-
-    @field_validator("sku")
-    @classmethod
-    def _upper(cls, value: str) -> str:
-        return value.strip().upper()
+    sku: Code
 
 
 def _order(rows: list[dict]) -> str:
