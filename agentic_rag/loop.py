@@ -42,7 +42,9 @@ def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(), co
                     on_token: Callable[[str], object] | None = None) -> AgentState:
     """Answer `question` from `kb` or abstain; returns the final state. Pass a state a hook stopped to
     resume it; `on_token` receives the draft answer as it is generated (the checks run after it)."""
-    config = config or Config()
+    if config is None:  # a resumed run keeps the settings it started with
+        saved = state["config"] if state is not None else {}
+        config = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
     state = new_state(question, config) if state is None else copy.deepcopy(state)
     if state["stop_reason"] == "stopped":
         state["stop_reason"], state["resume_reason"] = state["resume_reason"], None
