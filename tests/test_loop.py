@@ -86,9 +86,12 @@ def test_a_hook_stops_the_run_and_the_state_resumes_it(tiny_kb):
     resumed = run_agentic_rag(question, tiny_kb, OfflineModel(), state=saved)
     assert resumed["answer"] == whole["answer"] and resumed["stop_reason"] == whole["stop_reason"]
     assert format_trace(resumed) == format_trace(whole)
-    one_round = run_agentic_rag(question, tiny_kb, OfflineModel(), config=Config(max_rounds=1), on_step=stop_after_verify)
-    finished = run_agentic_rag(question, tiny_kb, OfflineModel(), state=json.loads(json.dumps(one_round)))
-    assert finished["round"] == 1 and finished["config"]["max_rounds"] == 1   # resumed with its own settings
+    two_rounds = "Which release changed the sign-in page?"                      # needs a second round by default
+    assert run_agentic_rag(two_rounds, tiny_kb, OfflineModel())["round"] == 2
+    one_round = run_agentic_rag(two_rounds, tiny_kb, OfflineModel(), config=Config(max_rounds=1),
+                                on_step=stop_after_verify)
+    finished = run_agentic_rag(two_rounds, tiny_kb, OfflineModel(), state=json.loads(json.dumps(one_round)))
+    assert finished["round"] == 1 and finished["stop_reason"] == "max_rounds"   # resumed with its own settings
 
 
 def test_bad_input_is_a_clear_error_or_a_recorded_event(tiny_kb):
