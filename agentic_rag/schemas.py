@@ -5,7 +5,6 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-ROUTES = ("direct", "vector", "multi_hop", "tool")
 
 
 class RouteDecision(BaseModel):
