@@ -120,6 +120,17 @@ def sentences(text: str) -> list[str]:
     return out
 
 
+def evidence_texts(evidence: list[dict]) -> list[str]:
+    """Each evidence item as the judges read it: its title above its text."""
+    return [f"{item.get('title', '')}\n{item['text']}" for item in evidence]
+
+
+def cited_support(sentence: str, texts: list[str]) -> float:
+    """Support of a sentence by the evidence it cites as [n], or by all of it when it cites none."""
+    cited = [texts[int(n) - 1] for n in re.findall(r"\[(\d+)\]", sentence) if 0 < int(n) <= len(texts)]
+    return support(sentence, cited or texts)
+
+
 def support(sentence: str, evidence_texts: list[str]) -> float:
     """How much of the sentence the best single evidence text contains (share of its tokens)."""
     terms = [t for t in dict.fromkeys(tokenize(re.sub(r"\[\d+\]", " ", sentence)))]

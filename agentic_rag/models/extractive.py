@@ -4,20 +4,15 @@ from __future__ import annotations
 
 import re
 
-from ..analysis import (answer_type, coverage, entities, has_answer_type, key_terms, missing_parts, sentences,
-                        support)
+from ..analysis import (answer_type, cited_support, coverage, entities, evidence_texts, has_answer_type,
+                        key_terms, missing_parts, sentences)
 from ..kb.tokenize import tokenize
 from ..schemas import Answer, Faithfulness, Grade
 
 _GREETING = re.compile(r"^\s*(?:hi|hello|hey|thanks|thank you|good (?:morning|afternoon|evening)|你好|您好|谢谢|"
                        r"早上好|晚上好)\W*$", re.I)
 _CLAUSE = re.compile(r"(?<=[，,;；:：])")
-_CITATION = re.compile(r"\[(\d+)\]")
 MAX_SENTENCE = 160  # characters; a longer sentence is cut to its best run of clauses
-
-
-def _texts(evidence: list[dict]) -> list[str]:
-    return [f"{item.get('title', '')}\n{item['text']}" for item in evidence]
 
 
 def grade(inputs: dict) -> Grade:
@@ -26,7 +21,7 @@ def grade(inputs: dict) -> Grade:
     window (0.15), less 0.3 times the idf-weighted share of key terms found nowhere in the evidence."""
     question, evidence, weights = inputs["question"], inputs.get("evidence", []), inputs.get("weights") or None
     terms, names, kind = key_terms(question), entities(question), answer_type(question)
-    texts = _texts(evidence)
+    texts = evidence_texts(evidence)
     pool = "\n".join(texts)
     windows = [" ".join([t.split("\n", 1)[0]] + s[i:i + 2]) for t in texts for s in [sentences(t)]
                for i in range(max(1, len(s) - 1))]
@@ -171,13 +166,9 @@ def judge(inputs: dict) -> Faithfulness:
     """Share of answer sentences supported by the evidence they cite (or any, if uncited), and
     whether every part of the question is addressed."""
     answer, evidence = inputs["answer"], inputs.get("evidence", [])
-    texts = _texts(evidence)
-    unsupported = []
+    texts = evidence_texts(evidence)
     found = sentences(answer)
-    for s in found:
-        cited = [texts[int(n) - 1] for n in _CITATION.findall(s) if 0 < int(n) <= len(texts)]
-        if support(s, cited or texts) < 0.6:
-            unsupported.append(s)
+    unsupported = [s for s in found if cited_support(s, texts) < 0.6]
     missing = missing_parts(answer, evidence, inputs.get("parts", []))
     score = 1.0 - len(unsupported) / len(found) if found else 0.0
     return Faithfulness(score=round(score, 3), unsupported=unsupported, complete=not missing, missing=missing,

@@ -1,21 +1,14 @@
 """check_faithfulness (lexical support first, the model only for unsure sentences) and repair_answer."""
 from __future__ import annotations
 
-import re
 
-from ..analysis import missing_parts, sentences, support
+from ..analysis import cited_support, evidence_texts, missing_parts, sentences
 from ..errors import ModelOutputError
 from ..models.protocol import Model
 from ..schemas import Answer, Faithfulness
 from ._ask import ask
 
-_CITATION = re.compile(r"\[(\d+)\]")
 SUPPORTED, UNSUPPORTED = 0.8, 0.3  # lexical support at or above / below which no model is asked
-
-
-def _support(sentence: str, texts: list[str]) -> float:
-    cited = [texts[int(n) - 1] for n in _CITATION.findall(sentence) if 0 < int(n) <= len(texts)]
-    return support(sentence, cited or texts)
 
 
 def check_faithfulness(question: str, answer: str, evidence: list[dict], model: Model,
@@ -24,8 +17,8 @@ def check_faithfulness(question: str, answer: str, evidence: list[dict], model: 
     found = sentences(answer)
     if not found:
         return Faithfulness(score=0.0, complete=False, missing=list(parts), reason="empty answer")
-    texts = [f"{item.get('title', '')}\n{item['text']}" for item in evidence]
-    scores = {s: _support(s, texts) for s in found}
+    texts = evidence_texts(evidence)
+    scores = {s: cited_support(s, texts) for s in found}
     missing = missing_parts(answer, evidence, list(parts))
     if all(v >= SUPPORTED or v < UNSUPPORTED for v in scores.values()):
         unsupported = [s for s, v in scores.items() if v < UNSUPPORTED]

@@ -1,7 +1,7 @@
 """verify_sufficiency: a deterministic check settles clear cases; the model grades the rest."""
 from __future__ import annotations
 
-from ..analysis import answer_type, coverage, entities, has_answer_type, key_terms
+from ..analysis import answer_type, coverage, entities, evidence_texts, has_answer_type, key_terms
 from ..errors import ModelOutputError
 from ..models.protocol import Model
 from ..schemas import Grade
@@ -25,7 +25,7 @@ def quick_grade(question: str, evidence: list[dict], weights: dict[str, float] |
     """Sufficient when one passage holds (nearly) every key term, every name and an answer of the
     asked type; insufficient when none holds even a fifth of the terms; otherwise None (unsure)."""
     terms, names, kind = key_terms(question), entities(question), answer_type(question)
-    texts = [f"{item.get('title', '')}\n{item['text']}" for item in evidence]
+    texts = evidence_texts(evidence)
     if not texts:
         return Grade(score=0.0, sufficient=False, missing=terms[:5], reason="no evidence")
     scores = [coverage(terms, text, weights) for text in texts]
