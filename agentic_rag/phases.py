@@ -111,12 +111,16 @@ def _rewrite(state, run) -> SubQuery | None:
     return SubQuery(query=rewrite.query) if rewrite else None
 
 
+def _found(outcome) -> str:
+    """The documents a search added, for the trace line (at most four)."""
+    return ",".join(dict.fromkeys(i.split("#")[0] for i in outcome.new_ids[:4])) or "nothing new"
+
+
 def _search(state, run) -> None:
     source, question, c = state["route"].get("source", "vector"), state["question"], run.config
     if source == "graph":
         outcome = _timed(state, run, "graph", graph_search, question, run.kb, state["evidence"], c.search_k,
-                         summary=lambda o: "graph:" + (",".join(dict.fromkeys(i.split("#")[0] for i in o.new_ids[:4]))
-                                                       or "nothing new"),
+                         summary=lambda o: f"graph:{_found(o)}",
                          detail=lambda o: {"new": o.new_ids, "paths": {e["id"]: e.get("path", []) for e in o.pool
                                                                       if e["id"] in o.new_ids}})
     elif source == "web":
@@ -131,8 +135,7 @@ def _search(state, run) -> None:
             return settle(state, run, "exhausted")
         outcome = _timed(state, run, "search", vector_search, plan, run.kb, question, state["evidence"], c.search_k,
                          state["route"].get("filters") or {}, c.parallel_searches,
-                         summary=lambda o: "search:" + (",".join(dict.fromkeys(i.split("#")[0] for i in o.new_ids[:4]))
-                                                        or "nothing new"),
+                         summary=lambda o: f"search:{_found(o)}",
                          detail=lambda o: {"queries": o.queries_run, "new": o.new_ids, "top": o.round_ids[:8]})
     if source not in state["sources_tried"]:
         state["sources_tried"].append(source)
