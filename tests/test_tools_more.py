@@ -2,6 +2,7 @@
 import hashlib
 import json
 import shutil
+import sqlite3
 import threading
 import time
 from datetime import datetime
@@ -53,6 +54,29 @@ def test_reads_row_limit_injection_and_time_limit(db_path):
     with pytest.raises(ToolError, match="time limit"):
         slow.query("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")
     assert "CREATE TABLE orders" in db.schema()
+
+
+@pytest.mark.parametrize("sql", ["SELECT randomblob(1000000000)", "SELECT length(ZeroBlob(1000000000))",
+                                 "SELECT hex(randomblob(8)) FROM orders"])
+def test_blob_makers_are_refused_not_run_until_the_time_limit(db_path, sql):
+    before = hashlib.sha256(db_path.read_bytes()).hexdigest()
+    with pytest.raises(ToolError, match="query refused or failed: not authorized to use function"):
+        SQLDatabase(db_path, time_limit_s=60).query(sql)
+    assert hashlib.sha256(db_path.read_bytes()).hexdigest() == before
+
+
+@pytest.mark.skipif(not hasattr(sqlite3.Connection, "setlimit"), reason="Connection.setlimit needs Python 3.11+")
+def test_a_string_doubled_past_the_length_cap_is_refused(db_path):
+    # 2 * 2**22 bytes = 8 MB: sqlite's own 1 GB cap would let it through
+    doubling = ("WITH RECURSIVE s(x, n) AS (SELECT 'ab', 0 UNION ALL SELECT x || x, n + 1 FROM s WHERE n < 22) "
+                "SELECT length(x) FROM s ORDER BY n DESC LIMIT 1")
+    before = hashlib.sha256(db_path.read_bytes()).hexdigest()
+    with pytest.raises(ToolError, match="query refused or failed: string or blob too big"):
+        SQLDatabase(db_path, time_limit_s=60).query(doubling)
+    small = doubling.replace("n < 22", "n < 10")  # 2 KB: well under the cap
+    assert SQLDatabase(db_path).query(small) == [{"length(x)": 2048}]
+    assert SQLDatabase(db_path).query("SELECT upper(sku) AS s, length(sku) AS n FROM inventory LIMIT 1")[0]["n"] > 0
+    assert hashlib.sha256(db_path.read_bytes()).hexdigest() == before
 
 
 def test_sql_tool_for_a_language_model(db_path):

@@ -1,6 +1,6 @@
 """SQL over a SQLite file, read-only twice over: opened with mode=ro, and an authorizer that
 allows reading only (no writes, ATTACH, PRAGMA or schema changes); one statement per call, a row
-limit and a time limit. A language model writes one SELECT (`sql_tool`); offline, the user
+limit, a time limit and a size limit (no blob makers; on Python 3.11+ no string or blob over 1 MB). A language model writes one SELECT (`sql_tool`); offline, the user
 registers named, parameterised queries selected by question patterns (`named_query`)."""
 from __future__ import annotations
 
@@ -15,9 +15,14 @@ from ..errors import ConfigurationError, ToolError
 from .registry import Tool
 
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
+# one call allocates gigabytes before the progress handler ever runs, so the time limit cannot stop it
+_DENIED_FUNCTIONS = {"randomblob", "zeroblob"}
+_MAX_LENGTH = 1 << 20  # bytes in one string or blob (SQLITE_LIMIT_LENGTH): stops doubling by || or recursion
 
 
-def _authorize(action, *args):
+def _authorize(action, arg1, arg2, *rest):
+    if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in _DENIED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY  # for SQLITE_FUNCTION the second argument is the function's name
     return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
 
 
@@ -37,6 +42,8 @@ class SQLDatabase:
         try:
             db.row_factory = sqlite3.Row
             db.set_authorizer(_authorize)
+            if hasattr(db, "setlimit"):  # Python 3.11+; before that the blob makers are denied above
+                db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_LENGTH)
             db.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)  # non-zero aborts
             return [dict(row) for row in db.execute(sql, parameters).fetchmany(self.row_limit)]
         except (sqlite3.DatabaseError, sqlite3.ProgrammingError, sqlite3.Warning) as exc:
