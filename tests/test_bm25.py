@@ -47,6 +47,18 @@ def test_filter_mask_and_k():
     assert len(index.top(["a"], 1)) == 1
 
 
+def test_a_mask_shorter_or_longer_than_the_grown_arrays_is_fitted():
+    index = BM25()
+    index.add(list(range(10)), [["a", f"t{i}"] for i in range(10)])
+    index.add([10], [["a", "new"]])          # the arrays grow by half: 15 slots for 11 rows
+    assert len(index.alive) > 11
+    short = np.zeros(11, bool)
+    short[[2, 10]] = True
+    assert sorted(row for row, _ in index.top(["a"], 20, short)) == [2, 10]
+    long = np.ones(40, bool)
+    assert len(index.top(["a"], 20, long)) == 11
+
+
 def test_round_trip_through_arrays_keeps_scores():
     index = BM25()
     index.add([0, 1, 2], DOCS)

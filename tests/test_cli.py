@@ -92,6 +92,20 @@ def test_console_script_runs(tmp_path):
     assert json.loads(done.stdout)[0]["doc_id"] == "shipping-rules.md"
 
 
+def test_filtered_ask_after_three_small_adds(capsys, tmp_path):
+    kb = str(tmp_path / "kb")
+    assert run(capsys, "index", str(EXAMPLE_DATA), "--kb", kb)[0] == 0
+    for i in range(3):  # three saves, each after the retrievers grew their arrays past the rows in use
+        folder = tmp_path / f"add{i}"
+        folder.mkdir()
+        (folder / "note.jsonl").write_text(json.dumps({"id": f"note-{i}", "text": f"一条备注 {i}"}) + "\n",
+                                           encoding="utf-8")
+        assert run(capsys, "index", str(folder), "--kb", kb)[0] == 0
+    code, out, err = run(capsys, "ask", "合同A和合同B的违约责任有什么区别？", "--kb", kb, "--json")
+    assert code == 0, err
+    assert {c["doc_id"] for c in json.loads(out)["citations"]} >= {"contracts/contract-a.md", "contracts/contract-b.md"}
+
+
 @pytest.fixture(scope="module")
 def example_kb_dir(tmp_path_factory):
     kb = tmp_path_factory.mktemp("ask") / "kb"

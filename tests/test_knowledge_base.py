@@ -34,6 +34,16 @@ def test_filters_apply_before_ranking(tiny_kb):
     assert tiny_kb.search("release notes", filters={"doc_id": ["pricing"]}, mode="bm25") == []
 
 
+@pytest.mark.parametrize("mode", ["hybrid", "bm25", "vector"])
+def test_filters_after_incremental_adds_that_grew_the_arrays(tiny_kb, mode):
+    # each add grows the retrievers' arrays by half, past the rows in use (the filter mask's length)
+    for i in range(3):
+        tiny_kb.add_documents([Document(f"late-{i}", f"late ticket {i} about 认证失败", metadata={"type": "ticket"})])
+    assert len(tiny_kb._bm25.alive) > len(tiny_kb._chunks) or len(tiny_kb._vectors.alive) > len(tiny_kb._chunks)
+    hits = tiny_kb.search("认证失败 ticket", k=10, mode=mode, filters={"type": "ticket"})
+    assert {h.doc_id for h in hits} == {"ticket-1", "late-0", "late-1", "late-2"}
+
+
 def test_readding_a_changed_document_replaces_its_chunks(tiny_kb, tiny_docs):
     assert tiny_kb.add_documents(tiny_docs).unchanged == len(tiny_docs)
     changed = Document("pricing", "The Team plan now costs 9 USD per member.", title="Pricing", source="p.md")

@@ -17,6 +17,8 @@ from collections import Counter
 
 import numpy as np
 
+from .filters import fit_mask
+
 _TAIL_LIMIT = 50_000  # tail postings kept unmerged; a query scans the tail once per term
 
 
@@ -126,10 +128,11 @@ class BM25:
         return out
 
     def top(self, tokens: list[str], k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """The k best rows with a score above zero, best first, among `allowed` rows if given."""
+        """The k best rows with a score above zero, best first, among `allowed` rows if given (a
+        mask of any length: rows past its end are not allowed)."""
         scores = self.scores(tokens)
         if allowed is not None:
-            scores[~allowed[:len(scores)]] = 0
+            scores[~fit_mask(allowed, len(scores))] = 0
         candidates = np.flatnonzero(scores > 0)
         if len(candidates) > k:
             candidates = candidates[np.argpartition(-scores[candidates], k - 1)[:k]]

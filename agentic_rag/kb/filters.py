@@ -5,11 +5,14 @@
     {"date": {"gte": "2024-01-01", "lt": "2025-01-01"}}  range (ISO dates compare as strings)
 
 Every condition must hold. Fields are read from a chunk's metadata, plus `doc_id`, `source`
-and `title`.
+and `title`. A filter becomes a row mask; a retriever fits the mask to its own row count with
+`fit_mask`, because each retriever grows its arrays ahead of the rows in use.
 """
 from __future__ import annotations
 
 import operator
+
+import numpy as np
 
 from ..errors import ConfigurationError
 
@@ -59,3 +62,18 @@ def _holds(value, condition) -> bool:
 def matches(fields: dict, filters: dict) -> bool:
     """True when every condition in `filters` holds for the given fields."""
     return all(_holds(fields.get(field), condition) for field, condition in filters.items())
+
+
+def filter_mask(chunks: list[dict | None], filters: dict) -> np.ndarray:
+    """One bool per row: the chunk is live and every condition holds for it."""
+    return np.array([chunk is not None and matches({**chunk["metadata"], "doc_id": chunk["doc_id"],
+                                                    "source": chunk["source"], "title": chunk["title"]}, filters)
+                     for chunk in chunks], bool)
+
+
+def fit_mask(allowed: np.ndarray, length: int) -> np.ndarray:
+    """`allowed` cut or padded to `length` rows; a row past its end is not allowed."""
+    fitted = np.zeros(length, bool)
+    shared = min(length, len(allowed))
+    fitted[:shared] = allowed[:shared]
+    return fitted

@@ -17,7 +17,7 @@ from .bm25 import BM25
 from .chunking import chunk_text
 from .documents import Document
 from .embedders import Embedder, embed_batched, make_embedder
-from .filters import check_filters, matches
+from .filters import check_filters, filter_mask
 from .fusion import reciprocal_rank_fusion
 from .graph import KnowledgeGraph
 from .hit import Hit
@@ -150,7 +150,7 @@ class KnowledgeBase:
             if len(self) == 0:
                 raise RetrievalError("the knowledge base is empty; add documents first "
                                      "(agentic-rag index PATH --kb DIR)")
-            allowed = self._filter_mask(filters) if filters else None
+            allowed = filter_mask(self._chunks, filters) if filters else None
             found = {}
             if "bm25" in use:
                 found["bm25"] = self._bm25.top(tokenize(query), depth, allowed)
@@ -196,11 +196,6 @@ class KnowledgeBase:
                     if self._chunks[row]["id"] == chunk_id:
                         out[chunk_id] = float(scores[row])
             return out
-
-    def _filter_mask(self, filters: dict) -> np.ndarray:
-        return np.array([chunk is not None and matches({**chunk["metadata"], "doc_id": chunk["doc_id"],
-                                                        "source": chunk["source"], "title": chunk["title"]}, filters)
-                         for chunk in self._chunks], bool)
 
     def _hit(self, row: int, score: float, ranks: dict[str, int]) -> Hit:
         chunk = self._chunks[row]

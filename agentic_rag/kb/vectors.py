@@ -4,6 +4,8 @@ from __future__ import annotations
 import hnswlib
 import numpy as np
 
+from .filters import fit_mask
+
 
 class VectorIndex:
     """Rows are integer labels chosen by the caller; vectors must be L2-normalised."""
@@ -60,8 +62,9 @@ class VectorIndex:
             self.alive[row] = False
 
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """The k rows most similar to the query (cosine), best first, among `allowed` rows."""
-        mask = self.alive if allowed is None else self.alive & allowed[:len(self.alive)]
+        """The k rows most similar to the query (cosine), best first, among `allowed` rows (a mask
+        of any length: rows past its end are not allowed)."""
+        mask = self.alive if allowed is None else self.alive & fit_mask(allowed, len(self.alive))
         candidates = int(mask.sum())
         k = min(k, candidates)
         if k == 0:
