@@ -57,9 +57,9 @@ def load_kb(path: str, settings: dict) -> KnowledgeBase:
     if manifest.is_file():
         try:
             built = json.loads(manifest.read_text(encoding="utf-8"))["embedder"]["name"]
-        except (ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError):
             built = ""  # KnowledgeBase.load reports the damage
-    embedder = make_cli_embedder(built, settings) if built.startswith("openai:") else None
+    embedder = make_cli_embedder(built, settings) if isinstance(built, str) and built.startswith("openai:") else None
     return KnowledgeBase.load(path, embedder)
 
 

@@ -1,3 +1,4 @@
+import hashlib
 import json
 import threading
 
@@ -101,6 +102,85 @@ def test_corrupted_files_are_clear_errors(tiny_kb, tmp_path, damage):
         manifest.write_text(json.dumps(dict(json.loads(manifest.read_text()), format_version=99)))
     with pytest.raises(RetrievalError, match="agentic-rag index PATH --kb"):
         KnowledgeBase.load(tmp_path / "kb")
+
+
+def _rewrite_file(kb_dir, generation, filename, data: bytes):
+    """Replace a generation's file and its checksum, as a damaged disk or a careless hand might."""
+    (generation / filename).write_bytes(data)
+    manifest = json.loads((kb_dir / "manifest.json").read_text())
+    manifest["files"][filename] = hashlib.sha256(data).hexdigest()
+    (kb_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _npy_bytes(tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros(3))
+    return (tmp_path / "x.npy").read_bytes()
+
+
+@pytest.mark.parametrize("data", [b"not a zip", b"PK\x03\x04 a broken zip", b"", "npy"])
+def test_a_damaged_file_whose_checksum_matches_is_a_clear_error(tiny_kb, tmp_path, data):
+    generation = tiny_kb.save(tmp_path / "kb")
+    _rewrite_file(tmp_path / "kb", generation, "bm25.npz", _npy_bytes(tmp_path) if data == "npy" else data)
+    with pytest.raises(RetrievalError, match=r"gen-000001 cannot be read .*agentic-rag index PATH --kb"):
+        KnowledgeBase.load(tmp_path / "kb")
+
+
+@pytest.mark.parametrize("change, problem", [
+    (lambda m: m.pop("embedder"), "'embedder' is missing"),
+    (lambda m: m["embedder"].pop("dimension"), "'embedder.dimension' is missing"),
+    (lambda m: m.update(chunking=[200, 20]), "'chunking' is missing or not a dict"),
+    (lambda m: m["counts"].pop("rows"), "'counts.rows' is missing"),
+    (lambda m: m.update(files={}), "'files' does not list chunks.jsonl, documents.json, bm25.npz"),
+    (lambda m: m["files"].pop("vectors.npy"), "'files' does not list vectors.npy"),
+    (lambda m: m.update(generation="../elsewhere"), "generation '../elsewhere' is not gen-NNNNNN"),
+])
+def test_a_manifest_missing_what_a_load_needs_is_refused(tiny_kb, tmp_path, change, problem):
+    tiny_kb.save(tmp_path / "kb")
+    manifest = json.loads((tmp_path / "kb" / "manifest.json").read_text())
+    change(manifest)
+    (tmp_path / "kb" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RetrievalError, match=f"manifest.json is corrupted \\({problem}.*agentic-rag index PATH --kb"):
+        KnowledgeBase.load(tmp_path / "kb")
+
+
+def test_an_hnsw_file_the_manifest_does_not_list_is_not_read(tmp_path):
+    kb = KnowledgeBase(config=Config(exact_search_below=20))
+    kb.add_documents([Document(f"d{i}", f"document {i} mentions topic{i % 7}") for i in range(30)])
+    generation = kb.save(tmp_path / "kb")
+    manifest = json.loads((tmp_path / "kb" / "manifest.json").read_text())
+    del manifest["files"]["hnsw.bin"]
+    (tmp_path / "kb" / "manifest.json").write_text(json.dumps(manifest))
+    (generation / "hnsw.bin").write_bytes(b"unverified")
+    loaded = KnowledgeBase.load(tmp_path / "kb", config=Config(exact_search_below=20))
+    assert loaded._vectors.hnsw is None and loaded.search("topic3", k=1)[0].doc_id in {"d3", "d10", "d17", "d24"}
+
+
+@pytest.mark.parametrize("target", ["file", "under_file", "devnull"])
+def test_saving_into_a_file_is_a_configuration_error(tiny_kb, tmp_path, target):
+    (tmp_path / "somefile").write_text("x")
+    path = {"file": tmp_path / "somefile", "under_file": tmp_path / "somefile" / "kb", "devnull": "/dev/null"}[target]
+    with pytest.raises(ConfigurationError, match="not a folder; give a new or existing folder"):
+        tiny_kb.save(path)
+    assert (tmp_path / "somefile").read_text() == "x"
+
+
+def test_a_save_never_replaces_a_generation_it_did_not_load(tiny_kb, tmp_path):
+    kb_dir = tmp_path / "kb"
+    tiny_kb.save(kb_dir)
+    first, second = KnowledgeBase.load(kb_dir), KnowledgeBase.load(kb_dir)
+    first.add_documents([Document("zebra", "a note about zebras")])
+    first.save(kb_dir)                                   # gen-000002
+    second.delete_documents(["pricing"])
+    with pytest.raises(RetrievalError, match=r"changed since this knowledge base was loaded \(gen-000001, now "
+                                             r"gen-000002\).*reload it and retry"):
+        second.save(kb_dir)
+    with pytest.raises(RetrievalError, match="already holds a knowledge base .* not loaded from"):
+        KnowledgeBase().save(kb_dir)                     # a fresh one must not clobber it either
+    again = KnowledgeBase.load(kb_dir)
+    assert again.search("zebras", k=1)[0].doc_id == "zebra" and again.document_count == 6
+    first.add_documents([Document("okapi", "a note about okapis")])
+    assert first.save(kb_dir).name == "gen-000003"       # its own last save is what it replaces
+    assert first.save(tmp_path / "copy").name == "gen-000001" and first.save(kb_dir).name == "gen-000004"
 
 
 def test_missing_knowledge_base_says_how_to_build_one(tmp_path):

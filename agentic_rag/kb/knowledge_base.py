@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -59,7 +61,8 @@ class KnowledgeBase:
         self._vectors = self._new_vector_index()
         self._graph = KnowledgeGraph()
         self._lock = ReadWriteLock()
-        self._writer = threading.Lock()       # one add or delete at a time; searches go on meanwhile
+        self._writer = threading.Lock()       # one add, delete or save at a time; searches go on meanwhile
+        self._generations: dict[str, str] = {}  # folder -> the generation loaded from or last saved there
 
     def _new_vector_index(self) -> VectorIndex:
         c = self.config
@@ -203,8 +206,9 @@ class KnowledgeBase:
                    text=chunk["text"], score=score, ranks=ranks, metadata=chunk["metadata"])
 
     def save(self, directory: str | Path) -> Path:
-        """Write a new generation to `directory` and switch to it atomically; returns its folder."""
-        with self._lock.read():
+        """Write a new generation to `directory` and switch to it atomically; returns its folder.
+        Refused when the folder holds a generation this knowledge base did not load or save."""
+        with self._writer, self._lock.read():
             arrays, vocab = self._bm25.to_arrays()
             rows = len(self._chunks)
             vectors = self._vectors.vectors[:rows]
@@ -228,7 +232,10 @@ class KnowledgeBase:
                 "counts": {"documents": len(self._docs), "chunks": len(self), "rows": rows,
                            "graph_nodes": self.graph_size[0], "graph_edges": self.graph_size[1]},
             }
-            return store.save_generation(Path(directory), writers, manifest)
+            key = os.path.realpath(directory)
+            saved = store.save_generation(Path(directory), writers, manifest, self._generations.get(key))
+            self._generations[key] = saved.name
+            return saved
 
     @classmethod
     def load(cls, directory: str | Path, embedder: Embedder | None = None, config: Config | None = None,
@@ -256,9 +263,11 @@ class KnowledgeBase:
         kb = cls(embedder, config, reranker, extract_triples, manifest.get("graph", "names"))
         try:
             kb._restore(generation, manifest)
-        except (ValueError, KeyError, TypeError, OSError, RuntimeError) as exc:
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, OSError, RuntimeError, EOFError,
+                zipfile.BadZipFile) as exc:  # a damaged file whose checksum in the manifest was rewritten too
             raise RetrievalError(f"{generation} cannot be read ({exc}); rebuild it with: "
                                  f"agentic-rag index PATH --kb {directory}") from None
+        kb._generations[os.path.realpath(directory)] = generation.name
         return kb
 
     def _restore(self, generation: Path, manifest: dict) -> None:
@@ -277,7 +286,7 @@ class KnowledgeBase:
             raise ValueError(f"vectors.npy has shape {vectors.shape}, expected ({rows}, {self.embedder.dimension})")
         alive = np.array([c is not None for c in self._chunks], bool)
         self._vectors.vectors, self._vectors.alive = vectors.copy(), alive
-        if (generation / "hnsw.bin").is_file():
+        if "hnsw.bin" in manifest["files"]:  # only files the manifest verified are read
             index = hnswlib.Index(space="cosine", dim=self.embedder.dimension)
             index.load_index(str(generation / "hnsw.bin"), max_elements=max(rows, 1))
             index.set_ef(self.config.hnsw_ef)

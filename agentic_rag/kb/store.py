@@ -2,10 +2,12 @@
 
     DIR/manifest.json        format version, settings, counts, and the sha256 of every file
     DIR/gen-000007/...       the files of the generation the manifest names
-    DIR/.lock                held (flock) by the one process allowed to write
+    DIR/.lock                held (flock, so POSIX only) by the one process allowed to write
 
 A save writes a complete new generation beside the old one, then replaces the manifest with
-os.replace, so a crash at any point leaves the previous generation loadable.
+os.replace, so a crash at any point leaves the previous generation loadable. A save names the
+generation it expects to replace (the one its knowledge base was loaded from), so a writer never
+silently overwrites what another writer saved after it loaded.
 """
 from __future__ import annotations
 
@@ -15,15 +17,22 @@ import json
 import os
 import re
 import shutil
+import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable
 
-from ..errors import RetrievalError
+from ..errors import ConfigurationError, RetrievalError
 
 FORMAT_VERSION = 2  # 2: the knowledge graph is saved with every generation
 MANIFEST = "manifest.json"
+GENERATION_FILES = ("chunks.jsonl", "documents.json", "bm25.npz", "vocab.json", "vectors.npy", "graph.json")
 _GENERATION = re.compile(r"^gen-(\d{6})$")
+# what a loader reads from the manifest: a missing key is a damaged manifest, not a KeyError
+_SHAPE = {"generation": str, "files": dict, "tokenizer": dict, "embedder": {"name": str, "dimension": int},
+          "chunking": {"size": int, "overlap": int}, "counts": {"rows": int}}
+_held = threading.local()  # folders whose lock this thread holds, so a save inside a held lock goes on
 
 
 def _sha256(path: Path) -> str:
@@ -42,25 +51,85 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def check_target(directory: Path) -> None:
+    """Raise ConfigurationError unless `directory` is a writable folder or can be created as one."""
+    for path in (directory, *directory.parents):
+        if not os.path.lexists(path):
+            continue
+        if not path.is_dir():
+            where = "is not a folder" if path == directory else f"is under {path}, which is not a folder"
+            raise ConfigurationError(f"{directory} {where}; give a new or existing folder for the knowledge base")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise ConfigurationError(f"{path} is not writable; give a folder you can write for the knowledge base")
+        return
+
+
 @contextmanager
-def writer_lock(directory: Path):
-    """Hold DIR/.lock for the duration; a second writer fails at once instead of waiting."""
+def writer_lock(directory: Path, wait_s: float = 0.0, on_wait: Callable[[], None] | None = None):
+    """Hold DIR/.lock for the duration (re-entrant in one thread); another writer waits up to
+    `wait_s` seconds, calling `on_wait` once, and is then refused."""
+    held = _held.__dict__.setdefault("folders", set())
+    key = os.path.realpath(directory)
+    if key in held:  # e.g. the command line holds it from load to save; the save inside goes on
+        yield
+        return
     with open(directory / ".lock", "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RetrievalError(
-                f"another process is writing the knowledge base at {directory}; wait for it to finish") from None
+        _acquire(handle, directory, wait_s, on_wait)
+        held.add(key)
         try:
             yield
         finally:
+            held.discard(key)
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def save_generation(directory: Path, writers: dict[str, Callable[[Path], None]], manifest: dict) -> Path:
-    """Write each file with its writer into a new generation, then switch the manifest to it."""
+def _acquire(handle, directory: Path, wait_s: float, on_wait: Callable[[], None] | None) -> None:
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                waited = f" (waited {wait_s:g} s)" if wait_s else ""
+                raise RetrievalError(f"another process is writing the knowledge base at {directory}{waited}; "
+                                     f"wait for it to finish, then retry") from None
+        if on_wait is not None:
+            on_wait()
+            on_wait = None
+        time.sleep(0.05)  # flock cannot wait with a timeout; poll
+
+
+def current_generation(directory: Path) -> str | None:
+    """The generation DIR/manifest.json names now; None when there is no manifest."""
+    path = directory / MANIFEST
+    if not os.path.lexists(path):
+        return None
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["generation"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "an unreadable manifest"
+
+
+def _check_expected(directory: Path, expected: str | None) -> None:
+    current = current_generation(directory)
+    if current is None or current == expected:
+        return
+    if expected is None:
+        raise RetrievalError(f"{directory} already holds a knowledge base ({current}) that this one was not "
+                             f"loaded from; load it (KnowledgeBase.load) to change it, or save into a new folder")
+    raise RetrievalError(f"{directory} changed since this knowledge base was loaded ({expected}, now {current}): "
+                         f"another writer saved it; reload it and retry")
+
+
+def save_generation(directory: Path, writers: dict[str, Callable[[Path], None]], manifest: dict,
+                    expected: str | None = None) -> Path:
+    """Write each file with its writer into a new generation, then switch the manifest to it;
+    refused when the manifest names another generation than `expected` (None: no knowledge base)."""
+    check_target(directory)
     directory.mkdir(parents=True, exist_ok=True)
     with writer_lock(directory):
+        _check_expected(directory, expected)
         numbers = [int(m.group(1)) for p in directory.iterdir() if (m := _GENERATION.match(p.name))]
         name = f"gen-{max(numbers, default=0) + 1:06d}"
         staging = directory / f".{name}.tmp"
@@ -103,17 +172,35 @@ def read_generation(directory: Path) -> tuple[dict, Path]:
                              f"agentic-rag index PATH --kb {directory}")
     try:
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        generation = directory / manifest["generation"]
-        files = dict(manifest["files"])
-    except (ValueError, KeyError, TypeError) as exc:
+    except (OSError, ValueError) as exc:
         raise RetrievalError(f"{manifest_path} is corrupted ({exc}); {rebuild}") from None
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise RetrievalError(f"{directory} has format version {manifest.get('format_version')!r}; this "
+    version = manifest.get("format_version") if isinstance(manifest, dict) else None
+    if version != FORMAT_VERSION:
+        raise RetrievalError(f"{directory} has format version {version!r}; this "
                              f"agentic-rag reads version {FORMAT_VERSION}: {rebuild}")
-    for filename, expected in files.items():
+    problem = _manifest_problem(manifest)
+    if problem:
+        raise RetrievalError(f"{manifest_path} is corrupted ({problem}); {rebuild}")
+    generation = directory / manifest["generation"]
+    for filename, expected in manifest["files"].items():
         path = generation / filename
         if not path.is_file():
             raise RetrievalError(f"{path} is missing; {rebuild}")
         if _sha256(path) != expected:
             raise RetrievalError(f"{path} is corrupted (checksum mismatch); {rebuild}")
     return manifest, generation
+
+
+def _manifest_problem(manifest: dict) -> str | None:
+    """What is wrong with a manifest's shape, or None; every file a generation needs must be listed."""
+    for key, shape in _SHAPE.items():
+        value = manifest.get(key)
+        if not isinstance(value, dict if isinstance(shape, dict) else shape):
+            return f"{key!r} is missing or not a {'dict' if isinstance(shape, dict) else shape.__name__}"
+        for inner, kind in shape.items() if isinstance(shape, dict) else ():
+            if not isinstance(value.get(inner), kind):
+                return f"'{key}.{inner}' is missing or not a {kind.__name__}"
+    if not _GENERATION.match(manifest["generation"]):
+        return f"generation {manifest['generation']!r} is not gen-NNNNNN"
+    unlisted = [name for name in GENERATION_FILES if name not in manifest["files"]]
+    return f"'files' does not list {', '.join(unlisted)}" if unlisted else None
