@@ -1,7 +1,8 @@
 """SQL over a SQLite file, read-only twice over: opened with mode=ro, and an authorizer that
 allows reading only (no writes, ATTACH, PRAGMA or schema changes); one statement per call, a row
-limit, a time limit and a size limit (no blob makers; on Python 3.11+ no string or blob over 1 MB). A language model writes one SELECT (`sql_tool`); offline, the user
-registers named, parameterised queries selected by question patterns (`named_query`)."""
+limit, a time limit and a size limit (no blob makers; on Python 3.11+ no string or blob over
+1 MB). A language model writes one SELECT (`sql_tool`); offline, the user registers named,
+parameterised queries selected by question patterns (`named_query`)."""
 from __future__ import annotations
 
 import sqlite3
