@@ -265,8 +265,8 @@ class KnowledgeBase:
             kb._restore(generation, manifest)
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, OSError, RuntimeError, EOFError,
                 zipfile.BadZipFile) as exc:  # a damaged file whose checksum in the manifest was rewritten too
-            raise RetrievalError(f"{generation} cannot be read ({exc}); rebuild it with: "
-                                 f"agentic-rag index PATH --kb {directory}") from None
+            raise RetrievalError(f"{generation} cannot be read ({exc}); rebuild it into a new folder with: "
+                                 f"agentic-rag index PATH --kb NEW_DIR") from None
         kb._generations[os.path.realpath(directory)] = generation.name
         return kb
 

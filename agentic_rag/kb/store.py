@@ -165,7 +165,7 @@ def _remove_old_generations(directory: Path, keep: set[str]) -> None:
 
 def read_generation(directory: Path) -> tuple[dict, Path]:
     """The manifest and the folder of the current generation, every file's checksum verified."""
-    rebuild = f"rebuild it with: agentic-rag index PATH --kb {directory}"
+    rebuild = "rebuild it into a new folder with: agentic-rag index PATH --kb NEW_DIR"  # DIR itself would load it
     manifest_path = directory / MANIFEST
     if not manifest_path.is_file():
         raise RetrievalError(f"no knowledge base at {directory} (no {MANIFEST}); build one with: "
