@@ -167,10 +167,10 @@ def cmd_bench(args) -> int:
     folder = Path(args.data)
     if not (folder / "corpus.jsonl").is_file():
         raise ConfigurationError(f"{folder} holds no corpus.jsonl; give a set folder such as ../shared/data/hotpotqa")
-    out = Path(args.out or f"reports/bench/{folder.name}")
+    out = Path(args.out or f"reports/bench/{folder.name}" + (f"-half{args.half}" if args.half else ""))
     sources = tuple(s for s in args.sources.split(",") if s) if args.sources else Config().sources
     metrics = run_bench(folder, modes, out, model, Config(sources=sources), args.embedder, args.limit,
-                        Path(args.cache) if args.cache else None)
+                        Path(args.cache) if args.cache else None, args.half)
     print((out / "report.md").read_text(encoding="utf-8"))
     return 0 if metrics else 1
 
@@ -245,6 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--data", required=True, metavar="DIR", help="a set folder: corpus.jsonl, questions.jsonl")
     bench.add_argument("--mode", choices=("linear", "agentic", "both"), default="both")
     bench.add_argument("--limit", type=_positive, metavar="N", help="only the first N questions")
+    bench.add_argument("--half", type=int, choices=(1, 2), help="only the questions in this half (a stable hash "
+                                                               "of the id): tune on 1, report 2 beside it")
     bench.add_argument("--out", metavar="DIR", help="report folder (default reports/bench/SET)")
     bench.add_argument("--embedder", choices=sorted(EMBEDDERS), default="hashing")
     _model_flags(bench)

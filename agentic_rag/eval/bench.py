@@ -75,12 +75,19 @@ def run_question(mode: str, q: Question, kb: KnowledgeBase, model: Model, config
             "ms": round(state["timings_ms"]["total"], 1), "faithfulness": faithfulness}
 
 
+def half_of(question_id: str) -> int:
+    """1 or 2, by a stable hash of the question id: the same id falls in the same half in every set
+    and on every machine, so one half can be tuned on and the other reported beside it."""
+    return 1 + hashlib.sha256(question_id.encode("utf-8")).digest()[0] % 2
+
+
 def run_bench(folder: Path, modes: list[str], out: Path, model: Model, config: Config, embedder: str = "hashing",
-              limit: int | None = None, cache: Path | None = None) -> dict:
-    """Run every question (skipping those already in out/results.jsonl) and write the reports."""
+              limit: int | None = None, cache: Path | None = None, half: int | None = None) -> dict:
+    """Run every question (of one half, if given; skipping those already in out/results.jsonl) and
+    write the reports."""
     out.mkdir(parents=True, exist_ok=True)
     _, questions = load_set(folder)
-    questions = questions[:limit]
+    questions = [q for q in questions if half is None or half_of(q.id) == half][:limit]
     kb = cached_kb(folder, embedder, config, cache or out / "kb-cache")
     results = out / "results.jsonl"
     done = {(r["mode"], r["id"]) for r in _read(results)}
