@@ -33,6 +33,10 @@ class Config:
     # the agent loop: budgets and stop conditions (DESIGN.md, "The loop")
     max_rounds: int = 3
     token_budget: int = 40_000         # prompt + completion tokens of one run
+    # the completion limit of each model call, lowered to what the budget has left: about four times
+    # the longest valid reply (the offline model's longest measured ~160 tokens; an LLM's cited
+    # three-sentence answer ~250); raise it for reasoning models, whose hidden reasoning counts in it
+    max_completion_tokens: int = 1024
     deadline_s: float = 120.0          # wall clock of one run
     search_k: int = 8                  # hits per query (as many as a prompt shows)
     evidence_k: int = 8                # best passages of the pool shown to a prompt
@@ -68,7 +72,8 @@ class Config:
             raise ConfigurationError("Config.candidates must be >= 1 and Config.hnsw_m >= 2")
         if not self.sources or set(self.sources) - {"vector", "graph", "web"}:
             raise ConfigurationError(f"Config.sources = {self.sources!r}: give some of 'vector', 'graph', 'web'")
-        for name in ("max_rounds", "search_k", "evidence_k", "max_subqueries", "parallel_searches"):
+        for name in ("max_rounds", "search_k", "evidence_k", "max_subqueries", "parallel_searches",
+                     "max_completion_tokens"):
             if getattr(self, name) < 1:
                 raise ConfigurationError(f"Config.{name} = {getattr(self, name)} must be at least 1")
         for name in ("min_context_score", "min_faithfulness", "abstain_floor", "answer_floor", "low_confidence_floor",

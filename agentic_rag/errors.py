@@ -10,11 +10,20 @@ class ConfigurationError(AgenticRAGError):
 
 
 class ModelError(AgenticRAGError):
-    """A model call failed (network, server, timeout) after its retries."""
+    """A model call failed (network, server, timeout) after its retries. `usage`, when the model
+    knows it, holds the tokens the failed call spent (prompt_tokens, completion_tokens), so that a
+    failed call is metered like any other."""
+
+    usage: dict | None = None
 
 
 class ModelOutputError(ModelError):
-    """A model replied with output that does not fit the expected schema."""
+    """A model replied with output that does not fit the expected schema, or was cut off at its limit."""
+
+
+class BudgetExceeded(AgenticRAGError):
+    """The next model call cannot fit in what is left of the run's token budget; inside a run this
+    ends it with stop_reason "token_budget"."""
 
 
 class RetrievalError(AgenticRAGError):

@@ -1,9 +1,12 @@
 """A real HTTP server on 127.0.0.1 that speaks the OpenAI protocol with scripted replies, for tests.
 
 Chat replies are queued (`server.chat.append(...)`): a string (the assistant's content), or a dict
-with `status`, `body`, `headers`, `delay` to script errors and slowness. Streaming requests get the
-content as server-sent events ending in [DONE]. Embeddings are deterministic vectors of `dim`
-floats, sent base64-encoded (the client's default) or as lists. Every request is recorded.
+with `status`, `body`, `headers`, `delay` to script errors and slowness, or with `content` and
+`finish_reason` / `usage` to script a reply cut off at its limit or counted otherwise. Request
+fields named in `server.refused_fields` get HTTP 400 naming the field, as an endpoint that does not
+know them answers. Streaming requests get the content as server-sent events ending in [DONE].
+Embeddings are deterministic vectors of `dim` floats, sent base64-encoded (the client's default) or
+as lists. Every request is recorded.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ class FakeOpenAI:
         self.dim = dim
         self.float_only = False  # like servers that ignore encoding_format and always send float lists
         self.models = ["small-model", "big-model", "embed-model"]
+        self.refused_fields: set[str] = set()
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -64,6 +68,9 @@ class FakeOpenAI:
                     return self._embeddings(body)
                 if not self.path.endswith("/chat/completions"):
                     return self._send(404, {"error": {"message": "not found"}})
+                refused = sorted(owner.refused_fields & set(body))
+                if refused:
+                    return self._send(400, {"error": {"message": f"Unrecognized request argument supplied: {refused[0]}"}})
                 item = owner.chat.popleft() if owner.chat else {"status": 500, "body": {"error": {"message": "no reply scripted"}}}
                 if isinstance(item, str):
                     item = {"content": item}
@@ -71,8 +78,8 @@ class FakeOpenAI:
                 if "status" in item:
                     return self._send(item["status"], item.get("body", {"error": {"message": "scripted error"}}),
                                       item.get("headers"))
-                content = item["content"]
-                usage = {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18}
+                content, finish = item["content"], item.get("finish_reason", "stop")
+                usage = item.get("usage", {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18})
                 if body.get("stream"):
                     self.send_response(200)
                     self.send_header("content-type", "text/event-stream")
@@ -83,11 +90,11 @@ class FakeOpenAI:
                         self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                         self.wfile.flush()
                     end = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
-                           "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}
+                           "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage}
                     self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
                     return
                 self._send(200, {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                                 "choices": [{"index": 0, "finish_reason": "stop",
+                                 "choices": [{"index": 0, "finish_reason": finish,
                                               "message": {"role": "assistant", "content": content}}],
                                  "usage": usage})
 

@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from agentic_rag.errors import ModelError, ModelOutputError
@@ -79,3 +81,101 @@ def test_model_set_sends_each_task_to_its_model():
 def test_offline_model_refuses_unknown_tasks():
     with pytest.raises(ModelError, match="no rule for task 'summarise'"):
         OfflineModel().complete(request("summarise"))
+
+
+def test_budget_exceeded_is_in_the_error_tree():
+    from agentic_rag import errors
+    from agentic_rag.models import meter
+
+    assert issubclass(errors.BudgetExceeded, errors.AgenticRAGError) and meter.BudgetExceeded is errors.BudgetExceeded
+
+
+def test_every_call_carries_a_limit_no_larger_than_the_cap_or_what_the_budget_has_left():
+    model = ScriptedModel(default={"grade": {"score": 0.5, "sufficient": False}})
+    Meter(model, max_completion_tokens=300).complete(request())
+    assert model.calls[-1].max_tokens == 300 and model.calls[-1].allowance is None   # no budget: the cap
+    meter = Meter(model, budget=2000, max_completion_tokens=300)
+    meter.complete(request())
+    assert model.calls[-1].max_tokens == 300
+    meter.usage.update(prompt_tokens=1800, completion_tokens=0)          # 200 left
+    meter.complete(request(content=" ".join(["word"] * 100)))             # 100 prompt tokens; margin 10 + 8
+    sent = model.calls[-1]
+    assert sent.allowance == 200 - (100 // 10 + 8) and sent.max_tokens == sent.allowance - 100 == 82
+    meter.usage.update(prompt_tokens=1880, completion_tokens=0)          # 120 left: 100 + margin, too little to reply
+    with pytest.raises(BudgetExceeded, match="room for a reply"):
+        meter.complete(request(content="word " * 100))
+
+
+def test_a_reply_over_its_limit_is_cut_off_and_counts_as_the_limit():
+    huge = {"score": 0.5, "sufficient": False, "missing": ["x " * 5000]}
+    for reply in (huge, json.dumps(huge)):                                # a dict and a text reply alike
+        model = ScriptedModel({"grade": [reply]})
+        meter = Meter(model, budget=10_000, max_completion_tokens=100)
+        with pytest.raises(ModelOutputError, match="cut off at its limit of 100 tokens"):
+            meter.complete(request())
+        assert meter.usage["model_calls"] == 1 and meter.usage["completion_tokens"] == 100
+        assert meter.usage["prompt_tokens"] == 2 and meter.tokens_used <= 10_000
+    with pytest.raises(ModelOutputError, match="cut off"):               # on its own too, as a real model would be
+        ScriptedModel({"grade": [huge]}).complete(request())
+
+
+def test_replies_that_fail_to_validate_are_metered_like_any_other():
+    model = ScriptedModel({"grade": ["garbage", '{"score": 7}']})
+    meter = Meter(model, budget=10_000)
+    with pytest.raises(ModelOutputError):
+        meter.complete(request())
+    usage = meter.usage
+    assert usage["model_calls"] == 1 and usage["by_task"]["grade"]["calls"] == 1
+    assert usage["prompt_tokens"] > 2 * 2 and usage["completion_tokens"] > 0      # both sends counted
+
+
+def test_a_dict_reply_that_breaks_the_schema_is_repaired_like_text():
+    model = ScriptedModel({"grade": [{"score": 3, "sufficient": True}, {"score": 0.4, "sufficient": False}]})
+    assert model.complete(request()).score == 0.4
+    with pytest.raises(ModelOutputError, match="does not fit Grade"):     # not a pydantic ValidationError
+        ScriptedModel({"grade": [{"foo": 1}, Grade(score=1, sufficient=True).model_dump() | {"score": -1}]}).complete(
+            request())
+
+
+def test_no_repair_request_without_room_for_it_in_the_budget():
+    model = ScriptedModel({"grade": ["not json", '{"score": 0.4, "sufficient": false}']})
+    meter = Meter(model, budget=120, max_completion_tokens=50)
+    with pytest.raises(ModelOutputError, match="no room for a repair"):
+        meter.complete(request())
+    assert meter.tokens_used <= 120 and meter.usage["model_calls"] == 1
+
+
+class Reporting:
+    """A model whose provider counts more tokens than tiktoken does."""
+
+    name = "reporting"
+
+    def complete_with_usage(self, request):
+        return Grade(score=0.5, sufficient=False), {"prompt_tokens": 900, "completion_tokens": 40}
+
+    def complete(self, request):
+        return self.complete_with_usage(request)[0]
+
+
+def test_a_provider_counting_past_the_margin_is_recorded_as_overshoot():
+    meter = Meter(Reporting(), budget=500)
+    meter.complete(request())
+    assert meter.usage["prompt_tokens"] == 900 and meter.usage["overshoot_tokens"] == 440
+    with pytest.raises(BudgetExceeded):
+        meter.complete(request())                                         # nothing is left: no further call
+
+
+class Chatty:
+    """A model that ignores the limit: the meter cuts it off."""
+
+    name = "chatty"
+
+    def complete(self, request):
+        return Answer(answer="word " * 2000)
+
+
+def test_the_meter_cuts_off_a_model_that_ignores_the_limit():
+    meter = Meter(Chatty(), budget=5000, max_completion_tokens=64)
+    with pytest.raises(ModelOutputError, match="cut off"):
+        meter.complete(request("generate", Answer))
+    assert meter.usage["completion_tokens"] == 64 and meter.usage["model_calls"] == 1

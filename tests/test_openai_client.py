@@ -8,7 +8,9 @@ from agentic_rag import Config, KnowledgeBase, Meter, ModelRequest, ModelSet, Of
 from agentic_rag.errors import ConfigurationError, ModelError, ModelOutputError
 from agentic_rag.kb import Document
 from agentic_rag.kb.openai_embedder import OpenAIEmbedder
+from agentic_rag.models.meter import margin
 from agentic_rag.models.openai_client import Endpoint, OpenAIChatModel, endpoint_from_env
+from agentic_rag.models.protocol import prompt_tokens
 from agentic_rag.schemas import Answer, Grade
 from agentic_rag.steps import verify_sufficiency
 from openai_server import FakeOpenAI, vector
@@ -196,3 +198,59 @@ def test_embeddings_from_a_server_that_sends_float_lists(server):
     server.float_only = True
     embedder = OpenAIEmbedder("embed-model", Endpoint(base_url=server.url))
     assert np.allclose(embedder.embed(["hello"])[0], vector("hello", 16), atol=1e-6)
+
+
+def test_every_request_carries_a_completion_limit_within_the_budget(server):
+    server.chat.extend([GRADE, GRADE])
+    chat(server).complete(request())
+    Meter(chat(server), budget=300, max_completion_tokens=512).complete(request())
+    unmetered, metered = server.chat_requests()
+    assert unmetered["max_completion_tokens"] == Config().max_completion_tokens
+    prompt = prompt_tokens(request().messages)
+    assert metered["max_completion_tokens"] == 300 - prompt - margin(prompt, 1) < 512   # what the budget has left
+
+
+def test_an_endpoint_that_refuses_max_completion_tokens_gets_max_tokens_from_then_on(server):
+    server.refused_fields = {"max_completion_tokens"}
+    server.chat.extend([GRADE, GRADE])
+    model = chat(server)
+    assert model.complete(request()).score == 0.8 and model.complete(request()).score == 0.8
+    bodies = server.chat_requests()
+    assert ["max_completion_tokens" in b for b in bodies] == [True, False, False]
+    assert [b.get("max_tokens") for b in bodies] == [None, 1024, 1024]
+    assert {b["response_format"]["type"] for b in bodies} == {"json_schema"}   # the output mode was not given up
+
+
+def test_a_reply_cut_off_at_the_limit_is_invalid_and_counted(server):
+    cut = {"content": '{"score": 0.8, "suffi', "finish_reason": "length",
+           "usage": {"prompt_tokens": 11, "completion_tokens": 64, "total_tokens": 75}}
+    server.chat.extend([cut])
+    meter = Meter(chat(server), budget=10_000, max_completion_tokens=64)
+    with pytest.raises(ModelOutputError, match="cut off at its limit of 64 tokens"):
+        meter.complete(request())
+    assert len(server.chat_requests()) == 1                      # no repair request for a reply cut off
+    assert (meter.usage["model_calls"], meter.usage["completion_tokens"]) == (1, 64)
+    server.chat.extend([cut])
+    evidence = [{"title": "t", "text": "Contract B caps late delivery penalties at 5%."}]
+    grade = verify_sufficiency("Was the spring release late, and by how many weeks?", evidence,
+                               Meter(chat(server), max_completion_tokens=64))
+    assert grade.by == "fallback" and "cut off" in grade.reason
+
+
+def test_a_server_that_ignores_the_limit_is_cut_off_and_the_overshoot_recorded(server):
+    server.chat.extend([{"content": GRADE, "usage": {"prompt_tokens": 11, "completion_tokens": 3000,
+                                                     "total_tokens": 3011}}])
+    meter = Meter(chat(server), budget=2000)
+    with pytest.raises(ModelOutputError, match="cut off"):
+        meter.complete(request())
+    assert meter.usage["completion_tokens"] == 3000 and meter.usage["overshoot_tokens"] == 1011
+
+
+def test_a_streamed_answer_carries_the_limit_and_is_cut_off_like_any_reply(server):
+    server.chat.extend([{"content": "The warehouse ships", "finish_reason": "length"}])
+    pieces = []
+    meter = Meter(chat(server), budget=5000, max_completion_tokens=100)
+    with pytest.raises(ModelOutputError, match="cut off"):
+        meter.stream_answer(request("generate", Answer), pieces.append)
+    assert server.chat_requests()[0]["max_completion_tokens"] == 100 and "".join(pieces) == "The warehouse ships"
+    assert meter.usage["model_calls"] == 1 and meter.usage["completion_tokens"] == 7

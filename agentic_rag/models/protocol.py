@@ -1,5 +1,5 @@
 """The one model protocol: a request carries the task, the rendered messages, the same facts as
-structured inputs, and the schema the reply must fit."""
+structured inputs, the schema the reply must fit, and the reply's token limit."""
 from __future__ import annotations
 
 import json
@@ -9,6 +9,8 @@ from typing import Callable, Protocol
 
 from pydantic import BaseModel, ValidationError
 
+from ..accounting import count_tokens
+from ..config import Config
 from ..errors import ModelOutputError
 
 TASKS = ("route", "rewrite", "decompose", "grade", "generate", "judge", "repair", "extract")
@@ -16,12 +18,17 @@ TASKS = ("route", "rewrite", "decompose", "grade", "generate", "judge", "repair"
 
 @dataclass(frozen=True)
 class ModelRequest:
-    """One call: `messages` are what an LLM sees; `inputs` are the same facts for rule-based models."""
+    """One call: `messages` are what an LLM sees; `inputs` are the same facts for rule-based models.
+    `max_tokens` limits each reply (a longer one is cut off, and invalid); `allowance`, when set, is
+    what every send of this call together (prompts and replies, by tiktoken) may spend: the room
+    the run's budget has left. The per-run meter sets both."""
 
     task: str
     messages: list[dict]
     inputs: dict = field(default_factory=dict)
     schema: type[BaseModel] = BaseModel
+    max_tokens: int = Config.max_completion_tokens
+    allowance: int | None = None
 
 
 class Model(Protocol):
@@ -31,6 +38,24 @@ class Model(Protocol):
 
     def complete(self, request: ModelRequest) -> BaseModel:
         """Reply to one request (raise ModelError or ModelOutputError on failure)."""
+
+
+def prompt_tokens(messages: list[dict]) -> int:
+    """The tokens of the messages' contents, by tiktoken (the meter's count of a prompt)."""
+    return sum(count_tokens(str(m.get("content") or "")) for m in messages)
+
+
+def reply_tokens(text: str, limit: int) -> int:
+    """The tokens of a reply, exact up to `limit`; past it, at least limit + 1 (a 5 MB reply is not
+    counted whole: its first 16 characters a token already pass the limit)."""
+    head = text[:16 * (limit + 1)]
+    tokens = count_tokens(head)
+    return tokens if tokens > limit or len(head) == len(text) else count_tokens(text)
+
+
+def cut_off(request: ModelRequest) -> ModelOutputError:
+    """The error for a reply that ran past the request's limit: it counts as the limit and is invalid."""
+    return ModelOutputError(f"the {request.task} reply was cut off at its limit of {request.max_tokens} tokens")
 
 
 def parse_reply(text: str, schema: type[BaseModel]) -> BaseModel:
@@ -44,12 +69,13 @@ def parse_reply(text: str, schema: type[BaseModel]) -> BaseModel:
         candidate = candidate[start:end + 1] if 0 <= start < end else candidate
     try:
         return schema.model_validate(json.loads(candidate))
-    except (ValueError, ValidationError) as exc:
+    except (ValueError, TypeError, RecursionError, ValidationError) as exc:
         raise ModelOutputError(f"reply does not fit {schema.__name__}: {str(exc).splitlines()[0]}") from None
 
 
 def complete_with_repair(request: ModelRequest, send: Callable[[list[dict]], str]) -> BaseModel:
-    """Send the messages; on an invalid reply ask once for a corrected one, then raise."""
+    """Send the messages; on an invalid reply ask once for a corrected one, if the request's
+    allowance has room for another prompt and reply; then raise."""
     reply = send(request.messages)
     try:
         return parse_reply(reply, request.schema)
@@ -57,4 +83,8 @@ def complete_with_repair(request: ModelRequest, send: Callable[[list[dict]], str
         fix = (f"Your reply was not valid: {first}. Reply again with only a JSON object that fits this "
                f"schema:\n{json.dumps(request.schema.model_json_schema())}")
         messages = request.messages + [{"role": "assistant", "content": reply}, {"role": "user", "content": fix}]
+        if request.allowance is not None:
+            spent = prompt_tokens(request.messages) + min(reply_tokens(reply, request.max_tokens), request.max_tokens)
+            if spent + prompt_tokens(messages) + request.max_tokens > request.allowance:
+                raise ModelOutputError(f"{first}; the token budget has no room for a repair request") from None
         return parse_reply(send(messages), request.schema)

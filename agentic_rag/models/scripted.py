@@ -8,15 +8,17 @@ from collections import deque
 from pydantic import BaseModel
 
 from ..errors import ModelError
-from .protocol import ModelRequest, complete_with_repair
+from .protocol import ModelRequest, complete_with_repair, cut_off, prompt_tokens, reply_tokens
 
 
 class ScriptedModel:
     """Returns queued replies per task, in order; records every request in `calls`.
 
-    A reply may be a schema instance, a dict (validated), a string (parsed like an LLM's text,
-    with one repair attempt that takes the next queued reply) or an exception (raised).
-    `default` replies serve a task whose queue is empty; without one, an empty queue is an error.
+    A reply may be a schema instance, a dict, a string (the text of an LLM's reply) or an exception
+    (raised). Replies are treated as an LLM's: sent as text, validated against the schema, and an
+    invalid one gets one repair attempt, which takes the next queued reply. A reply longer than the
+    request's `max_tokens` is cut off (invalid), as a real model's would be. `default` replies serve
+    a task whose queue is empty; without one, an empty queue is an error.
     """
 
     name = "scripted"
@@ -42,23 +44,34 @@ class ScriptedModel:
 
     def complete(self, request: ModelRequest) -> BaseModel:
         """Pop the next reply for the request's task and return it as the schema."""
+        return self.complete_with_usage(request)[0]
+
+    def complete_with_usage(self, request: ModelRequest) -> tuple[BaseModel, dict]:
+        """The validated reply and its tokens by tiktoken: every send's prompt and reply, a reply
+        cut off counting as the limit. A failure carries the same count in its `usage`."""
         with self._lock:
             self.calls.append(request)
-        reply = self._next(request.task)
-        if isinstance(reply, Exception):
-            raise reply
-        if isinstance(reply, str):
-            first = iter([reply])
-            # a repair request takes the next queued reply, as a real model would answer again
-            return complete_with_repair(request, lambda _messages: next(first, None) or _as_text(self._next(request.task)))
-        if isinstance(reply, BaseModel):
-            reply = reply.model_dump()
-        return request.schema.model_validate(reply)
+        usage = {"prompt_tokens": 0, "completion_tokens": 0}
+
+        def send(messages: list[dict]) -> str:
+            text = _as_text(self._next(request.task))
+            tokens = reply_tokens(text, request.max_tokens)
+            usage["prompt_tokens"] += prompt_tokens(messages)
+            usage["completion_tokens"] += min(tokens, request.max_tokens)
+            if tokens > request.max_tokens:
+                raise cut_off(request)
+            return text
+
+        try:
+            return complete_with_repair(request, send), usage
+        except ModelError as exc:
+            exc.usage = usage
+            raise
 
 
 def _as_text(reply) -> str:
-    if isinstance(reply, Exception):
+    if isinstance(reply, BaseException):
         raise reply
     if isinstance(reply, BaseModel):
         return reply.model_dump_json()
-    return reply if isinstance(reply, str) else json.dumps(reply)
+    return reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False, default=str)
