@@ -6,12 +6,14 @@ import json
 import os
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
 from .config import SEARCH_MODES, Config
-from .errors import AgenticRAGError, ConfigurationError
+from .errors import AgenticRAGError, ConfigurationError, RetrievalError
 from .kb import EMBEDDERS, KnowledgeBase, load_documents
+from .kb import store
 from .kb.store import MANIFEST
 from .loop import run_agentic_rag
 from .models import OfflineModel
@@ -32,6 +34,24 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1")
     return value
+
+
+LOCK_WAIT_S = 10.0  # how long index or delete waits for another writer on the same --kb before giving up
+
+
+@contextmanager
+def _writing(kb_dir: Path, create: bool):
+    """Hold the folder's writer lock from load to save, so two writers never lose each other's changes."""
+    store.check_target(kb_dir)  # before any reading or embedding: a bad --kb fails at once
+    if not create and not kb_dir.is_dir():
+        raise RetrievalError(f"no knowledge base at {kb_dir}; build one with: agentic-rag index PATH --kb {kb_dir}")
+    kb_dir.mkdir(parents=True, exist_ok=True)
+
+    def waiting():
+        print(f"waiting for another writer on {kb_dir} ...", file=sys.stderr, flush=True)
+
+    with store.writer_lock(kb_dir, LOCK_WAIT_S, waiting):
+        yield
 
 
 def _open_or_create(kb_dir: Path, args) -> KnowledgeBase:
@@ -64,16 +84,17 @@ def _open_or_create(kb_dir: Path, args) -> KnowledgeBase:
 def cmd_index(args) -> int:
     start = time.perf_counter()
     kb_dir = Path(args.kb)
-    kb = _open_or_create(kb_dir, args)
-    print(f"reading {', '.join(args.paths)} ...", file=sys.stderr)
-    loaded = load_documents(args.paths)
-    for where, reason in loaded.skipped:
-        print(f"warning: skipped {where}: {reason}", file=sys.stderr)
-    if not loaded.documents:
-        raise ConfigurationError(f"no documents found in {', '.join(args.paths)}; index .txt, .md or .jsonl files")
-    print(f"chunking and embedding {len(loaded.documents)} documents with {kb.embedder.name} ...", file=sys.stderr)
-    result = kb.add_documents(loaded.documents, progress=True)
-    kb.save(kb_dir)
+    with _writing(kb_dir, create=True):
+        kb = _open_or_create(kb_dir, args)
+        print(f"reading {', '.join(args.paths)} ...", file=sys.stderr)
+        loaded = load_documents(args.paths)
+        for where, reason in loaded.skipped:
+            print(f"warning: skipped {where}: {reason}", file=sys.stderr)
+        if not loaded.documents:
+            raise ConfigurationError(f"no documents found in {', '.join(args.paths)}; index .txt, .md or .jsonl files")
+        print(f"chunking and embedding {len(loaded.documents)} documents with {kb.embedder.name} ...", file=sys.stderr)
+        result = kb.add_documents(loaded.documents, progress=True)
+        kb.save(kb_dir)
     print(f"indexed {len(loaded.documents)} documents ({result.added} new, {result.replaced} replaced, "
           f"{result.unchanged} unchanged) into {result.chunks} new chunks; knowledge base now holds "
           f"{kb.document_count} documents, {len(kb)} chunks; skipped {len(loaded.skipped)} files; "
@@ -96,10 +117,11 @@ def cmd_search(args) -> int:
 
 
 def cmd_delete(args) -> int:
-    kb = load_kb(args.kb, model_settings(args))
-    found = kb.delete_documents(args.doc_ids)
-    missing = len(set(args.doc_ids)) - found
-    kb.save(args.kb)
+    with _writing(Path(args.kb), create=False):
+        kb = load_kb(args.kb, model_settings(args))
+        found = kb.delete_documents(args.doc_ids)
+        missing = len(set(args.doc_ids)) - found
+        kb.save(args.kb)
     print(f"deleted {found} documents{f'; {missing} ids were not in the knowledge base' if missing else ''}")
     return 0
 

@@ -1,3 +1,4 @@
+import hashlib
 import json
 import shutil
 import subprocess
@@ -55,6 +56,49 @@ def test_errors_are_one_clear_line(capsys, tmp_path):
     assert stop.value.code == 2 and "'zero' is not a whole number" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["search", "x", "--kb", "d", "--mode", "dense"])
+
+
+@pytest.mark.parametrize("target", ["file", "under_file", "devnull"])
+def test_index_into_a_file_fails_at_once_in_one_line(capsys, tmp_path, monkeypatch, target):
+    (tmp_path / "somefile").write_text("x")
+    kb = {"file": tmp_path / "somefile", "under_file": tmp_path / "somefile" / "kb", "devnull": "/dev/null"}[target]
+
+    def never(*args, **kwargs):
+        raise AssertionError("documents were read before the --kb target was checked")
+
+    monkeypatch.setattr("agentic_rag.cli.load_documents", never)
+    code, _, err = run(capsys, "index", str(EXAMPLE_DATA), "--kb", str(kb))
+    assert code == 1 and err.count("\n") == 1 and "not a folder; give a new or existing folder" in err
+    code, _, err = run(capsys, "delete", "contract-a.md", "--kb", str(kb))
+    assert code == 1 and err.count("\n") == 1 and "not a folder" in err
+    assert (tmp_path / "somefile").read_text() == "x"
+
+
+def _damage(kb_dir, how):
+    manifest = json.loads((kb_dir / "manifest.json").read_text())
+    if how == "no_embedder":
+        del manifest["embedder"]
+    elif how == "files_empty":
+        manifest["files"] = {}
+    else:  # bm25.npz is not a zip, but the manifest's checksum was rewritten to match it
+        data = b"PK\x03\x04 not really a zip"
+        (kb_dir / manifest["generation"] / "bm25.npz").write_bytes(data)
+        manifest["files"]["bm25.npz"] = hashlib.sha256(data).hexdigest()
+    (kb_dir / "manifest.json").write_text(json.dumps(manifest))
+
+
+@pytest.mark.parametrize("how", ["no_embedder", "files_empty", "bm25_not_a_zip"])
+def test_a_damaged_kb_is_one_line_for_search_ask_and_delete(capsys, tmp_path, how):
+    kb = tmp_path / "kb"
+    assert run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", str(kb))[0] == 0
+    _damage(kb, how)
+    before = (kb / "manifest.json").read_text()
+    for argv in (["search", "违约金"], ["ask", "合同A的违约金是多少？"], ["delete", "contract-a.md"],
+                 ["index", str(EXAMPLE_DATA / "policies")]):
+        code, out, err = run(capsys, *argv, "--kb", str(kb))
+        assert code == 1 and out == "" and err.count("\n") == 1, (argv, err)
+        assert err.startswith("agentic-rag: error: ") and "rebuild it into a new folder" in err, (argv, err)
+    assert (kb / "manifest.json").read_text() == before
 
 
 def test_settings_that_conflict_with_an_existing_kb_are_refused(capsys, tmp_path):

@@ -1,0 +1,108 @@
+"""Two writers on one saved knowledge base, as two real processes: neither loses the other's change.
+
+Each test pauses one process at a known point (it prints a line and waits for one on stdin), so
+the order of events is fixed by handshakes, not by sleeps.
+"""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from agentic_rag import KnowledgeBase
+from agentic_rag.cli import main
+from conftest import EXAMPLE_DATA, ROOT
+
+# a library user's writer: loads (inside the writer lock when told to), says "loaded", waits for a
+# line, then adds a document and saves
+WRITER = """
+import contextlib, sys
+from pathlib import Path
+from agentic_rag import KnowledgeBase
+from agentic_rag.errors import AgenticRAGError
+from agentic_rag.kb import Document, store
+kb_dir, locked = Path(sys.argv[1]), sys.argv[2] == "locked"
+try:
+    with store.writer_lock(kb_dir) if locked else contextlib.nullcontext():
+        kb = KnowledgeBase.load(kb_dir)
+        print("loaded", flush=True)
+        sys.stdin.readline()
+        kb.add_documents([Document("writer-add", "a note about zebras from the first writer")])
+        kb.save(kb_dir)
+    print("saved", flush=True)
+except AgenticRAGError as exc:
+    print(f"refused: {exc}", flush=True)
+"""
+
+
+def _start_writer(kb_dir, locked: bool) -> subprocess.Popen:
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(kb_dir), "locked" if locked else "free"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert writer.stdout.readline() == "loaded\n"
+    return writer
+
+
+def _finish(writer: subprocess.Popen) -> str:
+    out, _ = writer.communicate("go\n", timeout=120)
+    return out
+
+
+def _doc_ids(kb_dir) -> set:
+    return set(KnowledgeBase.load(kb_dir)._docs)
+
+
+@pytest.fixture
+def kb_dir(tmp_path, capsys):
+    assert main(["index", str(EXAMPLE_DATA / "contracts"), "--kb", str(tmp_path / "kb")]) == 0
+    capsys.readouterr()
+    return tmp_path / "kb"
+
+
+@pytest.fixture
+def small_folder(tmp_path):
+    folder = tmp_path / "small"
+    folder.mkdir()
+    (folder / "one.jsonl").write_text(json.dumps({"id": "small-add", "text": "一条关于斑马的小文档"}) + "\n",
+                                      encoding="utf-8")
+    return folder
+
+
+def test_a_second_index_waits_for_the_writer_and_keeps_both_changes(kb_dir, small_folder):
+    writer = _start_writer(kb_dir, locked=True)
+    cli = subprocess.Popen([sys.executable, "-m", "agentic_rag.cli", "index", str(small_folder), "--kb", str(kb_dir)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert "waiting for another writer" in cli.stderr.readline()
+    finally:
+        assert _finish(writer) == "saved\n"
+    out, err = cli.communicate(timeout=120)
+    assert cli.returncode == 0, err
+    assert "knowledge base now holds 4 documents" in out
+    assert {"writer-add", "small-add", "contract-a.md", "contract-b.md"} <= _doc_ids(kb_dir)
+
+
+@pytest.mark.parametrize("argv", [["index", "SMALL"], ["delete", "contract-a.md"]])
+def test_a_writer_that_cannot_get_the_lock_is_refused_in_one_line(kb_dir, small_folder, capsys, monkeypatch, argv):
+    monkeypatch.setattr("agentic_rag.cli.LOCK_WAIT_S", 0.0)  # refuse at once rather than wait
+    writer = _start_writer(kb_dir, locked=True)
+    try:
+        before = (kb_dir / "manifest.json").read_text()
+        code = main([str(small_folder) if a == "SMALL" else a for a in argv] + ["--kb", str(kb_dir)])
+        err = capsys.readouterr().err
+        assert code == 1 and err.count("\n") == 1
+        assert f"another process is writing the knowledge base at {kb_dir}" in err and "then retry" in err
+        assert (kb_dir / "manifest.json").read_text() == before
+    finally:
+        assert _finish(writer) == "saved\n"
+    assert "contract-a.md" in _doc_ids(kb_dir) and "small-add" not in _doc_ids(kb_dir)
+
+
+def test_a_save_after_another_process_saved_is_refused(kb_dir, capsys):
+    writer = _start_writer(kb_dir, locked=False)              # loaded gen-000001, then paused
+    assert main(["delete", "contract-a.md", "--kb", str(kb_dir)]) == 0   # saves gen-000002 meanwhile
+    capsys.readouterr()
+    out = _finish(writer)
+    assert out.startswith("refused: ") and "changed since this knowledge base was loaded" in out
+    assert "(gen-000001, now gen-000002)" in out and "reload it and retry" in out
+    ids = _doc_ids(kb_dir)
+    assert "contract-a.md" not in ids and "writer-add" not in ids   # the delete stays; nothing came back
