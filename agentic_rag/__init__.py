@@ -7,8 +7,8 @@
     print(state["answer"], state["stop_reason"])
 """
 from .config import Config
-from .errors import (AgenticRAGError, ConfigurationError, ModelError, ModelOutputError, RetrievalError,
-                     ToolError)
+from .errors import (AgenticRAGError, BudgetExceeded, ConfigurationError, ModelError, ModelOutputError,
+                     RetrievalError, ToolError)
 from .kb import Document, Hit, KnowledgeBase, load_documents, make_embedder
 from .loop import run_agentic_rag
 from .models import Meter, Model, ModelRequest, ModelSet, OfflineModel, ScriptedModel
@@ -18,9 +18,9 @@ from .steps import (call_tool, check_faithfulness, decompose_query, generate_ans
 from .tools import CALCULATOR, Tool, ToolRegistry, shop_tools
 
 __version__ = "0.1.0"
-__all__ = ["Config", "AgenticRAGError", "ConfigurationError", "ModelError", "ModelOutputError", "RetrievalError",
-           "ToolError", "Document", "Hit", "KnowledgeBase", "load_documents", "make_embedder", "run_agentic_rag",
-           "Meter", "Model", "ModelRequest", "ModelSet", "OfflineModel", "ScriptedModel", "AgentState",
+__all__ = ["Config", "AgenticRAGError", "BudgetExceeded", "ConfigurationError", "ModelError", "ModelOutputError",
+           "RetrievalError", "ToolError", "Document", "Hit", "KnowledgeBase", "load_documents", "make_embedder",
+           "run_agentic_rag", "Meter", "Model", "ModelRequest", "ModelSet", "OfflineModel", "ScriptedModel", "AgentState",
            "format_trace", "new_state", "call_tool", "check_faithfulness", "decompose_query", "generate_answer",
            "repair_answer", "rewrite_query", "route_query", "vector_search", "verify_citations",
            "verify_sufficiency", "CALCULATOR", "Tool", "ToolRegistry", "shop_tools"]

@@ -8,7 +8,7 @@ import time
 from .schemas import RouteDecision, SubQuery
 from .steps import (call_tool, check_faithfulness, decompose_query, generate_answer, graph_search, repair_answer,
                     rewrite_query, route_query, vector_search, verify_citations, verify_sufficiency)
-from .steps.search import merge_into_pool
+from .steps.search import merge_into_pool, usable_filters
 from .steps.verify import question_weights
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -65,10 +65,18 @@ def _route(state, run) -> None:
                       summary=lambda d: f"route:{d.route}" + (f"({d.tool})" if d.tool else "")
                       + (f"@{d.source}" if d.source != "vector" and d.route != "tool" else ""))
     state["route"] = decision.model_dump()
+    _tool_failures(state, run)
     if decision.route == "direct":
         state.update(stop_reason="direct", phase="generate")
     else:
         state["phase"] = "tool" if decision.route == "tool" else "search"
+
+
+def _tool_failures(state, run) -> None:
+    """A tool whose argument finder raised is a failed tool: traced, and not used again."""
+    for name, why in run.tools.take_failures():
+        state["used_tools"].append(name)
+        record(state, "tool", f"tool:{name}:error", {"error": why}, 0.0, 0)
 
 
 def _sources(run) -> tuple[str, ...]:
@@ -133,8 +141,11 @@ def _search(state, run) -> None:
         plan = _plan(state, run)
         if not plan:
             return settle(state, run, "exhausted")
+        filters, dropped = usable_filters(state["route"].get("filters"))
+        if dropped:  # a filter the model invented: search without it, and say so
+            record(state, "filters", f"filters:-{len(dropped)}", {"dropped": dropped}, 0.0, 0)
         outcome = _timed(state, run, "search", vector_search, plan, run.kb, question, state["evidence"], c.search_k,
-                         state["route"].get("filters") or {}, c.parallel_searches,
+                         filters, c.parallel_searches,
                          summary=lambda o: f"search:{_found(o)}",
                          detail=lambda o: {"queries": o.queries_run, "new": o.new_ids, "top": o.round_ids[:8]})
     if source not in state["sources_tried"]:
@@ -172,8 +183,10 @@ def _verify(state, run) -> None:
     state.update(grade=grade.model_dump(), missing=grade.missing)
     state["rounds"][-1]["grade"] = grade.score
     state["low_rounds"] = state["low_rounds"] + 1 if grade.score < c.low_confidence_floor else 0
-    if grade.sufficient and state["round"] < c.max_rounds and \
-            run.tools.select(state["question"], state["evidence"][:c.evidence_k], tuple(state["used_tools"])):
+    wants_tool = grade.sufficient and state["round"] < c.max_rounds and \
+        run.tools.select(state["question"], state["evidence"][:c.evidence_k], tuple(state["used_tools"]))
+    _tool_failures(state, run)
+    if wants_tool:
         state["phase"] = "route"  # the evidence now gives a tool the question asks for its arguments: use it first
     elif grade.sufficient:
         state.update(stop_reason="sufficient", phase="generate")

@@ -243,3 +243,96 @@ def test_relationship_question_answered_through_the_graph(example_kb):
     assert state["citations"] and state["citations"][0]["doc_id"] == "contracts/contract-b.md"
     graph_event = next(e for e in state["trace"] if e["step"] == "graph")
     assert ["深圳星河包装材料有限公司", "供货合同 B（Supply contract B）"] in graph_event["detail"]["paths"].values()
+
+
+Q1 = "工作日 15:00 之前付款的订单什么时候发货？"
+
+
+def test_a_huge_reply_is_cut_off_and_the_run_stays_within_its_budget(tiny_kb):
+    huge = {"answer": SUPPORTED + " " + "x " * 2_500_000}                 # 5 MB of text
+    state = run_agentic_rag(Q1, tiny_kb, scripted(generate=[huge]))
+    usage = state["usage"]
+    assert usage["prompt_tokens"] + usage["completion_tokens"] <= Config().token_budget
+    assert usage["by_task"]["generate"]["completion_tokens"] == Config().max_completion_tokens
+    assert state["abstained"] and "cut off" in state["abstain_reason"] and state["phase"] == "done"
+
+
+def test_a_budget_stop_reads_token_budget_whatever_the_grade_said(tiny_kb):
+    state = run_agentic_rag(Q1, tiny_kb, scripted(), config=Config(token_budget=300))
+    assert state["grade"]["sufficient"]                                    # the evidence sufficed ...
+    assert state["stop_reason"] == "token_budget" and state["abstained"]  # ... but generation had no room
+    assert state["usage"]["prompt_tokens"] + state["usage"]["completion_tokens"] <= 300
+
+
+@pytest.mark.parametrize("reply", [{"score": 3, "sufficient": True}, {"foo": 1}, "not json", [1, 2]],
+                         ids=["out of range", "wrong schema", "invalid json", "not an object"])
+def test_a_reply_that_breaks_the_schema_falls_back_and_is_metered(tiny_kb, reply):
+    state = run_agentic_rag(Q2, tiny_kb, scripted(grade=[reply, reply]))
+    verify = next(e for e in state["trace"] if e["step"] == "verify")
+    assert verify["detail"]["by"] == "fallback" and state["phase"] == "done" and state["stop_reason"] != "error"
+    assert state["usage"]["by_task"]["grade"]["calls"] >= 1 and verify["tokens"] > 0
+
+
+NESTED = "Who was the president of the company which built the sign-in page of 2_3_0?"   # routed by the model
+
+
+def test_a_filter_with_an_invented_operator_is_dropped_and_traced(tiny_kb):
+    route = {"route": "vector", "filters": {"date": {"near": "2026"}, "type": "release_note"}}
+    state = run_agentic_rag(NESTED, tiny_kb, scripted(route=[route], repair=[{"answer": ""}]))
+    dropped = next(e for e in state["trace"] if e["step"] == "filters")
+    assert dropped["summary"] == "filters:-1" and "near" in dropped["detail"]["dropped"][0]
+    assert any(e["step"] == "search" for e in state["trace"]) and state["stop_reason"] != "error"
+
+
+def test_a_tools_own_type_error_is_a_tool_failure_and_the_loop_reroutes(tiny_kb):
+    from agentic_rag import Tool
+
+    calls = []
+
+    def lookup(sku: str) -> str:
+        calls.append(sku)
+        return len(sku) + "units"                                          # a bug inside the tool: TypeError
+
+    tool = Tool("lookup", "stock by SKU", lookup, patterns=(r"DK-\d+",), arguments=lambda q, e: {"sku": "DK-200"})
+    state = run_agentic_rag("Is DK-200 in stock at the warehouse?", tiny_kb, scripted(), [tool])
+    assert "lookup failed: TypeError" in state["rounds"][0]["error"] and "bad arguments" not in state["rounds"][0]["error"]
+    assert calls == ["DK-200"] and state["used_tools"] == ["lookup"]      # not used again
+    assert any(e["step"] == "search" for e in state["trace"]) and state["phase"] == "done"
+
+
+def test_a_tool_whose_argument_finder_raises_is_traced_and_not_used_again(tiny_kb):
+    from agentic_rag import Tool
+
+    def arguments(question, evidence):
+        raise KeyError("sku")
+
+    tool = Tool("lookup", "stock by SKU", lambda sku: "3 units", patterns=(r"DK-\d+",), arguments=arguments)
+    state = run_agentic_rag("Is DK-200 in stock at the warehouse?", tiny_kb, scripted(), [tool])
+    failures = [e for e in state["trace"] if e["summary"] == "tool:lookup:error"]
+    assert len(failures) == 1 and "KeyError" in failures[0]["detail"]["error"]
+    assert state["used_tools"] == ["lookup"] and state["phase"] == "done" and state["stop_reason"] != "error"
+
+
+class BrokenSearch(KnowledgeBase):
+    def search(self, *args, **kwargs):
+        raise IndexError("index 9 is out of bounds")
+
+
+def test_an_unexpected_exception_ends_the_run_with_error_and_returns_the_state(tiny_docs):
+    kb = BrokenSearch()
+    kb.add_documents(tiny_docs)
+    state = run_agentic_rag(Q2, kb, scripted())
+    assert state["stop_reason"] == "error" and state["phase"] == "done"
+    assert state["error"] == "IndexError: index 9 is out of bounds" and state["trace"][-1]["step"] == "error"
+    json.dumps(state)
+    crashing = run_agentic_rag(Q2, kb, ScriptedModel(default={"grade": RuntimeError("model library bug")}))
+    assert crashing["stop_reason"] == "error"
+
+
+def test_input_errors_raise_before_the_run_starts(tiny_kb):
+    with pytest.raises(ConfigurationError, match="Config"):
+        run_agentic_rag(Q2, tiny_kb, OfflineModel(), config={"max_rounds": 2})
+    with pytest.raises(ConfigurationError, match="not a model"):
+        run_agentic_rag(Q2, tiny_kb, "gpt-4o")
+    with pytest.raises(ConfigurationError, match="max_completion_tokens"):
+        run_agentic_rag(Q2, tiny_kb, OfflineModel(), config=Config(max_completion_tokens=0))

@@ -6,7 +6,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..analysis import bridge_entities
+from ..errors import ConfigurationError
 from ..kb import KnowledgeBase
+from ..kb.filters import check_filters
 from ..schemas import SubQuery
 
 
@@ -18,6 +20,22 @@ class SearchOutcome:
     new_ids: list[str] = field(default_factory=list)
     round_ids: list[str] = field(default_factory=list)
     queries_run: list[str] = field(default_factory=list)
+
+
+def usable_filters(filters: dict | None) -> tuple[dict, list[str]]:
+    """The conditions the knowledge base can apply, and why each other one was dropped (a model
+    may invent an operator: the search then runs without that condition rather than failing)."""
+    kept, dropped = {}, []
+    for name, condition in (filters or {}).items() if isinstance(filters, dict) else ():
+        try:
+            check_filters({name: condition})
+        except ConfigurationError as exc:
+            dropped.append(str(exc))
+        else:
+            kept[name] = condition
+    if filters and not isinstance(filters, dict):
+        dropped.append(f"filters must be an object, not {type(filters).__name__}")
+    return kept, dropped
 
 
 def _search(kb: KnowledgeBase, query: str, k: int, filters: dict) -> list[dict]:

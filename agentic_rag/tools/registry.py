@@ -51,15 +51,22 @@ class ToolRegistry:
 
     def __init__(self, tools=()):
         self.tools: dict[str, Tool] = {}
+        self.failed: dict[str, str] = {}  # tools whose argument finder raised: name -> why; never selected again
+        self._unreported: list[tuple[str, str]] = []
         for tool in tools:
             self.register(tool)
 
     def register(self, tool: Tool) -> None:
-        """Add a tool; a duplicate name or a non-Tool is an error."""
+        """Add a tool; a duplicate name, a non-Tool or a pattern that is not a regex is an error."""
         if not isinstance(tool, Tool):
             raise ConfigurationError(f"{tool!r} is not a Tool; wrap a function with agentic_rag.tools.tool_from_function")
         if tool.name in self.tools:
             raise ConfigurationError(f"two tools are named {tool.name!r}; give each tool its own name")
+        for pattern in tool.patterns:
+            try:
+                re.compile(pattern)
+            except (re.error, TypeError) as exc:
+                raise ConfigurationError(f"tool {tool.name!r} has a bad pattern {pattern!r}: {exc}") from None
         self.tools[tool.name] = tool
 
     def describe(self) -> list[str]:
@@ -70,11 +77,27 @@ class ToolRegistry:
     def select(self, question: str, evidence: list[dict], used: tuple[str, ...] = ()) -> tuple[Tool, dict] | None:
         """The first unused tool whose patterns match and whose arguments can be found, with them."""
         for tool in self.tools.values():
-            if tool.name not in used and tool.matches(question):
-                arguments = tool.arguments(question, evidence)
-                if arguments is not None:
+            if tool.name not in used and tool.name not in self.failed and tool.matches(question):
+                try:
+                    arguments = tool.arguments(question, evidence)
+                except Exception as exc:  # the tool's own code failed: a tool failure, not the run's
+                    self._fail(tool.name, f"{tool.name} could not find its arguments: {exc.__class__.__name__}: {exc}")
+                    continue
+                if arguments is not None and not isinstance(arguments, dict):
+                    self._fail(tool.name, f"{tool.name}'s argument finder returned {type(arguments).__name__}, "
+                                          f"not a dict or None")
+                elif arguments is not None:
                     return tool, arguments
         return None
+
+    def _fail(self, name: str, why: str) -> None:
+        self.failed[name] = why
+        self._unreported.append((name, why))
+
+    def take_failures(self) -> list[tuple[str, str]]:
+        """The (tool, why) failures of argument finders since the last call, for the trace."""
+        taken, self._unreported = self._unreported, []
+        return taken
 
     def call(self, name: str, arguments: dict) -> Any:
         """Run a tool; unknown names, invalid arguments and failures raise ToolError with the reason."""
@@ -88,10 +111,14 @@ class ToolRegistry:
                 arguments = tool.parameters.model_validate(arguments).model_dump()
             except ValidationError as exc:
                 raise ToolError(f"bad arguments for {name}: {str(exc).splitlines()[1:3]}") from None
-        try:
-            return tool.fn(**arguments)
+        try:  # arguments that do not fit the signature are the caller's fault; a TypeError inside is the tool's
+            inspect.signature(tool.fn).bind(**arguments)
         except TypeError as exc:
             raise ToolError(f"bad arguments for {name}: {exc}") from None
+        except ValueError:  # a callable without a signature (some builtins): let the call decide
+            pass
+        try:
+            return tool.fn(**arguments)
         except ToolError:
             raise
         except Exception as exc:  # a tool's own failure is recorded, never raised into the loop
