@@ -10,6 +10,7 @@ from agentic_rag.errors import ConfigurationError
     ({"bm25_weight": 0, "vector_weight": 0}, "both 0"),
     ({"bm25_b": 1.5}, "bm25_b"),
     ({"rrf_k": -1}, "negative"),
+    ({"max_completion_tokens": 0}, "max_completion_tokens"),
 ])
 def test_bad_values_name_the_field(kwargs, message):
     with pytest.raises(ConfigurationError, match=message):

@@ -6,6 +6,7 @@ from agentic_rag import (CALCULATOR, Config, KnowledgeBase, ScriptedModel, Tool,
                          route_query, vector_search, verify_citations, verify_sufficiency)
 from agentic_rag.kb import Document
 from agentic_rag.schemas import RouteDecision, SubQuery
+from agentic_rag.steps.search import usable_filters
 
 EVIDENCE = [
     {"id": "rn#0", "doc_id": "rn", "source": "rn.md", "title": "Release notes 2.3.1",
@@ -104,6 +105,18 @@ def test_dependent_query_carries_the_bridge_name_from_its_hop(search_kb):
 def test_filters_narrow_but_never_empty_a_search(search_kb):
     outcome = vector_search([SubQuery(query="Acme")], search_kb, "Acme", k=2, filters={"type": "none-such"})
     assert len(outcome.new_ids) == 2
+
+
+def test_usable_filters_drop_what_the_knowledge_base_cannot_apply():
+    kept, dropped = usable_filters({"date": {"near": "2026"}, "type": ["ticket"], "year": {"gte": 2024}})
+    assert kept == {"type": ["ticket"], "year": {"gte": 2024}} and len(dropped) == 1 and "near" in dropped[0]
+    assert usable_filters(None) == ({}, []) and usable_filters("ticket")[1] == ["filters must be an object, not str"]
+
+
+def test_call_tool_keeps_any_list_a_tool_returns_as_plain_evidence():
+    odd = Tool("odd", "returns odd things", lambda: [1, {"title": 2, "text": None, "url": "u"}, "three"])
+    items, error = call_tool(RouteDecision(route="tool", tool="odd"), ToolRegistry([odd]))
+    assert error is None and [i["text"] for i in items] == ["1", "", "three"] and items[1]["title"] == "2"
 
 
 def test_call_tool_turns_results_into_evidence_and_records_errors():

@@ -73,3 +73,30 @@ def test_registry_errors():
         ToolRegistry([failing]).call("boom", {})
     with pytest.raises(ToolError, match="must be an object"):
         ToolRegistry([failing]).call("boom", ["x"])
+
+
+def test_a_tools_own_type_error_is_its_failure_and_bad_arguments_are_told_apart():
+    def stock(sku: str) -> str:
+        return len(sku) + " units"                     # a bug inside the tool
+    tools = ToolRegistry([Tool("stock", "stock by SKU", stock)])
+    with pytest.raises(ToolError, match="stock failed: TypeError"):
+        tools.call("stock", {"sku": "DK-200"})
+    with pytest.raises(ToolError, match="bad arguments for stock: missing a required argument: 'sku'"):
+        tools.call("stock", {"code": "DK-200"})       # does not bind to the signature: the caller's fault
+
+
+def test_a_failing_argument_finder_is_recorded_and_the_tool_never_selected_again():
+    def finder(question, evidence):
+        raise ValueError("no SKU here")
+    broken = Tool("broken", "fails to find its arguments", lambda: "x", patterns=(r"stock",), arguments=finder)
+    odd = Tool("odd", "finds a list", lambda: "x", patterns=(r"stock",), arguments=lambda q, e: ["DK-200"])
+    tools = ToolRegistry([broken, odd])
+    assert tools.select("Is DK-200 in stock?", []) is None
+    assert [name for name, _ in tools.take_failures()] == ["broken", "odd"] and tools.take_failures() == []
+    assert "ValueError: no SKU here" in tools.failed["broken"]
+    assert tools.select("Is DK-200 in stock?", []) is None and tools.take_failures() == []   # not tried again
+
+
+def test_a_pattern_that_is_not_a_regex_is_refused_at_registration():
+    with pytest.raises(ConfigurationError, match="bad pattern"):
+        ToolRegistry([Tool("t", "d", lambda: 1, patterns=("([unclosed",))])
