@@ -17,6 +17,7 @@ vs versus compare compared comparison between difference differences differ
 区别 差异 对比 比较 不同 异同 有何 何区
 什么 哪个 哪些 哪里 哪儿 怎么 怎样 如何 多少 是否 为何 几个 请问 时候 多久 多长 何时 能否 可以
 """.split())
+_CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
 # Chinese characters that only shape a sentence; a bigram holding one is not a content term
 _CJK_FUNCTION = frozenset("吗呢吧啊么什哪谁怎样几是否的了在有和与及请问我你他她它这那个些吧为何呀哦嘛着过被把将从对")
 
@@ -62,6 +63,33 @@ def key_terms(text: str) -> list[str]:
             continue  # part of a longer run: its bigrams say more
         terms.append(token)
     return terms
+
+
+def has_content(question: str) -> bool:
+    """Whether the question holds a content word: a key term with a letter or a Chinese character.
+    Punctuation, function words ("的", "a") or a lone number ask nothing to look up."""
+    return any(re.search(r"[^\W\d_]", t) for t in key_terms(question))
+
+
+def absent_terms(question: str, terms: list[str], held) -> list[str]:
+    """The key terms for which `held(token)` is false. Chinese is written without spaces, so a
+    bigram may straddle two words: it counts as absent only when it holds a character of a gap of
+    two or more characters that no held bigram of the question covers (年假 of 年假政策 when only
+    政策 is held). A one-character gap is a word boundary or a particle (录报 of 登录报错, 名成 of
+    改名成苏镜宇)."""
+    missing = set()
+    for run in _CJK_RUN.findall(normalize(_CJK_QUESTION.sub(" ", question))):
+        covered = [False] * len(run)
+        for i in range(len(run) - 1):
+            if held(run[i:i + 2]):
+                covered[i] = covered[i + 1] = True
+        for gap in re.finditer(r"0{2,}", "".join("1" if c else "0" for c in covered)):
+            missing.update(run[gap.start():gap.end()])
+    return [t for t in terms if not held(t) and not (_is_cjk(t) and len(t) == 2 and not set(t) & missing)]
+
+
+def _is_cjk(token: str) -> bool:
+    return "\u3400" <= token[0] <= "\u9fff"
 
 
 def entities(text: str) -> list[str]:

@@ -9,7 +9,7 @@ from .schemas import RouteDecision, SubQuery
 from .steps import (call_tool, check_faithfulness, decompose_query, generate_answer, graph_search, repair_answer,
                     rewrite_query, route_query, vector_search, verify_citations, verify_sufficiency)
 from .steps.search import merge_into_pool, usable_filters
-from .steps.verify import question_weights
+from .steps.verify import question_weights, unseen_terms
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
@@ -177,9 +177,10 @@ def _tool(state, run) -> None:
 
 def _verify(state, run) -> None:
     c = run.config
-    weights = question_weights(state["question"], run.kb.term_weights(state["question"]))
+    kb_weights = run.kb.term_weights(state["question"])
     grade = _timed(state, run, "verify", verify_sufficiency, state["question"], state["evidence"][:c.evidence_k],
-                   run.model, c.min_context_score, weights, summary=lambda g: f"verify:{g.score:.2f}")
+                   run.model, c.min_context_score, question_weights(state["question"], kb_weights),
+                   unseen_terms(state["question"], kb_weights), summary=lambda g: f"verify:{g.score:.2f}")
     state.update(grade=grade.model_dump(), missing=grade.missing)
     state["rounds"][-1]["grade"] = grade.score
     state["low_rounds"] = state["low_rounds"] + 1 if grade.score < c.low_confidence_floor else 0

@@ -25,11 +25,13 @@ TEMPLATES = {
                   "Question: {question}\nAlready tried:\n{tried}\nEvidence so far:\n{evidence}"),
     "grade": ("Grade whether the evidence is enough to answer the question. Check concretely: does it "
               "name the entities asked about, and does it hold the kind of answer asked for (a date, a "
-              "number, a name, a place, yes or no)? Score in [0, 1]; list what is missing.\n\n"
+              "number, a name, a place, yes or no)? Evidence that is not about the question's subject at all "
+              "scores 0, however many words it shares with it. Score in [0, 1]; list what is missing.\n\n"
               "Question: {question}\nEvidence:\n{evidence}"),
     "generate": ("Answer the question from the evidence only, in 1 to 3 sentences, citing each claim "
                  "with its evidence number like [1]. Where sources disagree, say so and cite both. If the "
-                 "evidence does not hold the answer, say that.\n\nQuestion: {question}\nEvidence:\n{evidence}"),
+                 "evidence does not hold the answer, say that. With no evidence at all (a greeting, a translation, or a "
+                 "message that asks nothing), reply briefly and ask for a question if none was asked.\n\nQuestion: {question}\nEvidence:\n{evidence}"),
     "judge": ("For each sentence of the answer, decide whether the evidence supports it. Score = share "
               "of supported sentences. List the unsupported sentences verbatim. complete = the answer "
               "addresses every part of the question.\n\nQuestion: {question}\nAnswer: {answer}\n"

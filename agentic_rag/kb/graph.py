@@ -82,7 +82,7 @@ class KnowledgeGraph:
         for hop in range(1, hops + 1):
             nxt = {}
             for node, path in frontier.items():
-                for other in sorted(self.adjacent[node], key=lambda o: -len(self.edges[tuple(sorted((node, o)))]))[:limit]:
+                for other in sorted(self.adjacent[node], key=lambda o: (-len(self.edges[tuple(sorted((node, o)))]), o))[:limit]:
                     for row in sorted(self.edges[tuple(sorted((node, other)))]):
                         found.setdefault(row, (hop, path + [self._step(node, other)]))
                     if other not in seen:

@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import re
 
-from ..analysis import (answer_type, cited_support, coverage, entities, evidence_texts, has_answer_type,
-                        key_terms, missing_parts, sentences)
+from ..analysis import (absent_terms, answer_type, cited_support, coverage, entities, evidence_texts, has_answer_type,
+                        has_content, key_terms, missing_parts, sentences)
 from ..kb.tokenize import tokenize
 from ..schemas import Answer, Faithfulness, Grade
 
 _GREETING = re.compile(r"^\s*(?:hi|hello|hey|thanks|thank you|good (?:morning|afternoon|evening)|你好|您好|谢谢|"
                        r"早上好|晚上好)\W*$", re.I)
+_CJK_TEXT = re.compile(r"[\u3400-\u9fff]")
 _CLAUSE = re.compile(r"(?<=[，,;；:：])")
+OFF_TOPIC_SHARE = 0.5  # absent key terms with this share of the question's weight: off the subject (tuned on half 1)
 MAX_SENTENCE = 160  # characters; a longer sentence is cut to its best run of clauses
 
 
 def grade(inputs: dict) -> Grade:
     """Score = idf-weighted key-term coverage of the best two-sentence window (0.6) and of all the
     evidence (0.15), the share of named things found (0.1) and an answer of the asked type in that
-    window (0.15), less 0.3 times the idf-weighted share of key terms found nowhere in the evidence."""
+    window (0.15), less 0.3 times the idf-weighted share of key terms found nowhere in the evidence.
+    Score 0 when the evidence is off the subject: it lacks two or more key terms carrying half the
+    question's weight (analysis.absent_terms) and does not hold every name the question asks about."""
     question, evidence, weights = inputs["question"], inputs.get("evidence", []), inputs.get("weights") or None
     terms, names, kind = key_terms(question), entities(question), answer_type(question)
     texts = evidence_texts(evidence)
@@ -31,11 +35,13 @@ def grade(inputs: dict) -> Grade:
     name_cov = len(found) / len(names) if names else 1.0
     typed = bool(windows) and has_answer_type(kind, best, question)
     present = set(tokenize(pool))
-    # absent: a term the evidence lacks; a CJK bigram whose two characters it holds is only a word boundary
-    absent = [t for t in terms if t not in present and not (len(t) == 2 and "\u3400" <= t[0] <= "\u9fff"
-                                                            and set(t) <= present)]
+    absent = absent_terms(question, terms, present.__contains__)
     weight = (lambda t: weights.get(t, 1.0)) if weights else (lambda t: 1.0)
     absent_share = sum(map(weight, absent)) / (sum(map(weight, terms)) or 1.0)
+    if len(absent) >= 2 and absent_share >= OFF_TOPIC_SHARE and not (names and name_cov == 1):
+        return Grade(score=0.0, sufficient=False, missing=absent[:5], by="model",
+                     reason=f"the evidence is not about the question: it lacks {', '.join(absent[:5])} "
+                            f"({absent_share:.0%} of the key terms' weight) and not every name it asks about")
     score = max(0.0, 0.6 * window_cov + 0.15 * (coverage(terms, pool, weights) if evidence else 0) + 0.1 * name_cov
                 + 0.15 * typed - 0.3 * absent_share)
     missing = [n for n in names if n not in found] + absent[:5]
@@ -84,6 +90,10 @@ def generate(inputs: dict) -> Answer:
     """The best-supported sentences (one per part of the question, at most three), each cited."""
     question, evidence, weights = inputs["question"], inputs.get("evidence", []), inputs.get("weights") or None
     if not evidence:
+        if not has_content(question) and not _GREETING.match(question):
+            return Answer(answer="请提出一个问题，例如知识库文档中的某个主题。（未查询知识库）" if _CJK_TEXT.search(question)
+                          else "Please ask a question, for example about a topic of the documents in the knowledge "
+                               "base. (the knowledge base was not consulted)", reason="no content word")
         if _GREETING.match(question):
             return Answer(answer="Hello! Ask me a question about the documents in the knowledge base. "
                                  "(answered without consulting the knowledge base)", reason="greeting")

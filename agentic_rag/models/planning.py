@@ -73,7 +73,7 @@ def rewrite(inputs: dict) -> Rewrite:
     question, missing = inputs["question"], inputs.get("missing", [])
     tried, evidence = inputs.get("tried", []), inputs.get("evidence", [])
     asked = set(tokenize(question))
-    counts = Counter(t for item in evidence[:3] for t in set(key_terms(item["text"]))
+    counts = Counter(t for item in evidence[:3] for t in dict.fromkeys(key_terms(item["text"]))
                      if t not in asked and len(t) > 1 and not t.isdigit())
     feedback = [t for t, c in counts.most_common(12) if c >= 2]
     extra = [m for m in missing if not set(tokenize(m)) <= asked][:3]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from ..analysis import entities, key_terms
+from ..analysis import entities, has_content, key_terms
 from ..errors import ModelOutputError
 from ..models.planning import is_comparison, is_nested
 from ..models.protocol import Model
@@ -65,6 +65,8 @@ def _route(question: str, model: Model, tools: ToolRegistry | None, evidence: li
     if selected:
         tool, arguments = selected
         return RouteDecision(route="tool", tool=tool.name, arguments=arguments, reason=f"matches {tool.name}'s patterns")
+    if not has_content(question):  # never answered from whatever overlaps "的" or "??"
+        return RouteDecision(route="direct", reason="the question holds no content word: nothing to look up")
     filters = _filters(question)
     if is_comparison(question):
         return RouteDecision(route="multi_hop", filters=filters, reason="comparison: one search per item")

@@ -92,7 +92,7 @@ def merge_into_pool(results: list[list[dict]], kb: KnowledgeBase, question: str,
     for i in passages:
         merged[i] = dict(merged[i], relevance=relevance(bm25.get(i, 0.0), best, merged[i]["rank"]))
     ranked = sorted(merged.values(), key=lambda item: (-item.get("relevance", 0), item["id"]))
-    round_ids = sorted(set(round_ids), key=lambda i: -merged[i].get("relevance", 0))
+    round_ids = sorted(dict.fromkeys(round_ids), key=lambda i: -merged[i].get("relevance", 0))  # ties: found first
     return SearchOutcome(pool=ranked, new_ids=new_ids, round_ids=round_ids, queries_run=queries_run)
 
 
