@@ -65,7 +65,7 @@ def _route(question: str, model: Model, tools: ToolRegistry | None, evidence: li
     if selected:
         tool, arguments = selected
         return RouteDecision(route="tool", tool=tool.name, arguments=arguments, reason=f"matches {tool.name}'s patterns")
-    if not has_content(question):  # never answered from whatever overlaps "的" or "??"
+    if not has_content(question) and not used_tools:  # never answered from whatever overlaps "的" or "??"
         return RouteDecision(route="direct", reason="the question holds no content word: nothing to look up")
     filters = _filters(question)
     if is_comparison(question):
