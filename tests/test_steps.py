@@ -72,6 +72,18 @@ def test_decompose_dedupes_caps_and_remaps_dependencies():
         ("hop one", []), ("hop two", [0]), ("c", []), ("d", [])]
 
 
+def test_decompose_drops_dependencies_on_itself_and_later_queries():
+    model = ScriptedModel({"decompose": [{"subqueries": [{"query": "a", "depends_on": [0, 1, -1]},
+                                                         {"query": "b", "depends_on": [0, 1]}]}]})
+    assert [s.depends_on for s in decompose_query("q", [], [], model).subqueries] == [[], [0]]
+
+
+def test_cyclic_or_dangling_dependencies_run_as_they_are(search_kb):
+    queries = [SubQuery(query="Acme founded", depends_on=[1]), SubQuery(query="Roadrunner", depends_on=[0, 1, 7])]
+    outcome = vector_search(queries, search_kb, "Who founded Acme?", k=2)
+    assert len(outcome.queries_run) == 2 and outcome.new_ids
+
+
 @pytest.fixture
 def search_kb():
     kb = KnowledgeBase(config=Config(chunk_size=200, chunk_overlap=0))

@@ -36,7 +36,8 @@ def decompose_query(question: str, tried: list[str], evidence: list[dict], model
         query = sub.query.strip()
         if query and not any(same_text(query, t) for t in tried + [k.query for k in kept]):
             position[i] = len(kept)
-            kept.append(SubQuery(query=query, depends_on=sorted({position[d] for d in sub.depends_on if d in position})))
+            earlier = {position[d] for d in sub.depends_on if d in position and d < i}  # never itself: no cycle
+            kept.append(SubQuery(query=query, depends_on=sorted(earlier)))
         if len(kept) == max_subqueries:
             break
     return Decomposition(subqueries=kept, reason=plan.reason)

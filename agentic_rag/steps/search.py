@@ -58,7 +58,7 @@ def _run_all(kb, queries: list[SubQuery], k: int, filters: dict, workers: int) -
                      and all(d in results for d in q.depends_on)] or \
                     [i for i in range(len(queries)) if i not in results]  # a cycle: run the rest as they are
             for i in ready:
-                found = [hit for d in queries[i].depends_on for hit in results[d]]
+                found = [hit for d in queries[i].depends_on for hit in results.get(d, ())]  # a cycle's: not run yet
                 if found:
                     texts[i] = " ".join([queries[i].query] + bridge_entities(queries[i].query, found, 2))
             for i, hits in zip(ready, pool.map(lambda i: _search(kb, texts[i], k, filters), ready)):
