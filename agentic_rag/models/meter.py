@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from ..accounting import cost_usd
 from ..config import Config
-from ..errors import BudgetExceeded, ModelError
+from ..errors import BudgetExceeded
 from .protocol import Model, ModelRequest, cut_off, prompt_tokens, reply_tokens
 
 __all__ = ["BudgetExceeded", "Meter", "new_usage", "margin"]
@@ -97,8 +97,9 @@ class Meter:
                     error = cut_off(request)
                     error.usage = reported
                     raise error
-        except ModelError as exc:  # a failed call is metered like any other
-            self._record(request.task, exc.usage or {"prompt_tokens": prompt, "completion_tokens": 0}, start)
+        except Exception as exc:  # a failed call is metered like any other
+            counted = getattr(exc, "usage", None) or {"prompt_tokens": prompt, "completion_tokens": 0}
+            self._record(request.task, counted, start)
             raise
         self._record(request.task, reported, start)
         if on_token is not None:
