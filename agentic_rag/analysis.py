@@ -96,7 +96,7 @@ def entities(text: str) -> list[str]:
     """Names, titles, quotations, codes, versions and numbers mentioned in the text."""
     found = []
     for match in NAME.finditer(text):
-        words = match.group(0).strip(" .,'’").split(" ")
+        words = re.sub(r"['’]s$", "", match.group(0).strip(" .,")).strip("'’").split(" ")  # Taylor's -> Taylor
         while words and (words[0].lower() in _QUESTION_WORDS or words[0].lower() in STOPWORDS):
             words.pop(0)  # "Is DK-200" -> "DK-200", "The Rhine" -> "Rhine"
         value = " ".join(words).lstrip("".join(_CJK_FUNCTION))

@@ -1,7 +1,7 @@
 """The lexical layer: content words, and which key terms a text lacks (Chinese word boundaries aside)."""
 import pytest
 
-from agentic_rag.analysis import absent_terms, has_content, key_terms
+from agentic_rag.analysis import absent_terms, entities, has_content, key_terms
 
 
 @pytest.mark.parametrize("question", ["的", "a", "??", "1", "2.3.1", "为什么？", "What?", "   "])
@@ -31,3 +31,7 @@ def test_a_bigram_across_two_held_words_or_a_one_character_gap_is_a_word_boundar
 def test_latin_terms_are_absent_when_not_held():
     question = "Does Nimbus have an Android app?"
     assert absent_terms(question, key_terms(question), {"nimbus"}.__contains__) == ["android", "app"]
+
+
+def test_entities_drop_the_possessive():
+    assert entities("Which region is Corey Taylor's city of birth located?") == ["Corey Taylor"]

@@ -18,6 +18,11 @@ def test_names_skip_sentence_openers_and_keep_titles_codes_and_organisations():
     assert names("乙方：深圳星河包装材料有限公司。《七人乐队》上映。") == ["深圳星河包装材料有限公司", "《七人乐队》"]
 
 
+def test_a_chinese_character_ends_a_latin_name_or_code():
+    assert names("C919的全称是什么？") == ["C919"]
+    assert names("Nimbus Notes的 El Torito规格") == ["Nimbus Notes", "El Torito"]
+
+
 def test_extraction_links_names_in_one_sentence_and_the_title():
     graph = KnowledgeGraph()
     graph.add(0, "Acme", CORPUS[0].text)

@@ -112,3 +112,25 @@ def test_generate_does_not_quote_the_same_sentence_twice():
     same = "The plant opened in 1998."
     evidence = [{"doc_id": "a", "text": same}, {"doc_id": "b", "text": same}]
     assert extractive.generate({"question": "When did the plant open?", "evidence": evidence}).answer == f"{same} [1]"
+
+
+def _passage(doc, title, text):
+    return {"id": f"{doc}#0", "doc_id": doc, "title": title, "text": text, "kind": "passage"}
+
+
+def test_evidence_about_the_subject_follows_titles_hop_by_hop():
+    singer = _passage("s", "Corey Taylor", "Corey Taylor was born in Des Moines.")
+    city = _passage("c", "Des Moines", "Des Moines is the capital of Iowa.")
+    state = _passage("i", "Iowa", "Iowa is a state in the Midwestern United States.")
+    other = _passage("o", "London", "London is the capital of England.")
+    question = "Which region is Corey Taylor's city of birth located?"
+    assert extractive.about_subject(question, [other, state, city, singer]) == [state, city, singer]
+    assert extractive.about_subject("Where is the Rhine?", [other]) == []
+    assert extractive.about_subject("什么是年假？", [other]) == [other]  # no name to be about: all of it
+
+
+def test_grade_is_zero_when_no_passage_is_about_what_the_question_names():
+    evidence = [_passage("h", "Harbor Books", "Harbor Books is a publisher. Its CEO is Maria Lindqvist."),
+                _passage("n", "Nimbus Notes overview", "Nimbus Notes is a team note-taking application.")]
+    grade = extractive.grade({"question": "Who is the CEO of Nimbus?", "evidence": evidence})
+    assert grade.score == 0.0 and not grade.sufficient and "no passage is about CEO of Nimbus" in grade.reason

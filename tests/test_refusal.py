@@ -17,6 +17,18 @@ def test_a_question_the_knowledge_base_does_not_hold_is_refused(example_kb, ques
     assert state["abstained"] and state["citations"] == [] and state["stop_reason"] != "sufficient"
 
 
+def test_a_subject_only_unrelated_documents_speak_of_is_refused(tmp_path):
+    from agentic_rag import KnowledgeBase, load_documents
+    from agentic_rag.kb import Document
+
+    kb = KnowledgeBase()
+    kb.add_documents(load_documents(EXAMPLE_DATA).documents + [
+        Document("pub-1", "Harbor Books is an independent publisher. Its CEO is Maria Lindqvist.", title="Harbor Books"),
+        Document("pub-2", "The CEO of Quill Press, Daniel Okafor, reported record sales.", title="Quill Press")])
+    state = run_agentic_rag("Who is the CEO of Nimbus?", kb, OfflineModel())
+    assert state["abstained"] and "Lindqvist" not in state["answer"] and "Okafor" not in state["answer"]
+
+
 @pytest.mark.parametrize("question", ["的", "a", "??", "1"])
 def test_a_question_with_no_content_word_is_direct_and_asks_for_a_question(example_kb, question):
     state = run_agentic_rag(question, example_kb, OfflineModel())

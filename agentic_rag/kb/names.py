@@ -8,11 +8,12 @@ from .tokenize import STOPWORDS
 
 NAME = re.compile(
     r"《[^》]+》|“[^”]+”|\"[^\"]+\"|「[^」]+」"                                  # titles and quotations
-    r"|\b[A-Z]{1,5}-?\d{2,}\b"                                                   # codes: DK-200, A1001, NT-1042
+    r"|(?<![A-Za-z0-9])[A-Z]{1,5}-?\d{2,}(?![A-Za-z0-9])"                          # codes: DK-200, A1001, C919
     r"|[\u4e00-\u9fff]{2,12}(?:有限公司|公司|集团|大学|银行|事业部|委员会|协会)"      # Chinese organisations
     r"|[\u4e00-\u9fff]{2,6} ?[A-Z](?![A-Za-z])"                                    # 合同A, 版本 B
     r"|\bv?\d+(?:[._]\d+)+\b"                                                    # versions, decimals
-    r"|\b[A-Z][\w'’.-]*(?:\s+(?:(?:of|for|the|de|von|van)\s+){0,2}[A-Z][\w'’.-]*)*")  # Capitalised Names
+    r"|\b[A-Z](?:[^\W\u3400-\u9fff]|['’.-])*(?:\s+(?:(?:of|for|the|de|von|van)\s+){0,2}"  # Capitalised Names;
+    r"[A-Z](?:[^\W\u3400-\u9fff]|['’.-])*)*")                                   # a Chinese character ends one
 
 
 def names(text: str) -> list[str]:

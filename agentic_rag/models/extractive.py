@@ -25,6 +25,9 @@ def grade(inputs: dict) -> Grade:
     question's weight (analysis.absent_terms) and does not hold every name the question asks about."""
     question, evidence, weights = inputs["question"], inputs.get("evidence", []), inputs.get("weights") or None
     terms, names, kind = key_terms(question), entities(question), answer_type(question)
+    if evidence and not about_subject(question, evidence):
+        return Grade(score=0.0, sufficient=False, missing=names[:5], by="model",
+                     reason=f"no passage is about {', '.join(names[:3])}, which the question asks about")
     texts = evidence_texts(evidence)
     pool = "\n".join(texts)
     windows = [" ".join([t.split("\n", 1)[0]] + s[i:i + 2]) for t in texts for s in [sentences(t)]
@@ -50,6 +53,25 @@ def grade(inputs: dict) -> Grade:
     return Grade(score=round(min(score, 1.0), 3), sufficient=score >= inputs.get("threshold", 0.6), missing=missing,
                  reason=f"terms {window_cov:.2f} in one place, names {name_cov:.2f}, {kind} answer "
                         f"{'found' if typed else 'not found'}, absent {absent_share:.2f}", by="model")
+
+
+def about_subject(question: str, evidence: list[dict]) -> list[dict]:
+    """The evidence about what the question names: passages that hold every word of a name it asks
+    about, tool results, and, hop by hop, passages whose title one of those mentions (a multi-hop
+    question's bridge). A question without names keeps all of it; names with Chinese characters do not
+    count, since without capitals their edges are guesses."""
+    named = [set(tokenize(n)) for n in entities(question) if not _CJK_TEXT.search(n)]
+    named = [n for n in named if n]
+    if not named:
+        return list(evidence)
+    tokens = [set(tokenize(text)) for text in evidence_texts(evidence)]
+    titles = [set(tokenize(item.get("title") or "")) for item in evidence]
+    linked = {i for i, held in enumerate(tokens) if any(n <= held for n in named) or evidence[i].get("kind", "passage")
+              != "passage"}
+    while hop := {i for i in range(len(evidence)) if i not in linked and titles[i]
+                  and any(titles[i] <= tokens[j] for j in linked)}:  # hop by hop, along titles the linked ones name
+        linked |= hop
+    return [item for i, item in enumerate(evidence) if i in linked]
 
 
 def _trim(sentence: str, terms: list[str], kind: str = "other", question: str = "") -> str:
