@@ -51,8 +51,9 @@ def settle(state, run, stop_reason: str) -> None:
     score = state["grade"]["score"] if state["grade"] else 0.0
     gives_up = stop_reason == "exhausted" and not run.config.answer_when_exhausted
     if stop_reason == "low_confidence" or gives_up or score < run.config.answer_floor or not state["evidence"]:
-        abstain(state, stop_reason, f"evidence stayed insufficient (best score {score:.2f}, "
-                                    f"needs {run.config.min_context_score:.2f}) and retrieval stopped: {stop_reason}")
+        grade = f": {state['grade']['reason']}" if state["grade"] and state["grade"].get("reason") else ""
+        abstain(state, stop_reason, f"evidence stayed insufficient (last score {score:.2f}, needs "
+                                    f"{run.config.min_context_score:.2f}){grade}; retrieval stopped: {stop_reason}")
     else:
         state["phase"] = "generate"
 

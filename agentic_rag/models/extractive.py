@@ -44,7 +44,7 @@ def grade(inputs: dict) -> Grade:
     if len(absent) >= 2 and absent_share >= OFF_TOPIC_SHARE and not (names and name_cov == 1):
         return Grade(score=0.0, sufficient=False, missing=absent[:5], by="model",
                      reason=f"the evidence is not about the question: it lacks {', '.join(absent[:5])} "
-                            f"({absent_share:.0%} of the key terms' weight) and not every name it asks about")
+                            f"({absent_share:.0%} of the key terms' weight)" + (" and a name it asks about" if names else ""))
     score = max(0.0, 0.6 * window_cov + 0.15 * (coverage(terms, pool, weights) if evidence else 0) + 0.1 * name_cov
                 + 0.15 * typed - 0.3 * absent_share)
     missing = [n for n in names if n not in found] + absent[:5]
