@@ -1,29 +1,8 @@
 """Shared fixtures: a tiny mixed Chinese/English corpus and knowledge bases built from it."""
-from pathlib import Path
-
 import pytest
+from helpers import EXAMPLE_DATA, TINY
 
 from agentic_rag import Config, KnowledgeBase
-from agentic_rag.kb import Document
-
-ROOT = Path(__file__).resolve().parent.parent
-EXAMPLE_DATA = ROOT / "examples" / "data"
-SHARED_DATA = ROOT.parent / "shared" / "data"
-
-TINY = [
-    Document("release-2.3.1", "Fixed the authentication timeout in v2.3.1. 修复了认证超时问题。",
-             title="Release notes 2.3.1", source="notes/2.3.1.md",
-             metadata={"type": "release_note", "version": "2.3.1", "date": "2026-04-14"}),
-    Document("release-2.3.0", "New sign-in page in 2_3_0. Offline attachments up to 50 MB.",
-             title="Release notes 2.3.0", source="notes/2.3.0.md",
-             metadata={"type": "release_note", "version": "2.3.0", "date": "2026-03-02"}),
-    Document("ticket-1", "客户端提示认证失败，需要重新输入密码。", title="认证失败", source="tickets.jsonl:1",
-             metadata={"type": "ticket", "date": "2026-03-10"}),
-    Document("shipping", "工作日 15:00 之前付款的订单当天发货。Orders paid after 15:00 ship the next business day.",
-             title="Shipping rules", source="warehouse.md", metadata={"type": "policy", "date": "2026-01-05"}),
-    Document("pricing", "The Team plan costs 8 USD per member and month. Annual billing gives 20% off.",
-             title="Pricing", source="pricing.md", metadata={"type": "manual"}),
-]
 
 
 @pytest.fixture

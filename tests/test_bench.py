@@ -9,7 +9,7 @@ from agentic_rag.eval.bench import run_bench
 from agentic_rag.eval.datasets import Question
 from agentic_rag.eval.report import RATES, summarize
 from agentic_rag.eval.rgb import passages_for, run_rgb
-from conftest import SHARED_DATA
+from helpers import SHARED_DATA
 
 needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs ../shared/data beside the project")
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from agentic_rag.cli import main
-from conftest import EXAMPLE_DATA
+from helpers import EXAMPLE_DATA
 
 
 def run(capsys, *argv):

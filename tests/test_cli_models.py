@@ -4,7 +4,7 @@ import json
 import pytest
 
 from agentic_rag.cli import main
-from conftest import EXAMPLE_DATA
+from helpers import EXAMPLE_DATA
 from openai_server import FakeOpenAI
 
 

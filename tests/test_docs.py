@@ -12,7 +12,7 @@ import pytest
 from agentic_rag import Config
 from agentic_rag.cli import build_parser
 from agentic_rag.state import AgentState
-from conftest import ROOT
+from helpers import ROOT
 
 PAGES = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
 FENCE = re.compile(r"(?P<before>[^\n]*)\n```(?P<lang>\w*)\n(?P<code>.*?)```", re.S)

@@ -2,7 +2,7 @@ import importlib.util
 import sqlite3
 
 from agentic_rag import KnowledgeBase, load_documents
-from conftest import EXAMPLE_DATA
+from helpers import EXAMPLE_DATA
 
 
 def _rows(path):

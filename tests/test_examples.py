@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
 

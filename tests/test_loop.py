@@ -8,7 +8,7 @@ import pytest
 from agentic_rag import (Config, KnowledgeBase, OfflineModel, ScriptedModel, format_trace, new_state,
                          run_agentic_rag)
 from agentic_rag.errors import ConfigurationError, ModelError, RetrievalError
-from conftest import ROOT
+from helpers import ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "login_2_3_1.json"
 SUPPORTED = "工作日 15:00 之前付款的订单当天发货。 [1]"

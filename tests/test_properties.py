@@ -15,7 +15,7 @@ from agentic_rag import CALCULATOR, Config, KnowledgeBase, ScriptedModel, Tool, 
 from agentic_rag.accounting import count_tokens
 from agentic_rag.errors import ConfigurationError, ModelError
 from agentic_rag.state import STOP_REASONS
-from conftest import TINY
+from helpers import TINY
 
 settings.register_profile("loop-ci", max_examples=150, derandomize=True, deadline=None, database=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -1,4 +1,4 @@
-from conftest import ROOT
+from helpers import ROOT
 
 
 def test_ci_runs_the_readme_test_command():

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from agentic_rag import OfflineModel, run_agentic_rag
-from conftest import EXAMPLE_DATA, ROOT
+from helpers import EXAMPLE_DATA, ROOT
 
 
 @pytest.mark.parametrize("question", ["公司的年假政策是什么？", "Does Nimbus have an Android app?", "Nimbus 3.0 什么时候发布？"])

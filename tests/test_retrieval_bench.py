@@ -3,7 +3,7 @@ import json
 import pytest
 
 from agentic_rag.eval import bm25_speed, retrieval
-from conftest import SHARED_DATA
+from helpers import SHARED_DATA
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "squad2").is_dir(), reason="needs ../shared/data beside the project")

@@ -6,7 +6,7 @@ import pytest
 from agentic_rag import CALCULATOR, Tool, ToolRegistry, shop_tools
 from agentic_rag.errors import ConfigurationError, ToolError
 from agentic_rag.tools.calculator import calculate
-from conftest import EXAMPLE_DATA
+from helpers import EXAMPLE_DATA
 
 
 @pytest.mark.parametrize("expression, result", [

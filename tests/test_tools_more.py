@@ -15,7 +15,7 @@ from agentic_rag.errors import ToolError
 from agentic_rag.tools import (SQLDatabase, ToolRegistry, date_tools, shop_tools, sql_tool, tool_from_function,
                                web_search_tool)
 from agentic_rag.tools.dates import add_business_days, earliest_ship_date, holidays_in
-from conftest import EXAMPLE_DATA
+from helpers import EXAMPLE_DATA
 
 
 @pytest.fixture

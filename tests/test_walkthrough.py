@@ -2,7 +2,7 @@
 import json
 import os
 
-from conftest import ROOT
+from helpers import ROOT
 
 NOTEBOOK = ROOT / "examples" / "walkthrough.ipynb"
 

@@ -11,7 +11,7 @@ import pytest
 
 from agentic_rag import KnowledgeBase
 from agentic_rag.cli import main
-from conftest import EXAMPLE_DATA, ROOT
+from helpers import EXAMPLE_DATA, ROOT
 
 # a library user's writer: loads (inside the writer lock when told to), says "loaded", waits for a
 # line, then adds a document and saves
