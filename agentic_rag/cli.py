@@ -81,15 +81,21 @@ def _open_or_create(kb_dir: Path, args) -> KnowledgeBase:
     return kb
 
 
+def _skipped(loaded) -> str:
+    """'2 files', or '1 file and 3 jsonl lines': a bad line is not a file."""
+    files, lines = len(loaded.skipped) - loaded.skipped_lines, loaded.skipped_lines
+    text = f"{files} file{'' if files == 1 else 's'}"
+    return text + (f" and {lines} jsonl line{'' if lines == 1 else 's'}" if lines else "")
+
+
 def cmd_index(args) -> int:
     start = time.perf_counter()
     kb_dir = Path(args.kb)
     with _writing(kb_dir, create=True):
         kb = _open_or_create(kb_dir, args)
         print(f"reading {', '.join(args.paths)} ...", file=sys.stderr)
-        loaded = load_documents(args.paths)
-        for where, reason in loaded.skipped:
-            print(f"warning: skipped {where}: {reason}", file=sys.stderr)
+        loaded = load_documents(args.paths, on_skip=lambda where, reason: print(
+            f"warning: skipped {where}: {reason}", file=sys.stderr))
         if not loaded.documents:
             raise ConfigurationError(f"no documents found in {', '.join(args.paths)}; index .txt, .md or .jsonl files")
         print(f"chunking and embedding {len(loaded.documents)} documents with {kb.embedder.name} ...", file=sys.stderr)
@@ -97,7 +103,7 @@ def cmd_index(args) -> int:
         kb.save(kb_dir)
     print(f"indexed {len(loaded.documents)} documents ({result.added} new, {result.replaced} replaced, "
           f"{result.unchanged} unchanged) into {result.chunks} new chunks; knowledge base now holds "
-          f"{kb.document_count} documents, {len(kb)} chunks; skipped {len(loaded.skipped)} files; "
+          f"{kb.document_count} documents, {len(kb)} chunks; skipped {_skipped(loaded)}; "
           f"{time.perf_counter() - start:.1f} s -> {kb_dir}")
     return 0
 

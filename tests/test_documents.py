@@ -61,3 +61,13 @@ def test_content_hash_tracks_text_title_and_metadata():
     assert base.content_hash() == Document("d", "text", "title", "other-source", {"a": 1}).content_hash()
     assert base.content_hash() != Document("d", "text!", "title", "s", {"a": 1}).content_hash()
     assert base.content_hash() != Document("d", "text", "title", "s", {"a": 2}).content_hash()
+
+
+def test_each_skip_is_reported_once_and_jsonl_lines_are_counted_apart(tmp_path, caplog):
+    (tmp_path / "empty.md").write_text(" ", encoding="utf-8")
+    (tmp_path / "rows.jsonl").write_text('{"text": "ok"}\nnot json\n[1]\n', encoding="utf-8")
+    told = []
+    result = load_documents(tmp_path, on_skip=lambda where, reason: told.append(where))
+    assert told == [where for where, _ in result.skipped] and len(told) == 3
+    assert result.skipped_lines == 2 and "skipped" not in caplog.text   # told to the caller, not logged as well
+    assert load_documents(tmp_path).skipped_lines == 2 and caplog.text.count("skipped") == 3

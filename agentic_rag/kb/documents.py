@@ -7,6 +7,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ..errors import ConfigurationError
 
@@ -40,6 +41,7 @@ class LoadResult:
 
     documents: list[Document] = field(default_factory=list)
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    skipped_lines: int = 0  # how many entries of `skipped` are single lines of a .jsonl file, not files
 
 
 def _front_matter(text: str) -> tuple[dict, str]:
@@ -75,6 +77,7 @@ def _jsonl_documents(path: Path, doc_id: str, result: LoadResult) -> None:
                     raise TypeError("'text' must be a string and 'metadata' an object")
             except (ValueError, KeyError, TypeError) as exc:
                 result.skipped.append((where, f"bad line ({exc.__class__.__name__}: {exc})"))
+                result.skipped_lines += 1
                 continue
             result.documents.append(Document(
                 id=str(row.get("id") or f"{doc_id}:{number}"), text=text, title=str(row.get("title") or ""),
@@ -97,8 +100,9 @@ def _load_file(path: Path, doc_id: str, result: LoadResult) -> None:
         result.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
 
 
-def load_documents(paths) -> LoadResult:
-    """Read every supported file under the given paths; bad files are skipped and reported."""
+def load_documents(paths, on_skip: Callable[[str, str], None] | None = None) -> LoadResult:
+    """Read every supported file under the given paths; each bad file or jsonl line is skipped, listed
+    in the result and reported once: to `on_skip(where, reason)` when given, else as a logged warning."""
     result = LoadResult()
     for raw in [paths] if isinstance(paths, (str, Path)) else paths:
         root = Path(raw)
@@ -116,5 +120,8 @@ def load_documents(paths) -> LoadResult:
             if path.is_file() and path.suffix.lower() in SUFFIXES and not hidden:
                 _load_file(path, relative.as_posix(), result)
     for where, reason in result.skipped:
-        log.warning("skipped %s: %s", where, reason)
+        if on_skip is None:
+            log.warning("skipped %s: %s", where, reason)
+        else:
+            on_skip(where, reason)
     return result
