@@ -5,9 +5,10 @@ import threading
 
 import pytest
 
-from agentic_rag import (Config, KnowledgeBase, OfflineModel, ScriptedModel, format_trace, new_state,
+from agentic_rag import (Config, KnowledgeBase, OfflineModel, ScriptedModel, Tool, format_trace, new_state,
                          run_agentic_rag)
 from agentic_rag.errors import ConfigurationError, ModelError, RetrievalError
+from agentic_rag.kb import Document
 from helpers import ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "login_2_3_1.json"
@@ -203,23 +204,55 @@ def test_a_failing_tool_is_recorded_and_the_loop_goes_on(tiny_kb):
     assert any(e["step"] == "search" for e in state["trace"])     # it went on to search
 
 
+# A corpus where every round can find something new: a search of 3 hits finds the weekend rule,
+# the business-day rule and the depot; the graph walks from Harbor Depot on to its carrier; a
+# rewrite finds the rules page, a decomposition the carrier; a web tool (no patterns, so never
+# routed to as a tool) adds a page of its own. The scripted grade stays at 0.4: above the
+# low-confidence floor, below sufficient, so only max_rounds ends the run.
+ROUTES_DOCS = [
+    Document("weekend", "Orders paid on weekends ship on Monday from Harbor Depot.", title="Weekend orders"),
+    Document("depot", "Harbor Depot hands its parcels to Atlas Freight.", title="Depot"),
+    Document("freight", "Atlas Freight collects at noon on business days.", title="Carrier"),
+    Document("rules", "Warehouse rules: weekend ship rules follow the carrier calendar.", title="Rules"),
+    Document("business", "Business day orders leave the same day.", title="Business days"),
+    Document("pricing", "The Team plan costs 8 USD per member and month.", title="Pricing"),
+]
+Q3 = "When do orders paid on weekends leave Harbor Depot?"
+WEB = Tool("web_search", "search the web", kind="web",
+           fn=lambda query: [{"title": "Carrier blog", "url": "https://example.test/weekend",
+                              "text": "Orders paid on weekends ship on Monday from Harbor Depot."}])
+FIRST = (Q3, 3)                      # (queries, new passages) of each kind of round
+GRAPH, WEB_ROUND = (f"graph: {Q3}", 1), (f"web: {Q3}", 1)
+REWRITE, DECOMPOSE = ("weekend ship rules", 1), ("business day orders", 1)
 REROUTES = [
-    # (configured sources, expected source of each round)
-    (("vector", "graph", "web"), ["vector", "graph", "vector"]),   # no web tool: web is not usable
-    (("graph", "vector"), ["vector", "graph", "vector"]),   # the first round takes the source the question suits
-    (("vector",), ["vector", "vector", "vector"]),
+    # (configured sources, tools, [(source, query, new passages) of each round])
+    (("vector", "graph", "web"), [WEB], [("vector",) + FIRST, ("graph",) + GRAPH, ("web",) + WEB_ROUND]),
+    (("vector", "graph", "web"), [], [("vector",) + FIRST, ("graph",) + GRAPH, ("vector",) + REWRITE]),  # no web tool
+    (("graph", "vector"), [], [("vector",) + FIRST, ("graph",) + GRAPH, ("vector",) + REWRITE]),  # first: what suits
+    (("vector",), [], [("vector",) + FIRST, ("vector",) + REWRITE, ("vector",) + DECOMPOSE]),
 ]
 
 
-@pytest.mark.parametrize("sources, rounds", REROUTES, ids=["+".join(r[0]) for r in REROUTES])
-def test_low_grades_reroute_to_the_next_untried_source(tiny_kb, sources, rounds):
-    low = [{"score": 0.4, "sufficient": False}] * 4
-    state = run_agentic_rag(Q2, tiny_kb, scripted(grade=low, rewrite=[{"query": "weekend ship rules"}],
-                                                  decompose=[{"subqueries": [{"query": "business day orders"}]}]),
-                            config=Config(sources=sources))
-    assert [r["source"] for r in state["rounds"]] == rounds[:len(state["rounds"])]
-    assert len(state["rounds"]) == 3 or state["stop_reason"] in ("converged", "exhausted")
-    assert state["sources_tried"] == list(dict.fromkeys(rounds[:len(state["rounds"])]))
+@pytest.fixture(scope="module")
+def routes_kb():
+    kb = KnowledgeBase(config=Config(chunk_size=200, chunk_overlap=20))
+    kb.add_documents(ROUTES_DOCS)
+    return kb
+
+
+@pytest.mark.parametrize("sources, tools, rounds", REROUTES,
+                         ids=["+".join(r[0]) + ("+web tool" if r[1] else "") for r in REROUTES])
+def test_low_grades_reroute_to_the_next_untried_source(routes_kb, sources, tools, rounds):
+    low = [{"score": 0.4, "sufficient": False, "missing": ["when"]}] * 3
+    model = scripted(grade=low, rewrite=[{"query": "weekend ship rules"}],
+                     decompose=[{"subqueries": [{"query": "business day orders"}]}],
+                     generate=[{"answer": "Orders paid on weekends ship on Monday from Harbor Depot. [1]"}])
+    state = run_agentic_rag(Q3, routes_kb, model, tools, config=Config(sources=sources, search_k=3))
+    assert [(r["source"], r["queries"], r["new"], r["converged"], r["grade"]) for r in state["rounds"]] == \
+        [(source, [query], new, False, 0.4) for source, query, new in rounds]
+    assert state["sources_tried"] == list(dict.fromkeys(source for source, _, _ in rounds))
+    assert state["stop_reason"] == "max_rounds" and not state["abstained"]      # 0.4 is above answer_floor
+    assert model.tasks().count("grade") == 3
 
 
 def test_every_source_tried_and_nothing_left_is_exhausted(tiny_kb):
