@@ -1,6 +1,10 @@
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 
+import agentic_rag.kb
 from agentic_rag.errors import ConfigurationError
 from agentic_rag.kb.embedders import HashingEmbedder, USEEmbedder, embed_batched, make_embedder
 
@@ -59,3 +63,11 @@ def test_embed_batched_checks_shapes(capsys):
 
     with pytest.raises(ConfigurationError, match="returned shape"):
         embed_batched(Broken(), ["a"])
+
+
+def test_the_knowledge_base_imports_nothing_from_the_models_above_it():
+    for path in Path(agentic_rag.kb.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                module = "." * node.level + (node.module or "")
+                assert not module.startswith(("..models", "agentic_rag.models")), f"{path.name} imports {module}"

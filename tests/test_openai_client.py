@@ -9,8 +9,9 @@ from agentic_rag.errors import ConfigurationError, ModelError, ModelOutputError
 from agentic_rag.kb import Document
 from agentic_rag.kb.openai_embedder import OpenAIEmbedder
 from agentic_rag.models.meter import margin
-from agentic_rag.models.openai_client import Endpoint, OpenAIChatModel, endpoint_from_env
+from agentic_rag.models.openai_client import OpenAIChatModel
 from agentic_rag.models.protocol import prompt_tokens
+from agentic_rag.openai_api import Endpoint, endpoint_from_env
 from agentic_rag.schemas import Answer, Grade
 from agentic_rag.steps import verify_sufficiency
 from openai_server import FakeOpenAI, vector

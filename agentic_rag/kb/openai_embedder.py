@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ConfigurationError, ModelError
-from ..models.openai_client import Endpoint, call_error, make_client
+from ..openai_api import Endpoint, call_error, make_client
 from .embedders import _l2_normalize
 
 

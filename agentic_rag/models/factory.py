@@ -5,9 +5,10 @@ import json
 from pathlib import Path
 
 from ..errors import ConfigurationError
+from ..openai_api import Endpoint
 from .model_set import ModelSet
 from .offline import OfflineModel
-from .openai_client import Endpoint, OpenAIChatModel
+from .openai_client import OpenAIChatModel
 from .protocol import TASKS
 
 

@@ -5,58 +5,22 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Mapping
 
 import openai
 from pydantic import BaseModel
 
+from ..accounting import cost_usd
 from ..errors import ConfigurationError, ModelError
+from ..openai_api import Endpoint, call_error, endpoint_from_env, make_client
 from .protocol import ModelRequest, complete_with_repair, cut_off, prompt_tokens, reply_tokens
 
 JUDGE_TASKS = ("route", "grade", "judge", "decompose", "rewrite", "repair")
 _MODES = ("json_schema", "json_object", "text")  # tried in this order; a server that refuses one gets the next
 _LIMIT_FIELDS = ("max_completion_tokens", "max_tokens")  # the current name of the completion limit, then the old one
 
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where and how to call: base URL (None = OpenAI), key (None is fine for local servers),
-    timeout in seconds, and retries (the SDK's: 408, 409, 429 and 5xx, honouring retry-after)."""
-
-    base_url: str | None = None
-    api_key: str | None = None
-    timeout: float = 60.0
-    max_retries: int = 2
-
-
-def endpoint_from_env(environ: Mapping[str, str], base_url: str | None = None, api_key: str | None = None,
-                      timeout: float = 60.0, max_retries: int = 2) -> Endpoint:
-    """Explicit values first, then AGENTIC_RAG_BASE_URL / AGENTIC_RAG_API_KEY, then OPENAI_BASE_URL /
-    OPENAI_API_KEY. Called by the command line, once, with os.environ: nothing reads it at import."""
-    return Endpoint(base_url=base_url or environ.get("AGENTIC_RAG_BASE_URL") or environ.get("OPENAI_BASE_URL"),
-                    api_key=api_key or environ.get("AGENTIC_RAG_API_KEY") or environ.get("OPENAI_API_KEY"),
-                    timeout=timeout, max_retries=max_retries)
-
-
-def make_client(endpoint: Endpoint) -> openai.OpenAI:
-    """An SDK client for the endpoint (one per model object: no global client)."""
-    return openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key or "no-key-needed",
-                         timeout=endpoint.timeout, max_retries=endpoint.max_retries)
-
-
-def call_error(exc: Exception, what: str, endpoint: Endpoint) -> ModelError:
-    """One clear line for a failed call, naming the call and the fix where there is one."""
-    where = endpoint.base_url or "the OpenAI API"
-    if isinstance(exc, openai.APITimeoutError):
-        return ModelError(f"{what} timed out after {endpoint.timeout:g} s at {where} (and {endpoint.max_retries} retries)")
-    if isinstance(exc, openai.APIConnectionError):
-        return ModelError(f"{what} could not reach {where}: check the base URL (--base-url or AGENTIC_RAG_BASE_URL)")
-    if isinstance(exc, openai.AuthenticationError):
-        return ModelError(f"{what} was refused by {where} (HTTP 401): set AGENTIC_RAG_API_KEY or OPENAI_API_KEY")
-    if isinstance(exc, openai.APIStatusError):
-        message = str(getattr(exc, "message", exc)).splitlines()[0][:200]
-        return ModelError(f"{what} failed at {where} with HTTP {exc.status_code}: {message}")
-    return ModelError(f"{what} failed: {exc.__class__.__name__}: {exc}")
+# Endpoint, endpoint_from_env, make_client and call_error live in agentic_rag.openai_api; they are
+# re-exported here so that older imports from this module keep working.
+__all__ = ["JUDGE_TASKS", "OpenAIChatModel", "Endpoint", "endpoint_from_env", "make_client", "call_error"]
 
 
 @dataclass
@@ -127,8 +91,8 @@ class OpenAIChatModel:
             return text
 
     def _priced(self, usage: dict) -> dict:
-        return dict(usage, cost_usd=(usage["prompt_tokens"] * self.price[0]
-                                     + usage["completion_tokens"] * self.price[1]) / 1e6)
+        return dict(usage, cost_usd=cost_usd(self.model, usage["prompt_tokens"], usage["completion_tokens"],
+                                             {self.model: self.price}))
 
     def complete_with_usage(self, request: ModelRequest) -> tuple[BaseModel, dict]:
         """The validated reply (one repair request on invalid output) and the API's token usage; a
