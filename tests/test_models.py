@@ -5,6 +5,7 @@ import pytest
 from agentic_rag.errors import ModelError, ModelOutputError
 from agentic_rag.models import (BudgetExceeded, Meter, ModelRequest, ModelSet, OfflineModel, ScriptedModel,
                                 complete_with_repair, parse_reply)
+from agentic_rag.models.protocol import has_capability, prompt_tokens
 from agentic_rag.schemas import Answer, Grade
 
 
@@ -145,8 +146,8 @@ def test_no_repair_request_without_room_for_it_in_the_budget():
     assert meter.tokens_used <= 120 and meter.usage["model_calls"] == 1
 
 
-class Reporting:
-    """A model whose provider counts more tokens than tiktoken does."""
+class ProviderCounts:
+    """A model whose provider counts more tokens than tiktoken does, without declaring that it reports them."""
 
     name = "reporting"
 
@@ -157,12 +158,60 @@ class Reporting:
         return self.complete_with_usage(request)[0]
 
 
+class Reporting(ProviderCounts):
+    reports_usage = True
+
+
 def test_a_provider_counting_past_the_margin_is_recorded_as_overshoot():
     meter = Meter(Reporting(), budget=500)
     meter.complete(request())
     assert meter.usage["prompt_tokens"] == 900 and meter.usage["overshoot_tokens"] == 440
     with pytest.raises(BudgetExceeded):
         meter.complete(request())                                         # nothing is left: no further call
+
+
+def test_usage_a_model_does_not_declare_it_reports_is_counted_by_tiktoken():
+    for model in (ProviderCounts(), ModelSet(OfflineModel(), grade=ProviderCounts())):
+        meter = Meter(model)
+        meter.complete(request())
+        assert meter.usage["prompt_tokens"] == prompt_tokens(request().messages) != 900
+    meter = Meter(ModelSet(OfflineModel(), grade=Reporting()))
+    meter.complete(request())
+    assert meter.usage["prompt_tokens"] == 900                            # the set forwards the task's capability
+
+
+class Streaming:
+    """A third-party model that streams its answer in pieces."""
+
+    name = "streaming"
+    streams = True
+
+    def complete(self, request):
+        return Answer(answer="whole answer")
+
+    def stream_answer(self, request, on_token):
+        for piece in ("piece ", "by piece"):
+            on_token(piece)
+        return Answer(answer="piece by piece"), None
+
+
+class Undeclared(Streaming):
+    streams = False
+
+
+@pytest.mark.parametrize("model, pieces", [(Streaming(), ["piece ", "by piece"]), (Undeclared(), ["whole answer"]),
+                                           (ModelSet(OfflineModel(), generate=Streaming()), ["piece ", "by piece"]),
+                                           (ModelSet(Undeclared()), ["whole answer"])])
+def test_only_a_model_that_declares_streaming_is_streamed(model, pieces):
+    received = []
+    reply, _ = Meter(model).stream_answer(request("generate", Answer), received.append)
+    assert received == pieces and reply.answer == "".join(pieces)
+
+
+def test_an_unknown_capability_is_an_error_not_false():
+    assert has_capability(ScriptedModel(), "reports_usage") and not has_capability(object(), "streams")
+    with pytest.raises(ValueError, match="unknown model capability 'stream'"):
+        has_capability(Streaming(), "stream")
 
 
 class Chatty:

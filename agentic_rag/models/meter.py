@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from ..accounting import cost_usd
 from ..config import Config
 from ..errors import BudgetExceeded
-from .protocol import Model, ModelRequest, cut_off, prompt_tokens, reply_tokens
+from .protocol import Model, ModelRequest, cut_off, has_capability, prompt_tokens, reply_tokens
 
 __all__ = ["BudgetExceeded", "Meter", "new_usage", "margin"]
 
@@ -33,10 +33,13 @@ def margin(prompt: int, messages: int) -> int:
 
 class Meter:
     """Wraps a model for one run. Token counts come from the model's usage when it reports it
-    (`complete_with_usage`: an API's counts, or the scripted model's), else prompt = the rendered
+    (`reports_usage`: an API's counts, or the scripted model's), else prompt = the rendered
     messages and completion = the reply's JSON, counted with tiktoken. Each call gets a completion
     limit, `max_completion_tokens` or what the budget has left after its prompt and a margin if
     that is less; a call that cannot fit is refused before it is sent (BudgetExceeded)."""
+
+    reports_usage = False  # its counts are in `usage`, not returned per call
+    streams = True         # stream_answer streams when the model does, else hands the answer over whole
 
     def __init__(self, model: Model, budget: int | None = None, usage: dict | None = None,
                  prices: dict | None = None, max_completion_tokens: int = Config.max_completion_tokens):
@@ -83,10 +86,10 @@ class Meter:
         request = self.limit(request)
         prompt, start = prompt_tokens(request.messages), time.perf_counter()
         try:
-            if on_token is not None and hasattr(self.model, "stream_answer"):
+            if on_token is not None and has_capability(self.model, "streams"):
                 reply, reported = self.model.stream_answer(request, on_token)
                 on_token = None
-            elif hasattr(self.model, "complete_with_usage"):
+            elif has_capability(self.model, "reports_usage"):
                 reply, reported = self.model.complete_with_usage(request)
             else:
                 reply, reported = self.model.complete(request), None

@@ -3,11 +3,15 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from .protocol import Model, ModelRequest
+from .protocol import Model, ModelRequest, has_capability
 
 
 class ModelSet:
-    """Implements the model protocol by delegating each task to the model named for it."""
+    """Implements the model protocol by delegating each task to the model named for it. Both
+    capabilities are declared: each call uses the task's model's, or falls back without it."""
+
+    reports_usage = True
+    streams = True
 
     def __init__(self, default: Model, **by_task: Model):
         self.default = default
@@ -26,14 +30,14 @@ class ModelSet:
     def complete_with_usage(self, request: ModelRequest) -> tuple[BaseModel, dict | None]:
         """Forward, keeping the API usage of models that report it."""
         model = self.model_for(request.task)
-        if hasattr(model, "complete_with_usage"):
+        if has_capability(model, "reports_usage"):
             return model.complete_with_usage(request)
         return model.complete(request), None
 
     def stream_answer(self, request: ModelRequest, on_token) -> tuple[BaseModel, dict | None]:
         """Stream through the task's model when it can; otherwise hand over the whole answer at once."""
         model = self.model_for(request.task)
-        if hasattr(model, "stream_answer"):
+        if has_capability(model, "streams"):
             return model.stream_answer(request, on_token)
         reply, usage = self.complete_with_usage(request)
         on_token(reply.answer)

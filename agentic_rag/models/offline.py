@@ -30,6 +30,8 @@ class OfflineModel:
 
     name = "offline"
     note = "offline extractive model: answers are sentences quoted from the sources"
+    reports_usage = False  # the meter counts its replies with tiktoken
+    streams = False        # its answer is handed over whole
 
     def complete(self, request: ModelRequest) -> BaseModel:
         """Answer the request's task from its inputs."""

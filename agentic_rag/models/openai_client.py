@@ -34,6 +34,9 @@ class OpenAIChatModel:
     default_temperature: float = 0.2
     price: tuple[float, float] = (0.0, 0.0)
 
+    reports_usage = True  # the API's token counts, priced (not annotated: capabilities are not dataclass fields)
+    streams = True        # generation as server-sent events
+
     def __post_init__(self):
         if not self.model or self.model == "offline":
             raise ConfigurationError(f"OpenAIChatModel needs a model name, not {self.model!r}")

@@ -32,12 +32,31 @@ class ModelRequest:
 
 
 class Model(Protocol):
-    """Anything that answers a ModelRequest with an instance of its schema."""
+    """Anything that answers a ModelRequest with an instance of its schema.
+
+    Optional capabilities are declared as class attributes, never probed for; a model that does not
+    declare one has not got it (see `has_capability`):
+    - `reports_usage = True`: it has `complete_with_usage(request) -> (reply, usage)`, `usage` being
+      its own count, `{"prompt_tokens", "completion_tokens"}` and optionally `"cost_usd"`, which the
+      meter records in place of tiktoken's; a failure may carry the same dict as `exc.usage`.
+    - `streams = True`: it has `stream_answer(request, on_token) -> (reply, usage or None)`, handing
+      the answer's text to `on_token` piece by piece as it is produced.
+    """
 
     name: str
 
     def complete(self, request: ModelRequest) -> BaseModel:
         """Reply to one request (raise ModelError or ModelOutputError on failure)."""
+
+
+CAPABILITIES = ("reports_usage", "streams")
+
+
+def has_capability(model, capability: str) -> bool:
+    """Whether `model` declares an optional capability (one of CAPABILITIES); undeclared is False."""
+    if capability not in CAPABILITIES:
+        raise ValueError(f"unknown model capability {capability!r}; capabilities: {', '.join(CAPABILITIES)}")
+    return bool(getattr(model, capability, False))
 
 
 def prompt_tokens(messages: list[dict]) -> int:

@@ -22,6 +22,8 @@ class ScriptedModel:
     """
 
     name = "scripted"
+    reports_usage = True  # counts every send, repairs and cut-off replies included
+    streams = False
 
     def __init__(self, replies: dict[str, list] | None = None, default: dict | None = None):
         self._queues = {task: deque(items) for task, items in (replies or {}).items()}

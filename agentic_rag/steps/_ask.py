@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ..models.protocol import Model, ModelRequest
+from ..models.protocol import Model, ModelRequest, has_capability
 from ..prompts import render
 
 
@@ -15,7 +15,7 @@ def ask(model: Model, task: str, schema: type[BaseModel], inputs: dict, on_token
     request = ModelRequest(task=task, messages=messages, inputs=inputs, schema=schema)
     if on_token is None:
         return model.complete(request)
-    if hasattr(model, "stream_answer"):
+    if has_capability(model, "streams"):
         return model.stream_answer(request, on_token)[0]
     reply = model.complete(request)
     on_token(reply.answer)
