@@ -144,13 +144,13 @@ def result_json(state: dict, model_name: str) -> dict:
 
 
 def cmd_ask(args) -> int:
+    tools = ask_tools(args)  # first: a bad --db or --now fails before a model or knowledge base is opened
     settings = model_settings(args)
     model = make_model(settings)
     kb = load_kb(args.kb, settings)
     config = replace(kb.config, **{k: v for k, v in (("max_rounds", args.max_rounds), ("token_budget", args.budget))
                                    if v is not None})
-    tools = ask_tools(args)
-    stream = (lambda piece: print(piece, end="", flush=True)) if args.stream and not args.json else None
+    stream = (lambda piece: print(piece, end="", flush=True)) if args.stream else None
     state = run_agentic_rag(args.question, kb, model, tools, config, on_token=stream)
     if args.json:
         print(json.dumps(result_json(state, settings["name"]), ensure_ascii=False, indent=2))
@@ -213,9 +213,11 @@ def cmd_bench_rgb(args) -> int:
     return 0
 
 
-def _model_flags(parser, chat: bool = True) -> None:
+def _model_flags(parser, chat: bool = True, embedding: bool = False) -> None:
     parser.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint (or AGENTIC_RAG_BASE_URL)")
-    parser.add_argument("--embedding-model", metavar="NAME", help="model for --embedder openai")
+    if embedding:  # elsewhere a saved knowledge base's manifest names its embedding model (openai:MODEL)
+        parser.add_argument("--embedding-model", metavar="NAME",
+                            help="model for --embedder openai (or AGENTIC_RAG_EMBEDDING_MODEL)")
     if chat:
         parser.add_argument("--model", help="model to run (default: offline, or AGENTIC_RAG_MODEL)")
         parser.add_argument("--model-for", action="append", metavar="TASK=MODEL",
@@ -241,13 +243,13 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--chunk-overlap", type=int, metavar="N", help="characters repeated (default 100)")
     index.add_argument("--graph-model", metavar="NAME", help="build the knowledge graph from a model's triples "
                                                              "(default: names that share a sentence)")
-    _model_flags(index, chat=False)
+    _model_flags(index, chat=False, embedding=True)
     index.set_defaults(run=cmd_index)
     search = commands.add_parser("search", help="search a knowledge base")
     search.add_argument("query", help="what to search for")
     search.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
-    search.add_argument("--k", type=_positive, default=5, help="hits to return")
-    search.add_argument("--mode", choices=SEARCH_MODES, default="hybrid", help="retrievers to use")
+    search.add_argument("--k", type=_positive, default=5, help="hits to return (default %(default)s)")
+    search.add_argument("--mode", choices=SEARCH_MODES, default="hybrid", help="retrievers to use (default %(default)s)")
     search.add_argument("--json", action="store_true", help="print a JSON list of hits")
     _model_flags(search, chat=False)
     search.set_defaults(run=cmd_search)
@@ -271,34 +273,47 @@ def build_parser() -> argparse.ArgumentParser:
     ask.set_defaults(run=cmd_ask)
     bench = commands.add_parser("bench", help="linear against agentic on an evaluation set")
     bench.add_argument("--data", required=True, metavar="DIR", help="a set folder: corpus.jsonl, questions.jsonl")
-    bench.add_argument("--mode", choices=("linear", "agentic", "both"), default="both")
+    bench.add_argument("--mode", choices=("linear", "agentic", "both"), default="both",
+                       help="linear, agentic or both (default %(default)s)")
     bench.add_argument("--limit", type=_positive, metavar="N", help="only the first N questions")
     bench.add_argument("--half", type=int, choices=(1, 2), help="only the questions in this half (a stable hash "
                                                                "of the id): tune on 1, report 2 beside it")
     bench.add_argument("--out", metavar="DIR", help="report folder (default reports/bench/SET)")
-    bench.add_argument("--embedder", choices=sorted(EMBEDDERS), default="hashing")
+    bench.add_argument("--embedder", choices=sorted(EMBEDDERS), default="hashing",
+                       help="hashing or use (default %(default)s); not openai: bench builds and caches its "
+                            "knowledge bases offline, so a run repeats at no cost")
     _model_flags(bench)
     bench.add_argument("--cache", metavar="DIR", help="where built knowledge bases are kept (default OUT/kb-cache)")
     bench.add_argument("--sources", metavar="LIST", help="retrieval sources in re-routing order, e.g. vector,graph")
     bench.set_defaults(run=cmd_bench)
     rgb = commands.add_parser("bench-rgb", help="the RGB paper's protocol: passages at a noise rate")
     rgb.add_argument("--file", required=True, help="an RGB .jsonl file, e.g. ../shared/data/rgb/zh_refine.dev.jsonl")
-    rgb.add_argument("--noise-rate", type=float, default=0.4, help="share of negative passages")
-    rgb.add_argument("--passages", type=_positive, default=5, help="passages per question")
+    rgb.add_argument("--noise-rate", type=float, default=0.4, help="share of negative passages (default %(default)s)")
+    rgb.add_argument("--passages", type=_positive, default=5, help="passages per question (default %(default)s)")
     rgb.add_argument("--limit", type=_positive, metavar="N", help="only the first N questions")
     rgb.add_argument("--out", metavar="DIR", help="where to write rgb.json and rgb_results.jsonl")
     _model_flags(rgb)
     rgb.set_defaults(run=cmd_bench_rgb)
     doctor = commands.add_parser("doctor", help="check the model configuration and say what to fix")
     doctor.add_argument("--kb", metavar="DIR", help="also check this knowledge base's embedding dimension")
-    _model_flags(doctor)
+    _model_flags(doctor, embedding=True)
     doctor.set_defaults(run=cmd_doctor)
     return parser
+
+
+REFUSED_PAIRS = (  # flags that cannot both be honoured: refused, never one dropped in silence
+    ("json", "stream", "--json prints one object when the run ends, --stream prints text as it comes; use one of them"),
+    ("json", "trace", "the JSON object already holds every trace event (its \"trace\" list); drop --trace"),
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `agentic-rag` command."""
     args = build_parser().parse_args(argv)
+    clash = next((f"--{a} with --{b}: {fix}" for a, b, fix in REFUSED_PAIRS
+                  if getattr(args, a, False) and getattr(args, b, False)), None)
+    if clash:  # the same one line as any bad flag
+        _Parser(prog=f"agentic-rag {args.command}").error(clash)
     try:
         return args.run(args)
     except AgenticRAGError as exc:

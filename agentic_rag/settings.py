@@ -77,7 +77,11 @@ def ask_tools(args) -> list:
     clock = (lambda: moment) if args.now else datetime.now
     tools = [CALCULATOR] + date_tools(clock)
     if args.db:
-        tools += shop_tools(args.db) + [sql_tool(SQLDatabase(args.db))]
+        try:
+            db = SQLDatabase(args.db)  # opened now: a missing, empty or non-SQLite file fails before the run
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"--db: {exc}") from None
+        tools += shop_tools(args.db) + [sql_tool(db)]
     if args.web_search:
         tools.append(web_search_tool(args.web_search))
     return tools

@@ -58,6 +58,39 @@ def test_errors_are_one_clear_line(capsys, tmp_path):
         main(["search", "x", "--kb", "d", "--mode", "dense"])
 
 
+def help_of(capsys, command: str) -> str:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    return " ".join(capsys.readouterr().out.split())  # argparse wraps lines: compare on one line
+
+
+@pytest.mark.parametrize("command, shown", [
+    ("search", ["hits to return (default 5)", "retrievers to use (default hybrid)"]),
+    ("bench", ["linear, agentic or both (default both)", "hashing or use (default hashing)"]),
+    ("bench-rgb", ["share of negative passages (default 0.4)", "passages per question (default 5)"]),
+])
+def test_help_shows_every_default(capsys, command, shown):
+    text = help_of(capsys, command)
+    assert all(phrase in text for phrase in shown), text
+
+
+def test_embedding_model_is_offered_only_where_an_embedder_is_chosen(capsys):
+    for command in ("index", "doctor"):
+        assert "--embedding-model" in help_of(capsys, command)
+    for command in ("search", "ask", "delete", "bench", "bench-rgb"):  # the kb's manifest names its embedder
+        assert "--embedding-model" not in help_of(capsys, command), command
+    assert "not openai: bench builds and caches its knowledge bases offline" in help_of(capsys, "bench")
+
+
+@pytest.mark.parametrize("other, fix", [("--stream", "use one of them"), ("--trace", "drop --trace")])
+def test_ask_json_with_stream_or_trace_is_refused_in_one_line(capsys, other, fix):
+    with pytest.raises(SystemExit) as stop:
+        main(["ask", "q", "--kb", "d", "--json", other])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"agentic-rag ask: error: --json with {other}: ") and fix in err, err
+
+
 @pytest.mark.parametrize("target", ["file", "under_file", "devnull"])
 def test_index_into_a_file_fails_at_once_in_one_line(capsys, tmp_path, monkeypatch, target):
     (tmp_path / "somefile").write_text("x")
@@ -136,6 +169,21 @@ def test_console_script_runs(tmp_path):
     assert json.loads(done.stdout)[0]["doc_id"] == "shipping-rules.md"
 
 
+def test_index_names_each_skip_once_and_counts_jsonl_lines_apart(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "good.md").write_text("# Good\n\nkept", encoding="utf-8")
+    (data / "empty.md").write_text(" ", encoding="utf-8")
+    (data / "rows.jsonl").write_text('{"text": "ok"}\nnot json\n[1]\n', encoding="utf-8")
+    script = shutil.which("agentic-rag") or str((sys.executable.rsplit("/", 1)[0]) + "/agentic-rag")
+    done = subprocess.run([script, "index", str(data), "--kb", str(tmp_path / "kb")],  # a process of its own:
+                          capture_output=True, text=True, timeout=120)              # logging as a user sees it
+    assert done.returncode == 0, done.stderr
+    for where in (data / "empty.md", f"{data / 'rows.jsonl'}:2", f"{data / 'rows.jsonl'}:3"):
+        assert done.stderr.count(f"{where}:") == 1, done.stderr
+    assert "indexed 2 documents" in done.stdout and "skipped 1 file and 2 jsonl lines;" in done.stdout
+
+
 def test_filtered_ask_after_three_small_adds(capsys, tmp_path):
     kb = str(tmp_path / "kb")
     assert run(capsys, "index", str(EXAMPLE_DATA), "--kb", kb)[0] == 0
@@ -199,6 +247,16 @@ def test_ask_errors_are_one_line(capsys, example_kb_dir, monkeypatch):
     assert code == 0
     code, _, err = run(capsys, "ask", "hi", "--kb", example_kb_dir, "--model-for", "grade")
     assert code == 1 and "write TASK=MODEL" in err
+
+
+@pytest.mark.parametrize("content", [b"", b"orders,stock\nA1001,3\n"])
+def test_ask_refuses_an_empty_or_non_database_db_before_anything_else(capsys, example_kb_dir, tmp_path, content):
+    db = tmp_path / "shop.db"
+    db.write_bytes(content)
+    code, out, err = run(capsys, "ask", "DK-200 还有库存吗？", "--kb", example_kb_dir, "--db", str(db))
+    assert code == 1 and out == "" and err.count("\n") == 1 and f"--db: database {db}" in err, err
+    code, _, err = run(capsys, "ask", "DK-200 还有库存吗？", "--kb", str(tmp_path / "no-kb"), "--db", str(db))
+    assert code == 1 and f"--db: database {db}" in err, err     # checked at start, before the knowledge base
 
 
 def test_ask_shipping_question_with_a_fixed_clock(capsys, example_kb_dir):

@@ -212,3 +212,13 @@ def test_a_low_grade_reroutes_to_the_web_when_a_search_tool_is_configured(search
     assert [r["source"] for r in state["rounds"]] == ["vector", "web"]
     assert "route:vector@web -> web:2 results" in format_trace(state)
     assert any(e["kind"] == "web" and e["source"] == "https://news.example/nimbus-2-4" for e in state["evidence"])
+
+
+@pytest.mark.parametrize("content, why", [(b"", "holds no tables"), (b"not a database at all\n" * 50, "not a SQLite")])
+def test_a_database_that_is_empty_or_not_sqlite_is_refused_at_once_by_path(tmp_path, content, why):
+    path = tmp_path / "shop.sqlite"
+    path.write_bytes(content)
+    with pytest.raises(Exception) as error:
+        SQLDatabase(path)
+    assert error.type.__name__ == "ConfigurationError" and why in str(error.value) and str(path) in str(error.value)
+    assert "\n" not in str(error.value) and path.read_bytes() == content

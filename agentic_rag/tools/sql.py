@@ -27,6 +27,22 @@ def _authorize(action, arg1, arg2, *rest):
     return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
 
 
+def _check_database(path: Path) -> None:
+    """An empty file, or one that is not SQLite, fails when opened and names itself, not at the first query."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        raise ConfigurationError(f"database {path} is not a SQLite file ({exc}); give one such as "
+                                 f"examples/data/db/shop.sqlite") from None
+    if not tables:
+        raise ConfigurationError(f"database {path} holds no tables (an empty file?); give one such as "
+                                 f"examples/data/db/shop.sqlite")
+
+
 class SQLDatabase:
     """A read-only SQLite database; a connection per query, so threads share nothing."""
 
@@ -34,6 +50,7 @@ class SQLDatabase:
         self.path = Path(path)
         if not self.path.is_file():
             raise ConfigurationError(f"database not found: {self.path}; build it with python examples/data/db/build_db.py")
+        _check_database(self.path)
         self.row_limit, self.time_limit_s = row_limit, time_limit_s
 
     def query(self, sql: str, parameters: tuple | dict = ()) -> list[dict]:
