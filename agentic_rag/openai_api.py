@@ -41,7 +41,8 @@ def call_error(exc: Exception, what: str, endpoint: Endpoint) -> ModelError:
     """One clear line for a failed call, naming the call and the fix where there is one."""
     where = endpoint.base_url or "the OpenAI API"
     if isinstance(exc, openai.APITimeoutError):
-        return ModelError(f"{what} timed out after {endpoint.timeout:g} s at {where} (and {endpoint.max_retries} retries)")
+        return ModelError(f"{what} timed out after {endpoint.timeout:g} s at {where} "
+                          f"(and {endpoint.max_retries} retries)")
     if isinstance(exc, openai.APIConnectionError):
         return ModelError(f"{what} could not reach {where}: check the base URL (--base-url or AGENTIC_RAG_BASE_URL)")
     if isinstance(exc, openai.AuthenticationError):

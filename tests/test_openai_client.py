@@ -191,7 +191,8 @@ def test_streaming_hands_over_the_draft_then_the_checks_run(server):
 
 def test_offline_model_hands_over_the_whole_answer_once(tiny_kb):
     pieces = []
-    state = run_agentic_rag("工作日 15:00 之前付款的订单什么时候发货？", tiny_kb, OfflineModel(), on_token=pieces.append)
+    state = run_agentic_rag("工作日 15:00 之前付款的订单什么时候发货？", tiny_kb, OfflineModel(),
+                            on_token=pieces.append)
     assert pieces == [state["draft_answer"]] and state["answer"]
 
 

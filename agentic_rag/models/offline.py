@@ -11,12 +11,14 @@ from ..schemas import Triples
 from . import extractive, planning
 from .protocol import ModelRequest
 
+
 def _extract(inputs: dict) -> Triples:
     """Names that share a sentence, related as 'appears with' (the offline graph's own rule)."""
     found = []
     for sentence in split_sentences(inputs["text"]):
         parts = names(sentence)[:12]
-        found += [{"subject": a, "relation": "appears with", "object": b} for i, a in enumerate(parts) for b in parts[i + 1:]]
+        found += [{"subject": a, "relation": "appears with", "object": b}
+                  for i, a in enumerate(parts) for b in parts[i + 1:]]
     return Triples.model_validate({"triples": found})
 
 
