@@ -10,6 +10,16 @@ CORPUS = [
 ]
 
 
+def _built(documents) -> KnowledgeBase:
+    kb = KnowledgeBase()
+    kb.add_documents(documents)
+    return kb
+
+
+def _paths(kb: KnowledgeBase, name: str) -> list[list[str]]:
+    return [h.path for h in kb.graph_search(name, hops=1)]
+
+
 def test_names_skip_sentence_openers_and_keep_titles_codes_and_organisations():
     assert names("The Society for the Exploration of Psychotherapy Integration publishes it.") == [
         "Society for the Exploration of Psychotherapy Integration"]
@@ -53,11 +63,14 @@ def test_graph_is_saved_with_the_generation_and_kept_in_step(tmp_path):
     assert loaded.graph_size == size
     assert [h.id for h in loaded.graph_search("Wile Coyote")] == [h.id for h in kb.graph_search("Wile Coyote")]
     loaded.delete_documents(["coyote"])
-    assert "desert university" not in loaded._graph.adjacent
+    assert loaded.graph_size == _built([CORPUS[0], CORPUS[2]]).graph_size   # its names and edges went with it
+    assert loaded.graph_search("Desert University") == []
     assert {h.doc_id for h in loaded.graph_search("Wile Coyote")} == {"acme"}
-    loaded.add_documents([Document("acme", "Acme Corporation moved to Tucson.", title="Acme")])   # replaced
-    assert ("acme corporation", "wile coyote") not in loaded._graph.edges
-    assert ("acme corporation", "tucson") in loaded._graph.edges
+    moved = Document("acme", "Acme Corporation moved to Tucson.", title="Acme")
+    loaded.add_documents([moved])                                              # replaced
+    assert loaded.graph_search("Wile Coyote") == []                            # the old sentence's edges went
+    assert [(h.doc_id, h.path) for h in loaded.graph_search("Tucson", hops=1)] == [("acme", ["Tucson", "Acme"])]
+    assert loaded.graph_size == _built([moved, CORPUS[2]]).graph_size
     loaded.save(tmp_path / "kb")
     assert KnowledgeBase.load(tmp_path / "kb").graph_size == loaded.graph_size
 
@@ -76,13 +89,15 @@ def test_a_language_model_graph_from_triples(tmp_path):
         {"triples": []}]})
     kb = KnowledgeBase(extract_triples=triple_extractor(model), graph_method="model:scripted")
     kb.add_documents(CORPUS)
-    assert kb._graph.relations[("acme corporation", "wile coyote")] == {"founded"}
+    assert _paths(kb, "Wile Coyote") == [["Wile Coyote", "(founded) Acme Corporation"]]   # the relation is kept
     hits = kb.graph_search("Who founded Acme Corporation?", hops=1)
     assert hits[0].doc_id == "acme" and hits[0].path[1] in ("(founded) Wile Coyote", "(is based in) Phoenix")
     assert model.tasks() == ["extract"] * 3 and "Passage: " in model.calls[0].messages[1]["content"]
     kb.save(tmp_path / "kb")
     loaded = KnowledgeBase.load(tmp_path / "kb")
-    assert loaded.graph_method == "model:scripted" and loaded._graph.relations == kb._graph.relations
+    assert loaded.graph_method == "model:scripted" and loaded.graph_size == kb.graph_size == (3, 2)
+    for name in ("Wile Coyote", "Phoenix", "Acme Corporation"):
+        assert _paths(loaded, name) == _paths(kb, name)
     with pytest.raises(ConfigurationError, match="graph was built by model:scripted"):
         loaded.add_documents([Document("x", "More text about Acme Corporation.")])
 

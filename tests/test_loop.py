@@ -9,6 +9,7 @@ from agentic_rag import (Config, KnowledgeBase, OfflineModel, ScriptedModel, Too
                          run_agentic_rag)
 from agentic_rag.errors import ConfigurationError, ModelError, RetrievalError
 from agentic_rag.kb import Document
+from agentic_rag.state import STOP_REASONS
 from helpers import ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "login_2_3_1.json"
@@ -63,6 +64,11 @@ def test_every_stop_reason_is_reachable(tiny_kb, question, changes, replies, sto
         assert state["abstain_reason"] and "does not hold" in state["answer"]
     if stop_reason == "error":
         assert "500" in state["error"] and state["trace"][-1]["step"] == "error"
+
+
+def test_the_table_reaches_every_documented_stop_reason():
+    # "stopped" is a hook's: test_a_hook_stops_the_run_and_the_state_resumes_it
+    assert {row[3] for row in STOPS} | {"stopped"} == set(STOP_REASONS)
 
 
 def test_converged_run_rewrote_once_and_found_nothing_new(tiny_kb):

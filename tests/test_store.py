@@ -17,6 +17,10 @@ def _results(kb):
     return [[(h.id, round(h.score, 6), h.ranks) for h in kb.search(q, k=3)] for q in QUERIES]
 
 
+def _manifest(kb_dir) -> dict:
+    return json.loads((kb_dir / "manifest.json").read_text())
+
+
 def test_round_trip_gives_identical_results(tiny_kb, tmp_path):
     tiny_kb.delete_documents(["pricing"])
     tiny_kb.save(tmp_path / "kb")
@@ -34,7 +38,8 @@ def test_round_trip_with_hnsw_and_incremental_add_after_load(tmp_path):
     kb.add_documents([Document(f"d{i}", f"document {i} mentions topic{i % 7}") for i in range(60)])
     kb.save(tmp_path / "kb")
     loaded = KnowledgeBase.load(tmp_path / "kb", config=Config(exact_search_below=20))
-    assert loaded._vectors.hnsw is not None
+    loaded.save(tmp_path / "copy")
+    assert "hnsw.bin" in _manifest(tmp_path / "copy")["files"]        # the loaded graph is saved again
     assert [h.id for h in loaded.search("topic3", k=5)] == [h.id for h in kb.search("topic3", k=5)]
     loaded.add_documents([Document("late", "a late document about topic3 and zebras")])
     loaded.delete_documents(["d3"])
@@ -49,11 +54,11 @@ def test_failed_save_leaves_previous_generation_loadable(tiny_kb, tmp_path, monk
     before = (tmp_path / "kb" / "manifest.json").read_text()
     tiny_kb.add_documents([Document("extra", "an extra document about zebras")])
 
-    def crash(path, array):
-        path.write_bytes(b"half a file")
+    def crash(file, array, *args, **kwargs):  # the disk fills up while the vectors are written
+        file.write(b"half a file")
         raise OSError("disk full")
 
-    monkeypatch.setattr("agentic_rag.kb.knowledge_base._save_npy", crash)
+    monkeypatch.setattr(np, "save", crash)
     with pytest.raises(OSError, match="disk full"):
         tiny_kb.save(tmp_path / "kb")
     assert (tmp_path / "kb" / "manifest.json").read_text() == before
@@ -152,7 +157,9 @@ def test_an_hnsw_file_the_manifest_does_not_list_is_not_read(tmp_path):
     (tmp_path / "kb" / "manifest.json").write_text(json.dumps(manifest))
     (generation / "hnsw.bin").write_bytes(b"unverified")
     loaded = KnowledgeBase.load(tmp_path / "kb", config=Config(exact_search_below=20))
-    assert loaded._vectors.hnsw is None and loaded.search("topic3", k=1)[0].doc_id in {"d3", "d10", "d17", "d24"}
+    assert loaded.search("topic3", k=1)[0].doc_id in {"d3", "d10", "d17", "d24"}
+    loaded.save(tmp_path / "copy")
+    assert "hnsw.bin" not in _manifest(tmp_path / "copy")["files"]    # it searched without hnswlib
 
 
 @pytest.mark.parametrize("target", ["file", "under_file", "devnull"])
