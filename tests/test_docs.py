@@ -1,6 +1,8 @@
 """Docs: every code block runs, unless the line before it says `<!-- not runnable: why -->`; the
 reference pages name every Config field, state key and command-line option."""
+import contextlib
 import dataclasses
+import io
 import os
 import re
 import subprocess
@@ -48,7 +50,19 @@ def test_reference_pages_name_everything():
     state = (ROOT / "docs" / "reference" / "state.md").read_text(encoding="utf-8")
     assert all(f"`{key}`" in state for key in AgentState.__annotations__)
     cli = (ROOT / "docs" / "reference" / "cli.md").read_text(encoding="utf-8")
-    commands = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction").choices
-    for name, parser in commands.items():
-        assert f"## {name}" in cli
-        assert all(option in cli for a in parser._actions for option in a.option_strings if option not in ("-h", "--help"))
+    sections = {m.group(1): m.group(2) for m in re.finditer(r"^## (\S+)\n(.*?)(?=^## |\Z)", cli, re.M | re.S)}
+    commands = re.search(r"\{([\w,-]+)\}", build_parser().format_usage()).group(1).split(",")
+    for name in commands:
+        assert name in sections, f"docs/reference/cli.md has no section ## {name}"
+        for option in _options(name):   # in the command's own section, as a whole word (--k is not --kb)
+            assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", sections[name]), \
+                f"docs/reference/cli.md does not name {name} {option}"
+
+
+def _options(command: str) -> set[str]:
+    """The options of one command, read from its usage line as `agentic-rag COMMAND --help` shows it."""
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown), pytest.raises(SystemExit):
+        build_parser().parse_args([command, "--help"])
+    usage = shown.getvalue().split("\n\n")[0]
+    return set(re.findall(r"(?<![\w-])--?[a-zA-Z][\w-]*", usage)) - {"-h", "--help"}
