@@ -9,10 +9,12 @@ def test_counts_with_the_offline_cl100k_encoding():
 
 
 def test_falls_back_to_an_estimate_with_a_warning(monkeypatch):
-    def unavailable():
-        raise ValueError("no encoding file")
+    import tiktoken
 
-    monkeypatch.setattr(accounting, "_encoding", unavailable)
+    def unavailable(name):
+        raise ValueError(f"no encoding file for {name}")
+
+    monkeypatch.setattr(tiktoken, "get_encoding", unavailable)   # as when the encoding file is missing offline
     with pytest.warns(RuntimeWarning, match="estimates"):
         assert accounting.count_tokens("abcdefgh 你好") == 2 + 3  # two CJK characters + ceil(7 / 4)
 
