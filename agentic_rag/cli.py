@@ -249,7 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("query", help="what to search for")
     search.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
     search.add_argument("--k", type=_positive, default=5, help="hits to return (default %(default)s)")
-    search.add_argument("--mode", choices=SEARCH_MODES, default="hybrid", help="retrievers to use (default %(default)s)")
+    search.add_argument("--mode", choices=SEARCH_MODES, default="hybrid",
+                        help="retrievers to use (default %(default)s)")
     search.add_argument("--json", action="store_true", help="print a JSON list of hits")
     _model_flags(search, chat=False)
     search.set_defaults(run=cmd_search)

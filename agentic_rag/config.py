@@ -30,7 +30,7 @@ class Config:
     hnsw_ef: int = 100
     exact_search_below: int = 20_000
     seed: int = 100
-    # the agent loop: budgets and stop conditions (DESIGN.md, "The loop")
+    # the agent loop: budgets and stop conditions (docs/concepts/stop-conditions.md, docs/concepts/loop.md)
     max_rounds: int = 3
     token_budget: int = 40_000         # prompt + completion tokens of one run
     # the completion limit of each model call, lowered to what the budget has left: about four times
