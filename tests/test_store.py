@@ -215,3 +215,22 @@ def test_second_writer_is_refused_while_the_lock_is_held(tiny_kb, tmp_path):
         release.set()
         holder.join()
     tiny_kb.save(tmp_path / "kb")
+
+
+@pytest.mark.parametrize("filename, edit", [("documents.json", lambda text: '"x"'),
+                                            ("chunks.jsonl", lambda text: "".join(text.splitlines(True)[1:]))])
+def test_files_that_disagree_with_each_other_are_a_clear_error(tiny_kb, tmp_path, filename, edit):
+    generation = tiny_kb.save(tmp_path / "kb")
+    text = (generation / filename).read_text(encoding="utf-8")
+    _rewrite_file(tmp_path / "kb", generation, filename, edit(text).encode("utf-8"))
+    with pytest.raises(RetrievalError, match="cannot be read"):
+        KnowledgeBase.load(tmp_path / "kb")
+
+
+def test_a_manifest_that_names_a_path_out_of_the_folder_is_refused(tiny_kb, tmp_path):
+    tiny_kb.save(tmp_path / "kb")
+    manifest = json.loads((tmp_path / "kb" / "manifest.json").read_text())
+    manifest["files"]["../../etc/passwd"] = "0" * 64
+    (tmp_path / "kb" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RetrievalError, match="names a path"):
+        KnowledgeBase.load(tmp_path / "kb")

@@ -57,7 +57,9 @@ def test_reads_row_limit_injection_and_time_limit(db_path):
 
 
 @pytest.mark.parametrize("sql", ["SELECT randomblob(1000000000)", "SELECT length(ZeroBlob(1000000000))",
-                                 "SELECT hex(randomblob(8)) FROM orders"])
+                                 "SELECT hex(randomblob(8)) FROM orders",
+                                 "SELECT length(printf('%.*c', 900000000, 'x'))",
+                                 "SELECT format('%.*c', 2000000000, 'x')"])
 def test_blob_makers_are_refused_not_run_until_the_time_limit(db_path, sql):
     before = hashlib.sha256(db_path.read_bytes()).hexdigest()
     with pytest.raises(ToolError, match="query refused or failed: not authorized to use function"):

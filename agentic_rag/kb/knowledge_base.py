@@ -285,12 +285,22 @@ class KnowledgeBase:
         if vectors.shape != (rows, self.embedder.dimension):
             raise ValueError(f"vectors.npy has shape {vectors.shape}, expected ({rows}, {self.embedder.dimension})")
         alive = np.array([c is not None for c in self._chunks], bool)
+        _check_rows(self._docs, self._chunks, manifest["counts"])
         self._vectors.vectors, self._vectors.alive = vectors.copy(), alive
         if "hnsw.bin" in manifest["files"]:  # only files the manifest verified are read
             index = hnswlib.Index(space="cosine", dim=self.embedder.dimension)
             index.load_index(str(generation / "hnsw.bin"), max_elements=max(rows, 1))
             index.set_ef(self.config.hnsw_ef)
             self._vectors.hnsw = index
+
+
+def _check_rows(docs: dict, chunks: list, counts: dict) -> None:
+    """Every document's rows hold its live chunks, and the counts agree with the manifest."""
+    rows = [row for doc in docs.values() for row in doc["rows"]]
+    if any(chunks[row] is None or chunks[row]["doc_id"] != doc_id for doc_id, doc in docs.items() for row in doc["rows"]):
+        raise ValueError("documents.json names chunks that chunks.jsonl does not hold")
+    if (len(docs), len(rows), sum(c is not None for c in chunks)) != (counts["documents"], counts["chunks"], len(rows)):
+        raise ValueError("documents.json, chunks.jsonl and the manifest's counts disagree")
 
 
 def _save_npz(path: Path, arrays: dict) -> None:

@@ -29,6 +29,7 @@ FORMAT_VERSION = 2  # 2: the knowledge graph is saved with every generation
 MANIFEST = "manifest.json"
 GENERATION_FILES = ("chunks.jsonl", "documents.json", "bm25.npz", "vocab.json", "vectors.npy", "graph.json")
 _GENERATION = re.compile(r"^gen-(\d{6})$")
+_PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 # what a loader reads from the manifest: a missing key is a damaged manifest, not a KeyError
 _SHAPE = {"generation": str, "files": dict, "tokenizer": dict, "embedder": {"name": str, "dimension": int},
           "chunking": {"size": int, "overlap": int}, "counts": {"rows": int}}
@@ -202,5 +203,7 @@ def _manifest_problem(manifest: dict) -> str | None:
                 return f"'{key}.{inner}' is missing or not a {kind.__name__}"
     if not _GENERATION.match(manifest["generation"]):
         return f"generation {manifest['generation']!r} is not gen-NNNNNN"
+    if any(not _PLAIN.match(name) for name in manifest["files"]):  # no ../ or absolute paths out of the folder
+        return f"'files' names a path, not a file of the generation: {sorted(manifest['files'])}"
     unlisted = [name for name in GENERATION_FILES if name not in manifest["files"]]
     return f"'files' does not list {', '.join(unlisted)}" if unlisted else None

@@ -1,7 +1,7 @@
 """SQL over a SQLite file, read-only twice over: opened with mode=ro, and an authorizer that
 allows reading only (no writes, ATTACH, PRAGMA or schema changes); one statement per call, a row
-limit, a time limit and a size limit (no blob makers; on Python 3.11+ no string or blob over
-1 MB). A language model writes one SELECT (`sql_tool`); offline, the user registers named,
+limit, a time limit and a size limit (no blob makers or printf padding; on Python 3.11+ no
+string or blob over 1 MB). A language model writes one SELECT (`sql_tool`); offline, the user registers named,
 parameterised queries selected by question patterns (`named_query`)."""
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ from ..errors import ConfigurationError, ToolError
 from .registry import Tool
 
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
-# one call allocates gigabytes before the progress handler ever runs, so the time limit cannot stop it
-_DENIED_FUNCTIONS = {"randomblob", "zeroblob"}
+# one call allocates gigabytes, or pads a string for seconds, before the progress handler ever runs,
+# so the time limit cannot stop it: blob makers and printf-style width padding (format is printf)
+_DENIED_FUNCTIONS = {"randomblob", "zeroblob", "printf", "format"}
 _MAX_LENGTH = 1 << 20  # bytes in one string or blob (SQLITE_LIMIT_LENGTH): stops doubling by || or recursion
 
 
