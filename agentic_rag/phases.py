@@ -2,16 +2,14 @@
 trace event and names the next phase. With run_agentic_rag, the only code that changes a state."""
 from __future__ import annotations
 
-import re
 import time
 
+from .kb.tokenize import has_cjk
 from .schemas import RouteDecision, SubQuery
 from .steps import (call_tool, check_faithfulness, decompose_query, generate_answer, graph_search, repair_answer,
                     rewrite_query, route_query, vector_search, verify_citations, verify_sufficiency)
 from .steps.search import merge_into_pool, usable_filters
 from .steps.verify import question_weights, unseen_terms
-
-_CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 def record(state, step: str, summary: str, detail: dict, ms: float, tokens: int, cost: float = 0.0) -> None:
@@ -35,7 +33,7 @@ def abstain(state, stop_reason: str, why: str) -> None:
     """End the run with a clear refusal that says what was searched and how well it scored."""
     searched = "; ".join(state["queries_tried"][:4]) or "nothing"
     score = state["grade"]["score"] if state["grade"] else 0.0
-    if _CJK.search(state["question"]):
+    if has_cjk(state["question"]):
         message = f"知识库中没有找到可靠的答案。原因：{why}。已检索：{searched}；最佳证据得分 {score:.2f}。"
     else:
         message = (f"The knowledge base does not hold a reliable answer to this. Why: {why}. Searched for: "

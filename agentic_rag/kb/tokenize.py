@@ -8,9 +8,10 @@ TOKENIZER_SETTINGS = {"name": "mixed", "version": 2, "cjk": "unigram+bigram", "s
 
 # v2.3.1, V2.3.1, 2.3.1 and 2_3_1 all become the one token "2.3.1"
 _VERSION = re.compile(r"(?<![0-9a-z.])v?(\d+(?:[._]\d+)+)(?![0-9a-z])")
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_WORDS = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
-_CJK_RUN = re.compile(rf"[{_CJK}]")
+# CJK ideographs (unified, extension A, compatibility): the one definition every module uses
+CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+CJK_CHAR = re.compile(f"[{CJK}]")
+_WORDS = re.compile(rf"[{CJK}]+|[^\W_{CJK}]+")
 
 # a short English list; Chinese function characters are left to IDF, which weighs them down
 STOPWORDS = frozenset("""
@@ -39,6 +40,11 @@ def stem(word: str) -> str:
     return word[:-1] if len(word) > 4 and word.endswith("e") else word  # locate and located -> locat
 
 
+def has_cjk(text: str) -> bool:
+    """Whether the text holds a CJK ideograph (it is, or quotes, Chinese)."""
+    return CJK_CHAR.search(text) is not None
+
+
 def normalize(text: str) -> str:
     """NFKC (full-width to half-width) and lower case: the form every token is taken from."""
     return unicodedata.normalize("NFKC", text).lower()
@@ -50,7 +56,7 @@ def tokenize(text: str) -> list[str]:
     tokens = [m.group(1).replace("_", ".") for m in _VERSION.finditer(text)]
     text = _VERSION.sub(" ", text)
     for run in _WORDS.findall(text):
-        if _CJK_RUN.match(run):
+        if CJK_CHAR.match(run):
             tokens.extend(run)
             tokens.extend(run[i:i + 2] for i in range(len(run) - 1))
         elif run not in STOPWORDS:

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import re
 
-from ..analysis import (absent_terms, answer_type, cited_support, coverage, entities, evidence_texts, has_answer_type,
-                        has_content, key_terms, missing_parts, sentences)
-from ..kb.tokenize import tokenize
+from ..kb.tokenize import has_cjk, tokenize
+from ..lexical import (GREETING, absent_terms, answer_type, cited_support, coverage, entities, evidence_texts,
+                       has_answer_type, has_content, key_terms, missing_parts, sentences)
 from ..schemas import Answer, Faithfulness, Grade
 
-_GREETING = re.compile(r"^\s*(?:hi|hello|hey|thanks|thank you|good (?:morning|afternoon|evening)|你好|您好|谢谢|"
-                       r"早上好|晚上好)\W*$", re.I)
-_CJK_TEXT = re.compile(r"[\u3400-\u9fff]")
 _CLAUSE = re.compile(r"(?<=[，,;；:：])")
 OFF_TOPIC_SHARE = 0.5  # absent key terms with this share of the question's weight: off the subject (tuned on half 1)
 MAX_SENTENCE = 160  # characters; a longer sentence is cut to its best run of clauses
@@ -22,7 +19,7 @@ def grade(inputs: dict) -> Grade:
     evidence (0.15), the share of named things found (0.1) and an answer of the asked type in that
     window (0.15), less 0.3 times the idf-weighted share of key terms found nowhere in the evidence.
     Score 0 when the evidence is off the subject: it lacks two or more key terms carrying half the
-    question's weight (analysis.absent_terms) and does not hold every name the question asks about."""
+    question's weight (lexical.absent_terms) and does not hold every name the question asks about."""
     question, evidence, weights = inputs["question"], inputs.get("evidence", []), inputs.get("weights") or None
     terms, names, kind = key_terms(question), entities(question), answer_type(question)
     if evidence and not about_subject(question, evidence):
@@ -60,7 +57,7 @@ def about_subject(question: str, evidence: list[dict]) -> list[dict]:
     about, tool results, and, hop by hop, passages whose title one of those mentions (a multi-hop
     question's bridge). A question without names keeps all of it; names with Chinese characters do not
     count, since without capitals their edges are guesses."""
-    named = [set(tokenize(n)) for n in entities(question) if not _CJK_TEXT.search(n)]
+    named = [set(tokenize(n)) for n in entities(question) if not has_cjk(n)]
     named = [n for n in named if n]
     if not named:
         return list(evidence)
@@ -112,11 +109,11 @@ def generate(inputs: dict) -> Answer:
     """The best-supported sentences (one per part of the question, at most three), each cited."""
     question, evidence, weights = inputs["question"], inputs.get("evidence", []), inputs.get("weights") or None
     if not evidence:
-        if not has_content(question) and not _GREETING.match(question):
-            return Answer(answer="请提出一个问题，例如知识库文档中的某个主题。（未查询知识库）" if _CJK_TEXT.search(question)
+        if not has_content(question) and not GREETING.match(question):
+            return Answer(answer="请提出一个问题，例如知识库文档中的某个主题。（未查询知识库）" if has_cjk(question)
                           else "Please ask a question, for example about a topic of the documents in the knowledge "
                                "base. (the knowledge base was not consulted)", reason="no content word")
-        if _GREETING.match(question):
+        if GREETING.match(question):
             return Answer(answer="Hello! Ask me a question about the documents in the knowledge base. "
                                  "(answered without consulting the knowledge base)", reason="greeting")
         return Answer(answer="The offline extractive model can only quote the knowledge base, and this "
@@ -189,7 +186,7 @@ def _disagreement(question: str, evidence: list[dict], best: tuple[int, str]) ->
         other = set(_VALUE.findall(s)) - set(_VALUE.findall(question))
         if score >= 0.9 * top and evidence[n - 1]["doc_id"] != evidence[best[0] - 1]["doc_id"] \
                 and values and other and not values & other:
-            lead = "来源说法不一：" if re.search(r"[\u4e00-\u9fff]", question) else "The sources disagree: "
+            lead = "来源说法不一：" if has_cjk(question) else "The sources disagree: "
             return f"{lead}{best[1]} [{best[0]}] {s} [{n}]"
     return None
 

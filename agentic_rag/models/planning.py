@@ -4,31 +4,10 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from ..analysis import bridge_entities, entities, key_terms, same_text
 from ..kb.tokenize import tokenize
+from ..lexical import (COMPARISON, bridge_entities, entities, is_comparison, is_nested, key_terms, relative_clause,
+                       same_text)
 from ..schemas import Decomposition, Rewrite, RouteDecision, SubQuery
-
-COMPARISON = re.compile(r"对比|区别|差异|异同|不同|相比|比较|哪个更|哪一个更|\bvs\.?\b|versus|compare|comparison|"
-                        r"difference|differ|\bboth\b|\beither\b|\bwhich (?:one|of the two)\b", re.I)
-_RELATIVE = re.compile(r"\s(?:which|that|who|whose|whom|where)\s", re.I)
-_ENUMERATION = re.compile(r"[、,，]|\band\b|和|与|及")
-
-
-def is_comparison(question: str) -> bool:
-    """Comparison words, or two or more named things joined by an enumeration."""
-    return bool(COMPARISON.search(question)) or (len(entities(question)) >= 2 and bool(_ENUMERATION.search(question)))
-
-
-def relative_clause(question: str) -> re.Match | None:
-    """A relative pronoun after the question's first two words ("the company which made X"); the
-    leading interrogative of "From which country..." is not one."""
-    words = re.match(r"\s*\S+\s+\S+", question)
-    return _RELATIVE.search(question, words.end() if words else 0)
-
-
-def is_nested(question: str) -> bool:
-    """A question that needs a bridge fact first: a relative clause, or three 的 in a row of modifiers."""
-    return relative_clause(question) is not None or question.count("的") >= 3
 
 
 def route(inputs: dict) -> RouteDecision:

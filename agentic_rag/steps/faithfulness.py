@@ -1,9 +1,8 @@
 """check_faithfulness (lexical support first, the model only for unsure sentences) and repair_answer."""
 from __future__ import annotations
 
-
-from ..analysis import cited_support, evidence_texts, missing_parts, sentences
 from ..errors import ModelOutputError
+from ..lexical import cited_support, evidence_texts, missing_parts, sentences
 from ..models.protocol import Model
 from ..schemas import Answer, Faithfulness
 from ._ask import ask

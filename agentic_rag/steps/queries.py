@@ -1,8 +1,8 @@
 """rewrite_query and decompose_query: new searches that never repeat one already tried."""
 from __future__ import annotations
 
-from ..analysis import same_text
 from ..errors import ModelOutputError
+from ..lexical import same_text
 from ..models.protocol import Model
 from ..schemas import Decomposition, Rewrite, SubQuery
 from ._ask import ask

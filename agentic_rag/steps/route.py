@@ -3,16 +3,13 @@ from __future__ import annotations
 
 import re
 
-from ..analysis import entities, has_content, key_terms
 from ..errors import ModelOutputError
-from ..models.planning import is_comparison, is_nested
+from ..lexical import entities, has_content, is_comparison, is_direct, is_nested, key_terms
 from ..models.protocol import Model
 from ..schemas import RouteDecision
 from ..tools.registry import ToolRegistry
 from ._ask import ask
 
-_DIRECT = re.compile(r"^\s*(?:hi|hello|hey|thanks|thank you|good (?:morning|afternoon|evening)|你好|您好|谢谢|早上好|"
-                     r"晚上好)\W*$|^\s*(?:translate|翻译)\b|(?:翻译成|translate (?:this|it)? ?(?:in)?to)\s*\w+", re.I)
 _RELATION = re.compile(r"\bwho (?:developed|founded|created|invented|wrote|directed|owns|built|made|published|signed)\b|"
                        r"\bwhich (?:contract|company|organi[sz]ation|supplier|party) |哪份合同|哪家公司|由谁|谁(?:开发|创立|创办|"
                        r"发明|编写|签订|提供)|(?:之间|的)关系|供应商是|乙方是|甲方是", re.I)
@@ -59,7 +56,7 @@ def route_query(question: str, model: Model, tools: ToolRegistry | None = None, 
 def _route(question: str, model: Model, tools: ToolRegistry | None, evidence: list[dict],
            used_tools: tuple[str, ...]) -> RouteDecision:
     tools = tools or ToolRegistry()
-    if _DIRECT.search(question):
+    if is_direct(question):
         return RouteDecision(route="direct", reason="needs no fact from the knowledge base")
     selected = tools.select(question, list(evidence), tuple(used_tools))
     if selected:

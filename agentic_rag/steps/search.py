@@ -5,10 +5,10 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..analysis import bridge_entities
 from ..errors import ConfigurationError
 from ..kb import KnowledgeBase
 from ..kb.filters import check_filters
+from ..lexical import bridge_entities
 from ..schemas import SubQuery
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from ..analysis import absent_terms, answer_type, coverage, entities, evidence_texts, has_answer_type, key_terms
 from ..errors import ModelOutputError
 from ..kb.tokenize import tokenize
+from ..lexical import absent_terms, answer_type, coverage, entities, evidence_texts, has_answer_type, key_terms
 from ..models.protocol import Model
 from ..schemas import Grade
 from ._ask import ask
@@ -14,7 +14,7 @@ from ._ask import ask
 
 def unseen_terms(question: str, kb_weights: dict[str, float]) -> list[str]:
     """The question's key terms that the knowledge base holds nowhere (`kb_weights`: its idf of the
-    question's tokens), a Chinese word boundary aside (analysis.absent_terms)."""
+    question's tokens), a Chinese word boundary aside (lexical.absent_terms)."""
     return absent_terms(question, key_terms(question), lambda t: bool(kb_weights.get(t)))
 
 

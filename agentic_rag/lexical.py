@@ -1,13 +1,14 @@
-"""Lexical analysis shared by the deterministic judges and the offline model: a question's key
-terms, entities and expected answer type, and how well a sentence is supported by evidence."""
+"""The lexical layer the steps' deterministic checks and the offline model share: a question's key
+terms, entities, expected answer type and shape (greeting, comparison, nested), and how well a
+sentence is supported by evidence. Built on the knowledge base's tokenizer and name finder."""
 from __future__ import annotations
 
 import re
 from collections import Counter
 
 from .kb.chunking import split_sentences
-from .kb.names import NAME
-from .kb.tokenize import STOPWORDS, normalize, tokenize
+from .kb.names import mentions
+from .kb.tokenize import CJK, CJK_CHAR, STOPWORDS, normalize, tokenize
 
 # words that shape a question but carry none of its content
 _QUESTION_WORDS = frozenset("""
@@ -17,9 +18,19 @@ vs versus compare compared comparison between difference differences differ
 区别 差异 对比 比较 不同 异同 有何 何区
 什么 哪个 哪些 哪里 哪儿 怎么 怎样 如何 多少 是否 为何 几个 请问 时候 多久 多长 何时 能否 可以
 """.split())
-_CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
+_CJK_RUN = re.compile(f"[{CJK}]+")
 # Chinese characters that only shape a sentence; a bigram holding one is not a content term
 _CJK_FUNCTION = frozenset("吗呢吧啊么什哪谁怎样几是否的了在有和与及请问我你他她它这那个些吧为何呀哦嘛着过被把将从对")
+_NOT_A_NAME = _QUESTION_WORDS | STOPWORDS  # leading words an entity drops: "Is DK-200" -> DK-200
+
+# a message that needs no fact from the knowledge base
+GREETING = re.compile(r"^\s*(?:hi|hello|hey|thanks|thank you|good (?:morning|afternoon|evening)|你好|您好|谢谢|早上好|"
+                      r"晚上好)\W*$", re.I)
+TRANSLATION = re.compile(r"^\s*(?:translate|翻译)\b|(?:翻译成|translate (?:this|it)? ?(?:in)?to)\s*\w+", re.I)
+COMPARISON = re.compile(r"对比|区别|差异|异同|不同|相比|比较|哪个更|哪一个更|\bvs\.?\b|versus|compare|comparison|"
+                        r"difference|differ|\bboth\b|\beither\b|\bwhich (?:one|of the two)\b", re.I)
+_RELATIVE = re.compile(r"\s(?:which|that|who|whose|whom|where)\s", re.I)
+_ENUMERATION = re.compile(r"[、,，]|\band\b|和|与|及")
 
 ANSWER_TYPES = {
     "date": re.compile(r"\bwhen\b|what (?:year|date|day|time|century)|which (?:year|date|day|century)|何时|什么时候|"
@@ -39,9 +50,9 @@ _TYPE_EVIDENCE = {
                        r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d|business day|same day|"
                        r"\b(?:today|tomorrow|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I),
     "number": re.compile(r"\d+(?:[.,]\d+)*\s*(?:%|‰|亿|万|千|百)?"),
-    "person": re.compile(r"\b[A-Z][a-z]+(?: [A-Z][a-z.]+)+\b|[\u4e00-\u9fff]{2,4}(?:先生|女士|教授|总统|主席)|"
-                         r"[\u4e00-\u9fff]{2,3}(?:说|表示|指出)"),
-    "place": re.compile(r"\b(?:in|at|from) [A-Z][a-z]+|[\u4e00-\u9fff]{2,}(?:省|市|县|国|州|区|岛|城)"),
+    "person": re.compile(rf"\b[A-Z][a-z]+(?: [A-Z][a-z.]+)+\b|[{CJK}]{{2,4}}(?:先生|女士|教授|总统|主席)|"
+                         rf"[{CJK}]{{2,3}}(?:说|表示|指出)"),
+    "place": re.compile(rf"\b(?:in|at|from) [A-Z][a-z]+|[{CJK}]{{2,}}(?:省|市|县|国|州|区|岛|城)"),
 }
 
 
@@ -56,10 +67,10 @@ def key_terms(text: str) -> list[str]:
     terms = []
     text = _CJK_QUESTION.sub(" ", text)
     for token in dict.fromkeys(tokenize(text)):
-        cjk = "\u3400" <= token[0] <= "\u9fff"
+        cjk = _is_cjk(token)
         if token in _QUESTION_WORDS or (cjk and (set(token) & _CJK_FUNCTION)):
             continue
-        if cjk and len(token) == 1 and re.search(f"{token}[\u3400-\u9fff]|[\u3400-\u9fff]{token}", text):
+        if cjk and len(token) == 1 and re.search(f"{token}[{CJK}]|[{CJK}]{token}", text):
             continue  # part of a longer run: its bigrams say more
         terms.append(token)
     return terms
@@ -89,20 +100,42 @@ def absent_terms(question: str, terms: list[str], held) -> list[str]:
 
 
 def _is_cjk(token: str) -> bool:
-    return "\u3400" <= token[0] <= "\u9fff"
+    return CJK_CHAR.match(token) is not None
 
 
 def entities(text: str) -> list[str]:
-    """Names, titles, quotations, codes, versions and numbers mentioned in the text."""
+    """Names, titles, quotations, codes, versions and numbers mentioned in the text: the name
+    finder's mentions (kb.names) without leading question words ("Is DK-200" -> DK-200) or a
+    possessive (Taylor's -> Taylor). Unlike kb.names.names, a sentence's first word and a decimal
+    count: a question names what it asks about anywhere."""
     found = []
-    for match in NAME.finditer(text):
-        words = re.sub(r"['’]s$", "", match.group(0).strip(" .,")).strip("'’").split(" ")  # Taylor's -> Taylor
-        while words and (words[0].lower() in _QUESTION_WORDS or words[0].lower() in STOPWORDS):
-            words.pop(0)  # "Is DK-200" -> "DK-200", "The Rhine" -> "Rhine"
+    for _, words in mentions(text, _NOT_A_NAME, possessive=True):
         value = " ".join(words).lstrip("".join(_CJK_FUNCTION))
         if len(value) > 1:
             found.append(value)
     return list(dict.fromkeys(found))
+
+
+def is_direct(question: str) -> bool:
+    """A greeting or a translation request: needs no fact from the knowledge base."""
+    return GREETING.search(question) is not None or TRANSLATION.search(question) is not None
+
+
+def is_comparison(question: str) -> bool:
+    """Comparison words, or two or more named things joined by an enumeration."""
+    return bool(COMPARISON.search(question)) or (len(entities(question)) >= 2 and bool(_ENUMERATION.search(question)))
+
+
+def relative_clause(question: str) -> re.Match | None:
+    """A relative pronoun after the question's first two words ("the company which made X"); the
+    leading interrogative of "From which country..." is not one."""
+    words = re.match(r"\s*\S+\s+\S+", question)
+    return _RELATIVE.search(question, words.end() if words else 0)
+
+
+def is_nested(question: str) -> bool:
+    """A question that needs a bridge fact first: a relative clause, or three 的 in a row of modifiers."""
+    return relative_clause(question) is not None or question.count("的") >= 3
 
 
 def answer_type(question: str) -> str:
