@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 from .config import Config
@@ -23,18 +22,6 @@ from .state import AgentState, new_state
 from .tools.registry import ToolRegistry
 
 Hook = Callable[[dict, dict], object]  # (event, state) -> False or "stop" to stop the run
-
-
-@dataclass
-class Run:
-    """What one run holds besides its state: the knowledge base, the metered model, tools, settings."""
-
-    kb: KnowledgeBase
-    model: Meter
-    tools: ToolRegistry
-    config: Config
-    deadline: float
-    on_token: Callable[[str], object] | None = None
 
 
 def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(), config: Config | None = None,
@@ -58,7 +45,7 @@ def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(), co
         raise RetrievalError("the knowledge base is empty; index documents first (agentic-rag index PATH --kb DIR)")
     meter = Meter(model, config.token_budget, copy.deepcopy(state["usage"]),
                   max_completion_tokens=config.max_completion_tokens)
-    run = Run(kb, meter, ToolRegistry(tools), config, time.monotonic() + config.deadline_s, on_token)
+    run = phases.Run(kb, meter, ToolRegistry(tools), config, time.monotonic() + config.deadline_s, on_token)
     started = time.perf_counter()
     while state["phase"] != "done":
         events = len(state["trace"])
@@ -75,7 +62,7 @@ def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(), co
         except Exception as exc:  # a model failing past its retries, or anything unexpected: recorded, not raised
             state.update(stop_reason="error", phase="done", error=f"{exc.__class__.__name__}: {exc}")
             phases.record(state, "error", "error", {"message": str(exc)}, 0.0, 0)
-        state["usage"] = copy.deepcopy(run.model.usage)
+        state["usage"] = copy.deepcopy(run.meter.usage)
         if on_step and any(on_step(event, copy.deepcopy(state)) in (False, "stop") for event in state["trace"][events:]):
             if state["phase"] != "done":
                 state["resume_reason"], state["stop_reason"] = state["stop_reason"], "stopped"

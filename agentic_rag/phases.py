@@ -3,33 +3,53 @@ trace event and names the next phase. With run_agentic_rag, the only code that c
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
+from typing import Callable
 
+from .config import Config
+from .kb import KnowledgeBase
 from .kb.tokenize import has_cjk
+from .models.meter import Meter
 from .schemas import RouteDecision, SubQuery
+from .state import AgentState
 from .steps import (call_tool, check_faithfulness, decompose_query, generate_answer, graph_search, repair_answer,
                     rewrite_query, route_query, vector_search, verify_citations, verify_sufficiency)
-from .steps.search import merge_into_pool, usable_filters
+from .steps.search import SearchOutcome, merge_into_pool, usable_filters
 from .steps.verify import question_weights, unseen_terms
+from .tools.registry import ToolRegistry
 
 
-def record(state, step: str, summary: str, detail: dict, ms: float, tokens: int, cost: float = 0.0) -> None:
+@dataclass
+class Run:
+    """What one run holds besides its state: the knowledge base, the metered model, tools, settings."""
+
+    kb: KnowledgeBase
+    meter: Meter                # the caller's model, wrapped: counts tokens and enforces the budget
+    tools: ToolRegistry
+    config: Config
+    deadline: float             # time.monotonic() after which no new round starts
+    on_token: Callable[[str], object] | None = None
+
+
+def record(state: AgentState, step: str, summary: str, detail: dict, ms: float, tokens: int,
+           cost: float = 0.0) -> None:
     """Append one trace event and add its time to the step's total."""
     state["trace"].append({"round": state["round"], "step": step, "summary": summary, "detail": detail,
                            "ms": round(ms, 2), "tokens": tokens, "cost_usd": round(cost, 8)})
     state["timings_ms"][step] = round(state["timings_ms"].get(step, 0) + ms, 2)
 
 
-def _timed(state, run, step: str, fn, *args, summary=None, detail=None, **kwargs):
+def _timed(state: AgentState, run: Run, step: str, fn, *args, summary=None, detail=None, **kwargs):
     """Run a step function, then record it (summary and detail drawn from the result)."""
-    tokens, cost, start = run.model.tokens_used, run.model.usage["cost_usd"], time.perf_counter()
+    tokens, cost, start = run.meter.tokens_used, run.meter.usage["cost_usd"], time.perf_counter()
     result = fn(*args, **kwargs)
     detail = detail(result) if detail else result.model_dump() if hasattr(result, "model_dump") else {"result": result}
     record(state, step, summary(result) if summary else step, detail, (time.perf_counter() - start) * 1000,
-           run.model.tokens_used - tokens, run.model.usage["cost_usd"] - cost)
+           run.meter.tokens_used - tokens, run.meter.usage["cost_usd"] - cost)
     return result
 
 
-def abstain(state, stop_reason: str, why: str) -> None:
+def abstain(state: AgentState, stop_reason: str, why: str) -> None:
     """End the run with a clear refusal that says what was searched and how well it scored."""
     searched = "; ".join(state["queries_tried"][:4]) or "nothing"
     score = state["grade"]["score"] if state["grade"] else 0.0
@@ -43,7 +63,7 @@ def abstain(state, stop_reason: str, why: str) -> None:
     record(state, "abstain", "abstain", {"why": why}, 0.0, 0)
 
 
-def settle(state, run, stop_reason: str) -> None:
+def settle(state: AgentState, run: Run, stop_reason: str) -> None:
     """Retrieval stops without a sufficient grade: answer from what there is, or abstain when it is too weak."""
     state["stop_reason"] = stop_reason
     score = state["grade"]["score"] if state["grade"] else 0.0
@@ -56,9 +76,9 @@ def settle(state, run, stop_reason: str) -> None:
         state["phase"] = "generate"
 
 
-def _route(state, run) -> None:
+def _route(state: AgentState, run: Run) -> None:
     state["round"] += 1
-    decision = _timed(state, run, "route", route_query, state["question"], run.model, run.tools,
+    decision = _timed(state, run, "route", route_query, state["question"], run.meter, run.tools,
                       state["evidence"][:run.config.evidence_k], tuple(state["used_tools"]), _sources(run),
                       tuple(state["sources_tried"]),
                       summary=lambda d: f"route:{d.route}" + (f"({d.tool})" if d.tool else "")
@@ -71,21 +91,21 @@ def _route(state, run) -> None:
         state["phase"] = "tool" if decision.route == "tool" else "search"
 
 
-def _tool_failures(state, run) -> None:
+def _tool_failures(state: AgentState, run: Run) -> None:
     """A tool whose argument finder raised is a failed tool: traced, and not used again."""
     for name, why in run.tools.take_failures():
         state["used_tools"].append(name)
         record(state, "tool", f"tool:{name}:error", {"error": why}, 0.0, 0)
 
 
-def _sources(run) -> tuple[str, ...]:
+def _sources(run: Run) -> tuple[str, ...]:
     """The configured sources this run can use: the graph when the knowledge base has one, the web
     when a web_search tool is registered."""
     usable = {"vector": True, "graph": run.kb.graph_size[1] > 0, "web": "web_search" in run.tools.tools}
     return tuple(s for s in run.config.sources if usable[s]) or ("vector",)
 
 
-def _plan(state, run) -> list[SubQuery]:
+def _plan(state: AgentState, run: Run) -> list[SubQuery]:
     """Round 1: the question as is, plus its sub-queries when the route is multi-hop. Later rounds:
     one rewrite aimed at what is missing, else a decomposition along bridge names in the evidence."""
     question, c = state["question"], run.config
@@ -95,7 +115,7 @@ def _plan(state, run) -> list[SubQuery]:
     if not first and not multi and (rewrite := _rewrite(state, run)):
         return [rewrite]
     plan = _timed(state, run, "decompose", decompose_query, question, state["queries_tried"],
-                  state["evidence"][:c.evidence_k], run.model, c.max_subqueries,
+                  state["evidence"][:c.evidence_k], run.meter, c.max_subqueries,
                   summary=lambda d: f"decompose:{len(d.subqueries)}").subqueries
     if plan:
         state["subqueries"] = [q.model_dump() for q in plan]
@@ -107,23 +127,23 @@ def _plan(state, run) -> list[SubQuery]:
     return plan or ([rewrite] if (rewrite := _rewrite(state, run)) else [])
 
 
-def _rewrite(state, run) -> SubQuery | None:
+def _rewrite(state: AgentState, run: Run) -> SubQuery | None:
     """One rewrite per run (max_rewrites), never of a query already tried."""
     if state["rewrites"] >= run.config.max_rewrites:
         return None
     state["rewrites"] += 1
     rewrite = _timed(state, run, "rewrite", rewrite_query, state["question"], state["missing"],
-                     state["queries_tried"], state["evidence"][:run.config.evidence_k], run.model,
+                     state["queries_tried"], state["evidence"][:run.config.evidence_k], run.meter,
                      summary=lambda r: "rewrite" if r else "rewrite:none")
     return SubQuery(query=rewrite.query) if rewrite else None
 
 
-def _found(outcome) -> str:
+def _found(outcome: SearchOutcome) -> str:
     """The documents a search added, for the trace line (at most four)."""
     return ",".join(dict.fromkeys(i.split("#")[0] for i in outcome.new_ids[:4])) or "nothing new"
 
 
-def _search(state, run) -> None:
+def _search(state: AgentState, run: Run) -> None:
     source, question, c = state["route"].get("source", "vector"), state["question"], run.config
     if source == "graph":
         outcome = _timed(state, run, "graph", graph_search, question, run.kb, state["evidence"], c.search_k,
@@ -158,7 +178,7 @@ def _search(state, run) -> None:
     state.update(evidence=outcome.pool, last_top=top, phase="verify")
 
 
-def _tool(state, run) -> None:
+def _tool(state: AgentState, run: Run) -> None:
     decision = state["route"]
     items, error = _timed(state, run, "tool", call_tool, RouteDecision(**decision), run.tools,
                           summary=lambda r: f"tool:{decision['tool']}" + (":error" if r[1] else ""),
@@ -174,11 +194,11 @@ def _tool(state, run) -> None:
                  grade={"score": 1.0, "sufficient": True, "missing": [], "reason": "a tool answered", "by": "tool"})
 
 
-def _verify(state, run) -> None:
+def _verify(state: AgentState, run: Run) -> None:
     c = run.config
     kb_weights = run.kb.term_weights(state["question"])
     grade = _timed(state, run, "verify", verify_sufficiency, state["question"], state["evidence"][:c.evidence_k],
-                   run.model, c.min_context_score, question_weights(state["question"], kb_weights),
+                   run.meter, c.min_context_score, question_weights(state["question"], kb_weights),
                    unseen_terms(state["question"], kb_weights), summary=lambda g: f"verify:{g.score:.2f}")
     state.update(grade=grade.model_dump(), missing=grade.missing)
     state["rounds"][-1]["grade"] = grade.score
@@ -198,11 +218,11 @@ def _verify(state, run) -> None:
         state["phase"] = "route"
 
 
-def _generate(state, run) -> None:
+def _generate(state: AgentState, run: Run) -> None:
     shown = [] if state["stop_reason"] == "direct" else state["evidence"][:run.config.evidence_k]
     weights = question_weights(state["question"], run.kb.term_weights(state["question"]))
-    draft = _timed(state, run, "generate", generate_answer, state["question"], shown, run.model, state["parts"], weights,
-                   run.on_token)
+    draft = _timed(state, run, "generate", generate_answer, state["question"], shown, run.meter, state["parts"],
+                   weights, run.on_token)
     answer, citations, removed = verify_citations(draft.answer, shown)
     state.update(draft_answer=draft.answer, answer=answer, citations=citations, removed_citations=removed)
     if removed:
@@ -215,17 +235,17 @@ def _generate(state, run) -> None:
         state["phase"] = "check"
 
 
-def _check(state, run) -> None:
+def _check(state: AgentState, run: Run) -> None:
     c, shown = run.config, state["evidence"][:run.config.evidence_k]
     verdict = _timed(state, run, "faithfulness", check_faithfulness, state["question"], state["answer"], shown,
-                     run.model, state["parts"], summary=lambda f: f"faithfulness:{f.score:.2f}")
+                     run.meter, state["parts"], summary=lambda f: f"faithfulness:{f.score:.2f}")
     if verdict.score < c.min_faithfulness and verdict.unsupported and state["repairs"] < c.max_repairs:
         state["repairs"] += 1
         fixed = _timed(state, run, "repair", repair_answer, state["question"], state["answer"], verdict.unsupported,
-                       shown, run.model)
+                       shown, run.meter)
         answer, citations, _ = verify_citations(fixed.answer, shown)
         state.update(answer=answer, citations=citations)
-        verdict = _timed(state, run, "faithfulness", check_faithfulness, state["question"], answer, shown, run.model,
+        verdict = _timed(state, run, "faithfulness", check_faithfulness, state["question"], answer, shown, run.meter,
                          state["parts"], summary=lambda f: f"faithfulness:{f.score:.2f}")
     state["faithfulness"] = verdict.model_dump()
     if not state["answer"] or verdict.score < c.abstain_floor:
@@ -238,4 +258,5 @@ def _check(state, run) -> None:
         state["phase"] = "done"
 
 
-STEPS = {"route": _route, "search": _search, "tool": _tool, "verify": _verify, "generate": _generate, "check": _check}
+STEPS: dict[str, Callable[[AgentState, Run], None]] = {
+    "route": _route, "search": _search, "tool": _tool, "verify": _verify, "generate": _generate, "check": _check}

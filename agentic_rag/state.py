@@ -1,4 +1,4 @@
-"""The run state: one plain, JSON-serialisable dict per run, and a one-line trace."""
+"""The run state: one plain, JSON-serialisable dict per run, its evidence items, and a one-line trace."""
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -11,6 +11,35 @@ from .models.meter import new_usage
 
 STOP_REASONS = ("sufficient", "direct", "max_rounds", "token_budget", "low_confidence", "converged", "deadline",
                 "exhausted", "stopped", "error")
+
+
+class _EvidenceKeys(TypedDict):
+    id: str                     # the chunk id, or the call for a tool's result
+    doc_id: str                 # the document (or the tool, or the URL) it comes from
+    source: str                 # the file, URL or tool call a citation shows
+    title: str
+    text: str
+    kind: str                   # "passage", or the kind of the tool that produced it
+    ranks: dict[str, int]       # 1-based rank in each retriever that found it (bm25, vector, graph)
+
+
+class Evidence(_EvidenceKeys, total=False):
+    """One item of the evidence pool, a retrieved passage or a tool's result; built by new_evidence()."""
+
+    path: list[str]             # graph hits: the names that led here
+    query: str                  # the search query or tool call that found it
+    rank: int                   # its rank in that search
+    relevance: float            # its score against the original question: the pool's order
+
+
+def new_evidence(id: str, doc_id: str, source: str, text: str, *, title: str = "", kind: str = "passage",
+                 ranks: dict[str, int] | None = None, path: list[str] | None = None, query: str | None = None,
+                 rank: int | None = None, relevance: float | None = None) -> Evidence:
+    """An evidence item; the optional keys (path, query, rank, relevance) are present only when given."""
+    item = Evidence(id=id, doc_id=doc_id, source=source, title=title, text=text, kind=kind, ranks=dict(ranks or {}))
+    optional = {"path": path, "query": query, "rank": rank, "relevance": relevance}
+    item.update({key: value for key, value in optional.items() if value is not None})
+    return item
 
 
 class AgentState(TypedDict):
@@ -30,7 +59,7 @@ class AgentState(TypedDict):
     rewrites: int
     repairs: int
     reflections: int            # extra rounds asked for by an incomplete answer
-    evidence: list[dict]        # the pool, best first: id, doc_id, source, title, text, kind, ranks
+    evidence: list[Evidence]    # the pool, best first (see Evidence)
     grade: dict | None          # the latest sufficiency grade
     missing: list[str]          # what the latest grade or faithfulness check found missing
     low_rounds: int             # consecutive rounds graded below the low-confidence floor

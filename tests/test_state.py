@@ -4,7 +4,7 @@ import pytest
 
 from agentic_rag import Config, format_trace, new_state
 from agentic_rag.errors import ConfigurationError
-from agentic_rag.state import STOP_REASONS, AgentState
+from agentic_rag.state import STOP_REASONS, AgentState, Evidence, new_evidence
 
 
 def test_new_state_is_plain_json_with_every_documented_key():
@@ -19,6 +19,16 @@ def test_each_call_gets_its_own_state():
     first, second = new_state("q"), new_state("q")
     first["evidence"].append({"id": "x"})
     assert second["evidence"] == []
+
+
+def test_new_evidence_has_the_required_keys_and_only_the_optional_ones_given():
+    passage = new_evidence(id="d1#0", doc_id="d1", source="d1.md", text="Acme was founded in 1948.")
+    assert set(passage) == Evidence.__required_keys__
+    assert passage["kind"] == "passage" and passage["title"] == "" and passage["ranks"] == {}
+    found = new_evidence(id="d1#0", doc_id="d1", source="d1.md", text="...", ranks={"bm25": 2}, query="Acme", rank=1,
+                         relevance=0.0)
+    assert set(found) - set(passage) == {"query", "rank", "relevance"} and found["relevance"] == 0.0
+    assert json.loads(json.dumps(found)) == found
 
 
 def test_bad_questions_are_refused():

@@ -6,7 +6,15 @@ from agentic_rag import (CALCULATOR, Config, KnowledgeBase, ScriptedModel, Tool,
                          route_query, vector_search, verify_citations, verify_sufficiency)
 from agentic_rag.kb import Document
 from agentic_rag.schemas import RouteDecision, SubQuery
+from agentic_rag.state import Evidence
 from agentic_rag.steps.search import usable_filters
+
+EVIDENCE_KEYS = Evidence.__required_keys__ | Evidence.__optional_keys__
+
+
+def is_evidence(item: dict) -> bool:
+    return Evidence.__required_keys__ <= set(item) <= EVIDENCE_KEYS
+
 
 EVIDENCE = [
     {"id": "rn#0", "doc_id": "rn", "source": "rn.md", "title": "Release notes 2.3.1",
@@ -103,7 +111,8 @@ def test_vector_search_grows_a_deduplicated_pool_ranked_against_the_question(sea
                            "Who founded the maker of the Roadrunner?", first.pool, k=2)
     ids = [item["id"] for item in second.pool]
     assert len(ids) == len(set(ids)) and "founder#0" in second.new_ids and "acme#0" not in second.new_ids
-    assert all("relevance" in item and item["kind"] == "passage" for item in second.pool)
+    assert all("relevance" in item and item["kind"] == "passage" and is_evidence(item) for item in second.pool)
+    assert second.pool[0]["query"] in second.queries_run and second.pool[0]["rank"] >= 1
     assert second.pool[0]["relevance"] >= second.pool[-1]["relevance"]
 
 
@@ -129,6 +138,7 @@ def test_call_tool_keeps_any_list_a_tool_returns_as_plain_evidence():
     odd = Tool("odd", "returns odd things", lambda: [1, {"title": 2, "text": None, "url": "u"}, "three"])
     items, error = call_tool(RouteDecision(route="tool", tool="odd"), ToolRegistry([odd]))
     assert error is None and [i["text"] for i in items] == ["1", "", "three"] and items[1]["title"] == "2"
+    assert all(is_evidence(i) for i in items) and items[1]["source"] == "u" and [i["rank"] for i in items] == [1, 2, 3]
 
 
 def test_call_tool_turns_results_into_evidence_and_records_errors():
@@ -136,6 +146,7 @@ def test_call_tool_turns_results_into_evidence_and_records_errors():
     items, error = call_tool(RouteDecision(route="tool", tool="calculator", arguments={"expression": "2*(3+4)"}), tools)
     assert error is None and items[0]["text"] == "2*(3+4) = 14" and items[0]["kind"] == "tool"
     assert items[0]["source"] == 'tool:calculator({"expression": "2*(3+4)"})'
+    assert is_evidence(items[0]) and items[0]["relevance"] == 2.0 and "path" not in items[0]
     for decision, message in [(RouteDecision(route="tool", tool="sql"), "unknown tool 'sql'"),
                               (RouteDecision(route="tool", tool="calculator", arguments={"x": 1}), "bad arguments"),
                               (RouteDecision(route="tool", tool="calculator", arguments={"expression": "1/0"}),

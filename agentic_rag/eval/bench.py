@@ -15,7 +15,7 @@ from ..kb.tokenize import TOKENIZER_SETTINGS
 from ..loop import run_agentic_rag
 from ..models.meter import Meter
 from ..models.protocol import Model
-from ..state import format_trace
+from ..state import format_trace, new_evidence
 from ..steps import check_faithfulness, generate_answer, verify_citations
 from ..steps.verify import question_weights
 from .datasets import Question, load_set
@@ -46,7 +46,7 @@ def answer_linear(question: str, kb: KnowledgeBase, model: Model, config: Config
     meter = Meter(model)
     start = time.perf_counter()
     hits = kb.search(question, k=max(10, config.evidence_k))
-    pool = [dict(h.model_dump(exclude={"score", "metadata"}), kind="passage") for h in hits]
+    pool = [new_evidence(**h.model_dump(exclude={"score", "metadata"})) for h in hits]
     weights = question_weights(question, kb.term_weights(question))
     draft = generate_answer(question, pool[:config.evidence_k], meter, (), weights)
     answer, citations, _ = verify_citations(draft.answer, pool[:config.evidence_k])

@@ -9,14 +9,16 @@ from ..errors import ConfigurationError
 from ..kb import KnowledgeBase
 from ..kb.filters import check_filters
 from ..lexical import bridge_entities
+from ..kb.hit import Hit
 from ..schemas import SubQuery
+from ..state import Evidence, new_evidence
 
 
 @dataclass
 class SearchOutcome:
     """The new pool (best first), which ids are new, and the queries as actually run."""
 
-    pool: list[dict]
+    pool: list[Evidence]
     new_ids: list[str] = field(default_factory=list)
     round_ids: list[str] = field(default_factory=list)
     queries_run: list[str] = field(default_factory=list)
@@ -38,19 +40,25 @@ def usable_filters(filters: dict | None) -> tuple[dict, list[str]]:
     return kept, dropped
 
 
-def _search(kb: KnowledgeBase, query: str, k: int, filters: dict) -> list[dict]:
+def _passages(hits: list[Hit], query: str) -> list[Evidence]:
+    """The hits of one search as evidence, each with the query that found it and its rank there."""
+    return [new_evidence(**h.model_dump(exclude={"score", "metadata"}), query=query, rank=rank)
+            for rank, h in enumerate(hits, 1)]
+
+
+def _search(kb: KnowledgeBase, query: str, k: int, filters: dict) -> list[Evidence]:
     hits = kb.search(query, k=k, filters=filters) if filters else []
     if len(hits) < k:  # a filter narrows, it never empties a search: fill from the unfiltered ranking
         seen = {h.id for h in hits}
         hits += [h for h in kb.search(query, k=k) if h.id not in seen][:k - len(hits)]
-    return [dict(h.model_dump(exclude={"score", "metadata"}), kind="passage", query=query, rank=rank)
-            for rank, h in enumerate(hits, 1)]
+    return _passages(hits, query)
 
 
-def _run_all(kb, queries: list[SubQuery], k: int, filters: dict, workers: int) -> tuple[list[list[dict]], list[str]]:
+def _run_all(kb, queries: list[SubQuery], k: int, filters: dict,
+             workers: int) -> tuple[list[list[Evidence]], list[str]]:
     """Each wave runs every query whose dependencies are done; a dependent query gains the bridge
     names found by the queries it depends on."""
-    results: dict[int, list[dict]] = {}
+    results: dict[int, list[Evidence]] = {}
     texts = [q.query for q in queries]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         while len(results) < len(queries):
@@ -73,7 +81,7 @@ def relevance(bm25: float, best_bm25: float, rank: int) -> float:
     return round(0.5 * bm25 / (best_bm25 or 1.0) + 0.5 / rank, 6)
 
 
-def merge_into_pool(results: list[list[dict]], kb: KnowledgeBase, question: str, pool: list[dict],
+def merge_into_pool(results: list[list[Evidence]], kb: KnowledgeBase, question: str, pool: list[Evidence],
                     queries_run: list[str]) -> SearchOutcome:
     """New passages join the pool (de-duplicated by chunk id), and the whole pool is ranked against the question."""
     merged = {item["id"]: item for item in pool}
@@ -96,16 +104,16 @@ def merge_into_pool(results: list[list[dict]], kb: KnowledgeBase, question: str,
     return SearchOutcome(pool=ranked, new_ids=new_ids, round_ids=round_ids, queries_run=queries_run)
 
 
-def vector_search(queries: list[SubQuery], kb: KnowledgeBase, question: str, pool: list[dict] = (),
+def vector_search(queries: list[SubQuery], kb: KnowledgeBase, question: str, pool: list[Evidence] = (),
                   k: int = 5, filters: dict | None = None, workers: int = 4) -> SearchOutcome:
     """Search every query; new passages join the pool (de-duplicated by chunk id), ranked against the question."""
     results, texts = _run_all(kb, queries, k, filters or {}, workers)
     return merge_into_pool(results, kb, question, list(pool), texts)
 
 
-def graph_search(question: str, kb: KnowledgeBase, pool: list[dict] = (), k: int = 8, hops: int = 2) -> SearchOutcome:
+def graph_search(question: str, kb: KnowledgeBase, pool: list[Evidence] = (), k: int = 8,
+                 hops: int = 2) -> SearchOutcome:
     """Walk the knowledge graph from the names in the question (one or two hops); the chunks behind
     the edges used join the pool, each with the path of names that reached it."""
-    hits = [dict(h.model_dump(exclude={"score", "metadata"}), kind="passage", query=f"graph: {question}", rank=rank)
-            for rank, h in enumerate(kb.graph_search(question, k=k, hops=hops), 1)]
+    hits = _passages(kb.graph_search(question, k=k, hops=hops), f"graph: {question}")
     return merge_into_pool([hits], kb, question, list(pool), [f"graph: {question}"])
