@@ -33,6 +33,12 @@ def test_a_chinese_character_ends_a_latin_name_or_code():
     assert names("Nimbus Notes的 El Torito规格") == ["Nimbus Notes", "El Torito"]
 
 
+def test_a_rare_chinese_character_is_chinese_too():
+    # extension A (㑩) and compatibility ideographs are in the one CJK class (kb.tokenize.CJK)
+    assert names("侏㑩纪公司成立于1990年。") == ["侏㑩纪公司"]
+    assert names("Welcome to Mars\ufa0e号") == ["Mars"]
+
+
 def test_extraction_links_names_in_one_sentence_and_the_title():
     graph = KnowledgeGraph()
     graph.add(0, "Acme", CORPUS[0].text)
