@@ -5,22 +5,54 @@
     kb.add_documents(load_documents("examples/data").documents)
     state = run_agentic_rag("登录报错的问题在 2.3.1 版本里修复了吗？", kb, OfflineModel())
     print(state["answer"], state["stop_reason"])
+
+Everything public is imported from here (docs/reference/api.md lists it); modules whose names start
+with an underscore are internal and may change. The subpackages kb, models, steps, tools and eval
+are public namespaces too.
 """
-from .config import Config
-from .errors import (AgenticRAGError, BudgetExceeded, ConfigurationError, ModelError, ModelOutputError,
-                     RetrievalError, ToolError)
-from .kb import Document, Hit, KnowledgeBase, load_documents, make_embedder
-from .loop import run_agentic_rag
-from .models import Meter, Model, ModelRequest, ModelSet, OfflineModel, ScriptedModel
-from .state import AgentState, format_trace, new_state
-from .steps import (call_tool, check_faithfulness, decompose_query, generate_answer, repair_answer, rewrite_query,
-                    route_query, vector_search, verify_citations, verify_sufficiency)
-from .tools import CALCULATOR, Tool, ToolRegistry, shop_tools
+from ._config import Config
+from ._errors import (AgenticRAGError, BudgetExceeded, ConfigurationError, ModelError, ModelOutputError,
+                      RetrievalError, ToolError)
+from ._loop import run_agentic_rag
+from ._schemas import Answer, Decomposition, Faithfulness, Grade, Rewrite, RouteDecision, SubQuery, Triple, Triples
+from ._state import STOP_REASONS, AgentState, Evidence, format_trace, new_evidence, new_state
+from .eval import run_bench
+from .kb import (AddResult, Document, Embedder, HashingEmbedder, Hit, KnowledgeBase, LexicalReranker, LoadResult,
+                 OpenAIEmbedder, Reranker, USEEmbedder, chunk_text, load_documents, make_embedder, tokenize,
+                 writer_lock)
+from .models import (Endpoint, Meter, Model, ModelRequest, ModelSet, OfflineModel, OpenAIChatModel, ScriptedModel,
+                     endpoint_from_env)
+from .steps import (SearchOutcome, call_tool, check_faithfulness, decompose_query, generate_answer, graph_search,
+                    repair_answer, rewrite_query, route_query, triple_extractor, vector_search, verify_citations,
+                    verify_sufficiency)
+from .tools import (CALCULATOR, SQLDatabase, Tool, ToolRegistry, date_tools, named_query, shop_tools, sql_tool,
+                    tool_from_function, web_search_tool)
 
 __version__ = "0.1.0"
-__all__ = ["Config", "AgenticRAGError", "BudgetExceeded", "ConfigurationError", "ModelError", "ModelOutputError",
-           "RetrievalError", "ToolError", "Document", "Hit", "KnowledgeBase", "load_documents", "make_embedder",
-           "run_agentic_rag", "Meter", "Model", "ModelRequest", "ModelSet", "OfflineModel", "ScriptedModel", "AgentState",
-           "format_trace", "new_state", "call_tool", "check_faithfulness", "decompose_query", "generate_answer",
-           "repair_answer", "rewrite_query", "route_query", "vector_search", "verify_citations",
-           "verify_sufficiency", "CALCULATOR", "Tool", "ToolRegistry", "shop_tools"]
+
+__all__ = [
+    "__version__",
+    # running the agent
+    "run_agentic_rag", "Config", "new_state", "AgentState", "STOP_REASONS", "format_trace", "Evidence",
+    "new_evidence",
+    # knowledge bases
+    "KnowledgeBase", "AddResult", "Hit", "Document", "LoadResult", "load_documents", "chunk_text", "tokenize",
+    "writer_lock", "Embedder", "HashingEmbedder", "USEEmbedder", "OpenAIEmbedder", "make_embedder",
+    "LexicalReranker", "Reranker",
+    # models
+    "Model", "ModelRequest", "OfflineModel", "ScriptedModel", "OpenAIChatModel", "Endpoint", "endpoint_from_env",
+    "ModelSet", "Meter",
+    # steps and the values they return
+    "route_query", "rewrite_query", "decompose_query", "vector_search", "graph_search", "call_tool",
+    "verify_sufficiency", "generate_answer", "verify_citations", "check_faithfulness", "repair_answer",
+    "triple_extractor", "SearchOutcome", "RouteDecision", "Rewrite", "SubQuery", "Decomposition", "Grade", "Answer",
+    "Faithfulness", "Triple", "Triples",
+    # tools
+    "Tool", "ToolRegistry", "tool_from_function", "CALCULATOR", "date_tools", "shop_tools", "SQLDatabase",
+    "named_query", "sql_tool", "web_search_tool",
+    # errors
+    "AgenticRAGError", "ConfigurationError", "RetrievalError", "ModelError", "ModelOutputError", "BudgetExceeded",
+    "ToolError",
+    # evaluation
+    "run_bench",
+]

@@ -10,15 +10,15 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
-from .config import SEARCH_MODES, Config
-from .errors import AgenticRAGError, ConfigurationError, RetrievalError
+from ._config import SEARCH_MODES, Config
+from ._errors import AgenticRAGError, ConfigurationError, RetrievalError
 from .kb import EMBEDDERS, KnowledgeBase, load_documents
-from .kb import store
-from .kb.store import MANIFEST
-from .loop import run_agentic_rag
+from .kb import _store as store
+from .kb._store import MANIFEST
+from ._loop import run_agentic_rag
 from .models import OfflineModel
-from .settings import ask_tools, load_kb, make_cli_embedder, make_model, model_settings
-from .state import format_trace
+from ._settings import ask_tools, load_kb, make_cli_embedder, make_model, model_settings
+from ._state import format_trace
 
 
 class _Parser(argparse.ArgumentParser):
@@ -188,7 +188,7 @@ def print_result(state: dict, trace: bool, streamed: bool) -> None:
 
 
 def cmd_bench(args) -> int:
-    from .eval.bench import MODES, run_bench
+    from .eval._bench import MODES, run_bench
 
     modes = list(MODES) if args.mode == "both" else [args.mode]
     model = make_model(model_settings(args))
@@ -204,7 +204,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_bench_rgb(args) -> int:
-    from .eval.rgb import run_rgb
+    from .eval._rgb import run_rgb
 
     model = make_model(model_settings(args))
     report = run_rgb(Path(args.file), args.noise_rate, args.passages, model, args.limit,
@@ -226,7 +226,7 @@ def _model_flags(parser, chat: bool = True, embedding: bool = False) -> None:
 
 
 def cmd_doctor(args) -> int:
-    from .doctor import run_doctor
+    from ._doctor import run_doctor
 
     return run_doctor(model_settings(args), args.kb)
 

@@ -6,8 +6,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agentic_rag import Config, OfflineModel
-from agentic_rag.eval.bench import run_bench
+from agentic_rag import Config, OfflineModel, run_bench
 
 folder = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "shared" / "data" / "squad2"
 if not (folder / "corpus.jsonl").is_file():

@@ -5,8 +5,7 @@
 import re
 from pathlib import Path
 
-from agentic_rag import KnowledgeBase, OfflineModel, format_trace, load_documents, run_agentic_rag
-from agentic_rag.tools import tool_from_function
+from agentic_rag import KnowledgeBase, OfflineModel, format_trace, load_documents, run_agentic_rag, tool_from_function
 
 
 def convert(amount: float, rate: float = 7.2) -> str:

@@ -1,6 +1,7 @@
 import pytest
 
-from agentic_rag.eval.answers import answer_correct, contains
+from agentic_rag.eval import answer_correct
+from agentic_rag.eval._answers import contains
 
 
 @pytest.mark.parametrize("answer, expected, found", [

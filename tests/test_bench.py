@@ -3,12 +3,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from agentic_rag import Config, OfflineModel
+from agentic_rag import Config, OfflineModel, run_bench
 from agentic_rag.cli import main
-from agentic_rag.eval.bench import run_bench
-from agentic_rag.eval.datasets import Question
-from agentic_rag.eval.report import RATES, summarize
-from agentic_rag.eval.rgb import passages_for, run_rgb
+from agentic_rag.eval import Question, run_rgb
+from agentic_rag.eval._report import RATES, summarize
+from agentic_rag.eval._rgb import passages_for
 from helpers import SHARED_DATA
 
 needs_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="needs ../shared/data beside the project")

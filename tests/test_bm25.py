@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from agentic_rag.kb.bm25 import BM25
+from agentic_rag.kb import BM25
 
 DOCS = [["a", "b"], ["a", "c", "c"], ["d"]]
 

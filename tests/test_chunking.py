@@ -1,4 +1,5 @@
-from agentic_rag.kb.chunking import chunk_text, split_sentences
+from agentic_rag import chunk_text
+from agentic_rag.kb import split_sentences
 
 
 def test_short_text_is_one_chunk():

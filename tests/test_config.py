@@ -1,7 +1,6 @@
 import pytest
 
-from agentic_rag import Config
-from agentic_rag.errors import ConfigurationError
+from agentic_rag import Config, ConfigurationError
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from agentic_rag.errors import ConfigurationError
-from agentic_rag.eval.datasets import load_set
+from agentic_rag import ConfigurationError
+from agentic_rag.eval import load_set
 
 
 def test_loads_the_shared_format(tmp_path):

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agentic_rag import Config
+from agentic_rag import AgentState, Config
 from agentic_rag.cli import build_parser
-from agentic_rag.state import AgentState
 from helpers import ROOT
 
 PAGES = sorted((ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]

@@ -2,8 +2,7 @@ import json
 
 import pytest
 
-from agentic_rag.errors import ConfigurationError
-from agentic_rag.kb.documents import Document, load_documents
+from agentic_rag import ConfigurationError, Document, load_documents
 
 
 def test_loads_txt_md_jsonl_recursively_with_metadata(tmp_path):

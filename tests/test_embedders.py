@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import agentic_rag.kb
-from agentic_rag.errors import ConfigurationError
-from agentic_rag.kb.embedders import HashingEmbedder, USEEmbedder, embed_batched, make_embedder
+from agentic_rag import ConfigurationError, HashingEmbedder, USEEmbedder, make_embedder
+from agentic_rag.kb._embedders import embed_batched
 
 
 def test_hashing_is_normalised_deterministic_and_lexical():

@@ -1,6 +1,6 @@
 import pytest
 
-from agentic_rag.kb.fusion import reciprocal_rank_fusion
+from agentic_rag.kb import reciprocal_rank_fusion
 
 
 def test_rrf_scores_and_ranks():

@@ -1,7 +1,7 @@
 from agentic_rag import Config, KnowledgeBase
 from agentic_rag.kb import Document
-from agentic_rag.kb.graph import KnowledgeGraph
-from agentic_rag.kb.names import names
+from agentic_rag.kb._graph import KnowledgeGraph
+from agentic_rag.kb._names import names
 
 CORPUS = [
     Document("acme", "Acme Corporation was founded by Wile Coyote in Phoenix. It makes rocket skates.", title="Acme"),
@@ -85,7 +85,7 @@ def test_a_language_model_graph_from_triples(tmp_path):
     import pytest
 
     from agentic_rag import ScriptedModel
-    from agentic_rag.errors import ConfigurationError
+    from agentic_rag import ConfigurationError
     from agentic_rag.steps import triple_extractor
 
     model = ScriptedModel({"extract": [

@@ -3,8 +3,7 @@ import threading
 
 import pytest
 
-from agentic_rag import Config, KnowledgeBase
-from agentic_rag.errors import ConfigurationError, RetrievalError
+from agentic_rag import Config, ConfigurationError, KnowledgeBase, RetrievalError
 from agentic_rag.kb import Document
 
 

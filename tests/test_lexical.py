@@ -2,9 +2,9 @@
 names, answer types and the shape of a question (direct, comparison, nested)."""
 import pytest
 
-from agentic_rag.kb.names import names
-from agentic_rag.lexical import (absent_terms, answer_type, entities, has_content, is_comparison, is_direct, is_nested,
-                                 key_terms)
+from agentic_rag.kb._names import names
+from agentic_rag._lexical import (absent_terms, answer_type, entities, has_content, is_comparison, is_direct,
+                                  is_nested, key_terms)
 
 
 @pytest.mark.parametrize("question", ["的", "a", "??", "1", "2.3.1", "为什么？", "What?", "   "])

@@ -5,11 +5,9 @@ import threading
 
 import pytest
 
-from agentic_rag import (Config, KnowledgeBase, OfflineModel, ScriptedModel, Tool, format_trace, new_state,
-                         run_agentic_rag)
-from agentic_rag.errors import ConfigurationError, ModelError, RetrievalError
+from agentic_rag import (STOP_REASONS, Config, ConfigurationError, KnowledgeBase, ModelError, OfflineModel,
+                         RetrievalError, ScriptedModel, Tool, format_trace, new_state, run_agentic_rag)
 from agentic_rag.kb import Document
-from agentic_rag.state import STOP_REASONS
 from helpers import ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "login_2_3_1.json"

@@ -1,7 +1,7 @@
 import pytest
 
-from agentic_rag.eval.metrics import (all_relevant_at_k, bootstrap_ci, entries, mrr_at_k, percentile,
-                                      recall_at_k)
+from agentic_rag.eval import all_relevant_at_k, bootstrap_ci, mrr_at_k, recall_at_k
+from agentic_rag.eval._metrics import entries, percentile
 
 HITS = ["d3", "d1", "d3", "d7", "d2", "d9"]
 

@@ -2,11 +2,10 @@ import json
 
 import pytest
 
-from agentic_rag.errors import ModelError, ModelOutputError
+from agentic_rag import Answer, Grade, ModelError, ModelOutputError
 from agentic_rag.models import (BudgetExceeded, Meter, ModelRequest, ModelSet, OfflineModel, ScriptedModel,
-                                complete_with_repair, parse_reply)
-from agentic_rag.models.protocol import has_capability, prompt_tokens
-from agentic_rag.schemas import Answer, Grade
+                                complete_with_repair, has_capability, parse_reply)
+from agentic_rag.models._protocol import prompt_tokens
 
 
 def request(task="grade", schema=Grade, content="hello world"):
@@ -85,8 +84,8 @@ def test_offline_model_refuses_unknown_tasks():
 
 
 def test_budget_exceeded_is_in_the_error_tree():
-    from agentic_rag import errors
-    from agentic_rag.models import meter
+    from agentic_rag import _errors as errors
+    from agentic_rag.models import _meter as meter
 
     assert issubclass(errors.BudgetExceeded, errors.AgenticRAGError) and meter.BudgetExceeded is errors.BudgetExceeded
 

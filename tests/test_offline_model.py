@@ -1,4 +1,4 @@
-from agentic_rag.models import extractive, planning
+from agentic_rag.models import _extractive as extractive, _planning as planning
 
 CONTRACTS = [
     {"title": "Contract A", "text": "Clause 7: late delivery costs 0.5% per day, capped at 10%."},

@@ -4,15 +4,12 @@ import json
 import numpy as np
 import pytest
 
-from agentic_rag import Config, KnowledgeBase, Meter, ModelRequest, ModelSet, OfflineModel, run_agentic_rag
-from agentic_rag.errors import ConfigurationError, ModelError, ModelOutputError
+from agentic_rag import (Answer, Config, ConfigurationError, Endpoint, Grade, KnowledgeBase, Meter, ModelError,
+                         ModelOutputError, ModelRequest, ModelSet, OfflineModel, OpenAIChatModel, OpenAIEmbedder,
+                         endpoint_from_env, run_agentic_rag)
 from agentic_rag.kb import Document
-from agentic_rag.kb.openai_embedder import OpenAIEmbedder
-from agentic_rag.models.meter import margin
-from agentic_rag.models.openai_client import OpenAIChatModel
-from agentic_rag.models.protocol import prompt_tokens
-from agentic_rag.openai_api import Endpoint, endpoint_from_env
-from agentic_rag.schemas import Answer, Grade
+from agentic_rag.models._meter import margin
+from agentic_rag.models._protocol import prompt_tokens
 from agentic_rag.steps import verify_sufficiency
 from openai_server import FakeOpenAI, vector
 

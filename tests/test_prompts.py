@@ -1,5 +1,5 @@
-from agentic_rag.prompts import TEMPLATES, format_evidence, render
-from agentic_rag.schemas import Grade
+from agentic_rag._prompts import TEMPLATES, format_evidence, render
+from agentic_rag import Grade
 
 
 def test_evidence_is_numbered_as_it_must_be_cited():

@@ -11,10 +11,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agentic_rag import CALCULATOR, Config, KnowledgeBase, ScriptedModel, Tool, run_agentic_rag
-from agentic_rag.accounting import count_tokens
-from agentic_rag.errors import ConfigurationError, ModelError
-from agentic_rag.state import STOP_REASONS
+from agentic_rag import (CALCULATOR, STOP_REASONS, Config, ConfigurationError, KnowledgeBase, ModelError,
+                         ScriptedModel, Tool, run_agentic_rag)
+from agentic_rag._accounting import count_tokens
 from helpers import TINY
 
 settings.register_profile("loop-ci", max_examples=150, derandomize=True, deadline=None, database=None,

@@ -1,6 +1,4 @@
-from agentic_rag.kb.hit import Hit
-from agentic_rag.kb.rerank import LexicalReranker
-from agentic_rag.kb.tokenize import tokenize
+from agentic_rag import Hit, LexicalReranker, tokenize
 
 
 def _hit(i, text, score):

@@ -2,9 +2,8 @@ import json
 
 import pytest
 
-from agentic_rag import Config, format_trace, new_state
-from agentic_rag.errors import ConfigurationError
-from agentic_rag.state import STOP_REASONS, AgentState, Evidence, new_evidence
+from agentic_rag import (STOP_REASONS, AgentState, Config, ConfigurationError, Evidence, format_trace, new_evidence,
+                         new_state)
 
 
 def test_new_state_is_plain_json_with_every_documented_key():

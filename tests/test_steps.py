@@ -1,13 +1,11 @@
 """Every step alone, with ScriptedModel and literal inputs."""
 import pytest
 
-from agentic_rag import (CALCULATOR, Config, KnowledgeBase, ScriptedModel, Tool, ToolRegistry, call_tool,
-                         check_faithfulness, decompose_query, generate_answer, repair_answer, rewrite_query,
-                         route_query, vector_search, verify_citations, verify_sufficiency)
+from agentic_rag import (CALCULATOR, Config, Evidence, KnowledgeBase, RouteDecision, ScriptedModel, SubQuery, Tool,
+                         ToolRegistry, call_tool, check_faithfulness, decompose_query, generate_answer, repair_answer,
+                         rewrite_query, route_query, vector_search, verify_citations, verify_sufficiency)
 from agentic_rag.kb import Document
-from agentic_rag.schemas import RouteDecision, SubQuery
-from agentic_rag.state import Evidence
-from agentic_rag.steps.search import usable_filters
+from agentic_rag.steps._search import usable_filters
 
 EVIDENCE_KEYS = Evidence.__required_keys__ | Evidence.__optional_keys__
 

@@ -5,10 +5,8 @@ import threading
 import numpy as np
 import pytest
 
-from agentic_rag import Config, KnowledgeBase
-from agentic_rag.errors import ConfigurationError, RetrievalError
-from agentic_rag.kb import Document, HashingEmbedder
-from agentic_rag.kb import store
+from agentic_rag import Config, ConfigurationError, KnowledgeBase, RetrievalError
+from agentic_rag.kb import Document, HashingEmbedder, _store as store
 
 QUERIES = ["认证失败", "authentication timeout 2.3.1", "shipping after 15:00", "Team plan"]
 

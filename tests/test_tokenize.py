@@ -1,4 +1,5 @@
-from agentic_rag.kb.tokenize import normalize, tokenize
+from agentic_rag.kb._tokenize import normalize
+from agentic_rag import tokenize
 
 
 def test_version_forms_all_become_one_token():

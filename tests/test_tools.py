@@ -3,9 +3,8 @@ import shutil
 
 import pytest
 
-from agentic_rag import CALCULATOR, Tool, ToolRegistry, shop_tools
-from agentic_rag.errors import ConfigurationError, ToolError
-from agentic_rag.tools.calculator import calculate
+from agentic_rag import CALCULATOR, ConfigurationError, Tool, ToolError, ToolRegistry, shop_tools
+from agentic_rag.tools import calculate
 from helpers import EXAMPLE_DATA
 
 

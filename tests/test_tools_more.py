@@ -10,11 +10,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agentic_rag import OfflineModel, ScriptedModel, format_trace, run_agentic_rag
-from agentic_rag.errors import ToolError
+from agentic_rag import OfflineModel, ScriptedModel, ToolError, format_trace, run_agentic_rag
 from agentic_rag.tools import (SQLDatabase, ToolRegistry, date_tools, shop_tools, sql_tool, tool_from_function,
                                web_search_tool)
-from agentic_rag.tools.dates import add_business_days, earliest_ship_date, holidays_in
+from agentic_rag.tools._dates import add_business_days, earliest_ship_date, holidays_in
 from helpers import EXAMPLE_DATA
 
 

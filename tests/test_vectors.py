@@ -1,6 +1,6 @@
 import numpy as np
 
-from agentic_rag.kb.vectors import VectorIndex
+from agentic_rag.kb._vectors import VectorIndex
 
 
 def _unit(n, dim=16, seed=0):

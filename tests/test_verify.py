@@ -1,7 +1,7 @@
 """verify_sufficiency's deterministic check: a number the knowledge base never holds settles the grade."""
-from agentic_rag import OfflineModel
-from agentic_rag.models.scripted import ScriptedModel
-from agentic_rag.steps.verify import question_weights, quick_grade, unseen_terms, verify_sufficiency
+from agentic_rag import OfflineModel, ScriptedModel, verify_sufficiency
+from agentic_rag.steps._verify import question_weights, unseen_terms
+from agentic_rag.steps import quick_grade
 
 EVIDENCE = [{"id": "n#0", "doc_id": "n", "title": "Release notes 2.3.1", "text": "Nimbus 2.3.1 fixed the login error."}]
 KB_WEIGHTS = {"nimbus": 0.5, "2.3.1": 1.2, "releas": 0.9, "fix": 1.1}  # idf of the tokens the knowledge base holds

@@ -18,12 +18,10 @@ from helpers import EXAMPLE_DATA, ROOT
 WRITER = """
 import contextlib, sys
 from pathlib import Path
-from agentic_rag import KnowledgeBase
-from agentic_rag.errors import AgenticRAGError
-from agentic_rag.kb import Document, store
+from agentic_rag import AgenticRAGError, Document, KnowledgeBase, writer_lock
 kb_dir, locked = Path(sys.argv[1]), sys.argv[2] == "locked"
 try:
-    with store.writer_lock(kb_dir) if locked else contextlib.nullcontext():
+    with writer_lock(kb_dir) if locked else contextlib.nullcontext():
         kb = KnowledgeBase.load(kb_dir)
         print("loaded", flush=True)
         sys.stdin.readline()

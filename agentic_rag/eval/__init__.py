@@ -1,1 +1,10 @@
-"""Evaluation: data sets, metrics and benchmark runners that write reports."""
+"""Evaluation: data sets, metrics and benchmark runners that write reports. The retrieval and BM25
+speed benchmarks are commands: `python -m agentic_rag.eval.retrieval`, `python -m agentic_rag.eval.bm25_speed`."""
+from ._answers import answer_correct
+from ._bench import run_bench
+from ._datasets import Question, load_set
+from ._metrics import all_relevant_at_k, bootstrap_ci, mrr_at_k, ndcg_at_k, precision_at_k, recall_at_k
+from ._rgb import run_rgb
+
+__all__ = ["run_bench", "run_rgb", "load_set", "Question", "answer_correct",
+           "recall_at_k", "precision_at_k", "mrr_at_k", "ndcg_at_k", "all_relevant_at_k", "bootstrap_ci"]

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import ConfigurationError
-from ..kb.bm25 import BM25
-from .metrics import percentile
+from .._errors import ConfigurationError
+from ..kb._bm25 import BM25
+from ._metrics import percentile
 
 
 def synthetic_corpus(chunks: int, queries: int, seed: int = 0) -> tuple[list[list[str]], list[list[str]]]:

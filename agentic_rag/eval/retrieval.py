@@ -16,11 +16,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from ..config import Config
+from .._config import Config
 from ..kb import KnowledgeBase, make_embedder
-from ..kb.tokenize import tokenize
-from .datasets import load_set
-from .metrics import all_relevant_at_k, bootstrap_ci, mrr_at_k, percentile, recall_at_k
+from ..kb._tokenize import tokenize
+from ._datasets import load_set
+from ._metrics import all_relevant_at_k, bootstrap_ci, mrr_at_k, percentile, recall_at_k
 
 SETS = ("hotpotqa", "musique", "squad2", "cmrc2018", "rgb_zh")
 METRICS = {"r@5": lambda ids, rel: recall_at_k(ids, rel, 5),

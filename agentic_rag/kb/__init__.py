@@ -1,14 +1,17 @@
 """The knowledge base: loading, chunking, tokens, BM25, embedders, vectors, fusion, persistence."""
-from .bm25 import BM25
-from .chunking import chunk_text, split_sentences
-from .documents import Document, LoadResult, load_documents
-from .embedders import EMBEDDERS, Embedder, HashingEmbedder, USEEmbedder, make_embedder
-from .fusion import reciprocal_rank_fusion
-from .hit import Hit
-from .knowledge_base import AddResult, KnowledgeBase
-from .rerank import LexicalReranker, Reranker
-from .tokenize import tokenize
+from ._bm25 import BM25
+from ._chunking import chunk_text, split_sentences
+from ._documents import Document, LoadResult, load_documents
+from ._embedders import EMBEDDERS, Embedder, HashingEmbedder, USEEmbedder, make_embedder
+from ._fusion import reciprocal_rank_fusion
+from ._hit import Hit
+from ._knowledge_base import AddResult, KnowledgeBase
+from ._openai_embedder import OpenAIEmbedder
+from ._rerank import LexicalReranker, Reranker
+from ._store import writer_lock
+from ._tokenize import tokenize
 
-__all__ = ["BM25", "chunk_text", "split_sentences", "Document", "LoadResult", "load_documents", "EMBEDDERS",
-           "Embedder", "HashingEmbedder", "USEEmbedder", "make_embedder", "reciprocal_rank_fusion", "Hit",
-           "AddResult", "KnowledgeBase", "LexicalReranker", "Reranker", "tokenize"]
+__all__ = ["KnowledgeBase", "AddResult", "Hit", "writer_lock",
+           "Document", "LoadResult", "load_documents", "chunk_text", "split_sentences", "tokenize",
+           "BM25", "reciprocal_rank_fusion", "LexicalReranker", "Reranker",
+           "EMBEDDERS", "Embedder", "HashingEmbedder", "USEEmbedder", "OpenAIEmbedder", "make_embedder"]

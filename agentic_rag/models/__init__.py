@@ -1,9 +1,13 @@
-"""Models: the protocol, the offline model, the scripted model, model sets and the per-run meter."""
-from .meter import BudgetExceeded, Meter, new_usage
-from .model_set import ModelSet
-from .offline import OfflineModel
-from .protocol import TASKS, Model, ModelRequest, complete_with_repair, parse_reply
-from .scripted import ScriptedModel
+"""Models: the protocol, the offline model, the scripted model, the OpenAI-compatible client, model
+sets and the per-run meter."""
+from .._openai_api import Endpoint, endpoint_from_env
+from ._meter import BudgetExceeded, Meter, new_usage
+from ._model_set import ModelSet
+from ._offline import OfflineModel
+from ._openai_client import OpenAIChatModel
+from ._protocol import TASKS, Model, ModelRequest, complete_with_repair, has_capability, parse_reply
+from ._scripted import ScriptedModel
 
-__all__ = ["BudgetExceeded", "Meter", "new_usage", "ModelSet", "OfflineModel", "TASKS", "Model", "ModelRequest",
-           "complete_with_repair", "parse_reply", "ScriptedModel"]
+__all__ = ["Model", "ModelRequest", "TASKS", "has_capability", "complete_with_repair", "parse_reply",
+           "OfflineModel", "ScriptedModel", "OpenAIChatModel", "Endpoint", "endpoint_from_env", "ModelSet",
+           "Meter", "BudgetExceeded", "new_usage"]

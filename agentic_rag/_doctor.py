@@ -1,0 +1,63 @@
+"""`agentic-rag doctor`: check the model configuration and say what is wrong and how to fix it."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .kb._openai_embedder import OpenAIEmbedder
+from .kb._store import MANIFEST
+from ._openai_api import call_error, make_client
+from .models._openai_client import OpenAIChatModel
+from .models._protocol import ModelRequest
+from ._schemas import Answer
+
+
+def run_doctor(settings: dict, kb: str | None = None) -> int:
+    """Key, endpoint, chat models, embedding model and the knowledge base's dimension; 0 when all pass."""
+    endpoint, problems = settings["endpoint"], 0
+
+    def report(ok: bool, text: str, fix: str = "") -> None:
+        nonlocal problems
+        problems += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {text}{'' if ok or not fix else ' -> ' + fix}")
+
+    print(f"endpoint: {endpoint.base_url or 'OpenAI (default)'}; chat model: {settings['name']}; "
+          f"embedding model: {settings['embedding_model'] or '(none)'}")
+    remote = settings["name"] != "offline" or settings["embedding_model"] or settings["per_task"]
+    if not remote:
+        print("ok   offline model: nothing to call; name a model with --model or AGENTIC_RAG_MODEL to check one")
+    else:
+        report(True, "API key set" if endpoint.api_key else "no API key (fine for Ollama or vLLM; OpenAI needs "
+                                                            "AGENTIC_RAG_API_KEY or OPENAI_API_KEY)")
+        try:
+            names = [m.id for m in make_client(endpoint).models.list()]
+            report(True, f"endpoint answers; {len(names)} models listed")
+        except Exception as exc:
+            report(False, f"endpoint does not answer: {call_error(exc, 'listing models', endpoint)}",
+                   "check --base-url / AGENTIC_RAG_BASE_URL and that the server runs")
+        for name in {settings["name"], *settings["per_task"].values()} - {"offline"}:
+            try:
+                OpenAIChatModel(name, endpoint).complete(ModelRequest(
+                    task="generate", schema=Answer, inputs={},
+                    messages=[{"role": "user", "content": 'Reply with the JSON object {"answer": "ok"}.'}]))
+                report(True, f"chat model {name} answers with valid JSON")
+            except Exception as exc:
+                report(False, f"chat model {name}: {exc}", "check the model name and the key")
+    dimension = None
+    if settings["embedding_model"]:
+        try:
+            dimension = OpenAIEmbedder(settings["embedding_model"], endpoint).dimension
+            report(True, f"embedding model {settings['embedding_model']} answers: {dimension} dimensions")
+        except Exception as exc:
+            report(False, f"embedding model {settings['embedding_model']}: {exc}", "check --embedding-model")
+    if kb:
+        try:
+            built = json.loads((Path(kb) / MANIFEST).read_text(encoding="utf-8"))["embedder"]
+            same = dimension is None or built["dimension"] == dimension
+            report(same, f"knowledge base {kb}: built with {built['name']} ({built['dimension']} dimensions)"
+                   + ("" if same else f", but the embedding model gives {dimension}"),
+                   "use the embedding model it was built with, or rebuild into a new --kb")
+        except (OSError, ValueError, KeyError) as exc:
+            report(False, f"knowledge base {kb} cannot be read ({exc})", "agentic-rag index PATH --kb DIR")
+    print("all checks passed" if not problems else f"{problems} problem(s) found")
+    return 0 if not problems else 1

@@ -1,0 +1,224 @@
+"""The lexical layer the steps' deterministic checks and the offline model share: a question's key
+terms, entities, expected answer type and shape (greeting, comparison, nested), and how well a
+sentence is supported by evidence. Built on the knowledge base's tokenizer and name finder."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from .kb._chunking import split_sentences
+from .kb._names import mentions
+from .kb._tokenize import CJK, CJK_CHAR, STOPWORDS, normalize, tokenize
+
+# words that shape a question but carry none of its content
+_QUESTION_WORDS = frozenset("""
+what which who whom whose when where why how many much does did do is are was were can could
+will would should tell me please give list name about there any some one ones also other
+vs versus compare compared comparison between difference differences differ
+区别 差异 对比 比较 不同 异同 有何 何区
+什么 哪个 哪些 哪里 哪儿 怎么 怎样 如何 多少 是否 为何 几个 请问 时候 多久 多长 何时 能否 可以
+""".split())
+_CJK_RUN = re.compile(f"[{CJK}]+")
+# Chinese characters that only shape a sentence; a bigram holding one is not a content term
+_CJK_FUNCTION = frozenset("吗呢吧啊么什哪谁怎样几是否的了在有和与及请问我你他她它这那个些吧为何呀哦嘛着过被把将从对")
+_NOT_A_NAME = _QUESTION_WORDS | STOPWORDS  # leading words an entity drops: "Is DK-200" -> DK-200
+
+# a message that needs no fact from the knowledge base
+GREETING = re.compile(r"^\s*(?:hi|hello|hey|thanks|thank you|good (?:morning|afternoon|evening)|你好|您好|谢谢|早上好|"
+                      r"晚上好)\W*$", re.I)
+TRANSLATION = re.compile(r"^\s*(?:translate|翻译)\b|(?:翻译成|translate (?:this|it)? ?(?:in)?to)\s*\w+", re.I)
+COMPARISON = re.compile(r"对比|区别|差异|异同|不同|相比|比较|哪个更|哪一个更|\bvs\.?\b|versus|compare|comparison|"
+                        r"difference|differ|\bboth\b|\beither\b|\bwhich (?:one|of the two)\b", re.I)
+_RELATIVE = re.compile(r"\s(?:which|that|who|whose|whom|where)\s", re.I)
+_ENUMERATION = re.compile(r"[、,，]|\band\b|和|与|及")
+
+ANSWER_TYPES = {
+    "date": re.compile(r"\bwhen\b|what (?:year|date|day|time|century)|which (?:year|date|day|century)|何时|什么时候|"
+                       r"哪一?年|哪一?天|几月|几号|日期|时间\s*[？?]?\s*$|年份", re.I),
+    "number": re.compile(r"how (?:many|much|long|old|far|big|large|high|tall)|what (?:percentage|number|amount)|"
+                         r"多少|几个|几名|几人|几次|数量|人数|比例|金额|价格|上限|多长|多久|多大|"
+                         r"[率额量价数]\s*(?:是|为)?\s*[？?]?\s*$", re.I),
+    "person": re.compile(r"\bwho(?:m|se)?\b|which (?:person|author|actor|player|president|director)|谁|哪位|何人|"
+                         r"(?:导演|作者|主演|冠军|得主|创始人|主席|总统)\s*(?:是)?\s*[？?]?\s*$", re.I),
+    "place": re.compile(r"\bwhere\b|which (?:city|country|state|place|town|region)|哪里|哪儿|在哪|何地|"
+                        r"哪个(?:城市|国家|地区|省)|地点|举办地", re.I),
+    "yes_no": re.compile(r"^(?:is|are|was|were|did|does|do|can|could|has|have|will)\b|吗[？?]?\s*$|是否|有没有|"
+                         r"是不是", re.I),
+}
+_TYPE_EVIDENCE = {
+    "date": re.compile(r"\b(?:1[5-9]\d\d|20\d\d)\b|\d{1,2}月|\d{1,2}日|\d+年|\d{1,2}:\d\d|当天|次日|工作日|"
+                       r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d|business day|same day|"
+                       r"\b(?:today|tomorrow|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I),
+    "number": re.compile(r"\d+(?:[.,]\d+)*\s*(?:%|‰|亿|万|千|百)?"),
+    "person": re.compile(rf"\b[A-Z][a-z]+(?: [A-Z][a-z.]+)+\b|[{CJK}]{{2,4}}(?:先生|女士|教授|总统|主席)|"
+                         rf"[{CJK}]{{2,3}}(?:说|表示|指出)"),
+    "place": re.compile(rf"\b(?:in|at|from) [A-Z][a-z]+|[{CJK}]{{2,}}(?:省|市|县|国|州|区|岛|城)"),
+}
+
+
+_CJK_QUESTION = re.compile(r"什么时候|什么|哪一?[个些里儿年天位]?|怎么样?|怎样|如何|多少|多久|多长|是否|是不是|有没有|"
+                          r"为什么|为何|几[个名人次月号]?|请问|[吗呢吧的了]")
+
+
+def key_terms(text: str) -> list[str]:
+    """The content tokens of a question, in order: words and numbers without question words,
+    and Chinese bigrams without function characters (single characters only where alone).
+    Chinese question words are cut out first, so no bigram straddles one (什么时候发货 -> 发货)."""
+    terms = []
+    text = _CJK_QUESTION.sub(" ", text)
+    for token in dict.fromkeys(tokenize(text)):
+        cjk = _is_cjk(token)
+        if token in _QUESTION_WORDS or (cjk and (set(token) & _CJK_FUNCTION)):
+            continue
+        if cjk and len(token) == 1 and re.search(f"{token}[{CJK}]|[{CJK}]{token}", text):
+            continue  # part of a longer run: its bigrams say more
+        terms.append(token)
+    return terms
+
+
+def has_content(question: str) -> bool:
+    """Whether the question holds a content word: a key term with a letter or a Chinese character.
+    Punctuation, function words ("的", "a") or a lone number ask nothing to look up."""
+    return any(re.search(r"[^\W\d_]", t) for t in key_terms(question))
+
+
+def absent_terms(question: str, terms: list[str], held) -> list[str]:
+    """The key terms for which `held(token)` is false. Chinese is written without spaces, so a
+    bigram may straddle two words: it counts as absent only when it holds a character of a gap of
+    two or more characters that no held bigram of the question covers (年假 of 年假政策 when only
+    政策 is held). A one-character gap is a word boundary or a particle (录报 of 登录报错, 名成 of
+    改名成苏镜宇)."""
+    missing = set()
+    for run in _CJK_RUN.findall(normalize(_CJK_QUESTION.sub(" ", question))):
+        covered = [False] * len(run)
+        for i in range(len(run) - 1):
+            if held(run[i:i + 2]):
+                covered[i] = covered[i + 1] = True
+        for gap in re.finditer(r"0{2,}", "".join("1" if c else "0" for c in covered)):
+            missing.update(run[gap.start():gap.end()])
+    return [t for t in terms if not held(t) and not (_is_cjk(t) and len(t) == 2 and not set(t) & missing)]
+
+
+def _is_cjk(token: str) -> bool:
+    return CJK_CHAR.match(token) is not None
+
+
+def entities(text: str) -> list[str]:
+    """Names, titles, quotations, codes, versions and numbers mentioned in the text: the name
+    finder's mentions (kb.names) without leading question words ("Is DK-200" -> DK-200) or a
+    possessive (Taylor's -> Taylor). Unlike kb.names.names, a sentence's first word and a decimal
+    count: a question names what it asks about anywhere."""
+    found = []
+    for _, words in mentions(text, _NOT_A_NAME, possessive=True):
+        value = " ".join(words).lstrip("".join(_CJK_FUNCTION))
+        if len(value) > 1:
+            found.append(value)
+    return list(dict.fromkeys(found))
+
+
+def is_direct(question: str) -> bool:
+    """A greeting or a translation request: needs no fact from the knowledge base."""
+    return GREETING.search(question) is not None or TRANSLATION.search(question) is not None
+
+
+def is_comparison(question: str) -> bool:
+    """Comparison words, or two or more named things joined by an enumeration."""
+    return bool(COMPARISON.search(question)) or (len(entities(question)) >= 2 and bool(_ENUMERATION.search(question)))
+
+
+def relative_clause(question: str) -> re.Match | None:
+    """A relative pronoun after the question's first two words ("the company which made X"); the
+    leading interrogative of "From which country..." is not one."""
+    words = re.match(r"\s*\S+\s+\S+", question)
+    return _RELATIVE.search(question, words.end() if words else 0)
+
+
+def is_nested(question: str) -> bool:
+    """A question that needs a bridge fact first: a relative clause, or three 的 in a row of modifiers."""
+    return relative_clause(question) is not None or question.count("的") >= 3
+
+
+def answer_type(question: str) -> str:
+    """What kind of answer the question asks for: date, number, person, place, yes_no or other."""
+    for name, pattern in ANSWER_TYPES.items():
+        if pattern.search(question.strip()):
+            return name
+    return "other"
+
+
+def has_answer_type(kind: str, text: str, question: str = "") -> bool:
+    """Whether the text holds something of the asked kind (a year for 'date', a number for
+    'number'...) that the question itself does not already say."""
+    pattern = _TYPE_EVIDENCE.get(kind)
+    if pattern is None:
+        return True
+    asked = normalize(question)
+    return any(m.group(0).strip() and normalize(m.group(0)).strip() not in asked for m in pattern.finditer(text))
+
+
+def coverage(terms: list[str], text: str, weights: dict[str, float] | None = None) -> float:
+    """Weighted share of the terms that occur in the text (1.0 for no terms)."""
+    if not terms:
+        return 1.0
+    present = set(tokenize(text))
+    weight = (lambda t: weights.get(t, 1.0)) if weights else (lambda t: 1.0)
+    total = sum(weight(t) for t in terms)
+    return sum(weight(t) for t in terms if t in present) / total if total else 1.0
+
+
+def sentences(text: str) -> list[str]:
+    """The text's sentences, stripped, without empty ones and without bare citation markers."""
+    out: list[str] = []
+    text = re.sub(r"(\[\d+\])(?!\s*\[)[ \t]*(?=\S)", "\\1\n\n", text)  # a citation ends its sentence
+    for piece in split_sentences(text):
+        piece = re.sub(r"^\s*(?:[-*•]|\d+[.)、])\s+", "", piece).strip()  # list markers
+        leading = re.match(r"(?:\[\d+\]\s*)+", piece)
+        if leading and out:  # a citation cut off after the full stop stays with its sentence
+            out[-1] = f"{out[-1]} {leading.group(0).strip()}"
+            piece = piece[leading.end():].strip()
+        if re.sub(r"\[\d+\]|\W", "", piece):
+            out.append(piece)
+    return out
+
+
+def evidence_texts(evidence: list[dict]) -> list[str]:
+    """Each evidence item as the judges read it: its title above its text."""
+    return [f"{item.get('title', '')}\n{item['text']}" for item in evidence]
+
+
+def cited_support(sentence: str, texts: list[str]) -> float:
+    """Support of a sentence by the evidence it cites as [n], or by all of it when it cites none."""
+    cited = [texts[int(n) - 1] for n in re.findall(r"\[(\d+)\]", sentence) if 0 < int(n) <= len(texts)]
+    return support(sentence, cited or texts)
+
+
+def support(sentence: str, evidence_texts: list[str]) -> float:
+    """How much of the sentence the best single evidence text contains (share of its tokens)."""
+    terms = [t for t in dict.fromkeys(tokenize(re.sub(r"\[\d+\]", " ", sentence)))]
+    if not terms:
+        return 1.0
+    return max((coverage(terms, text) for text in evidence_texts), default=0.0)
+
+
+def same_text(a: str, b: str) -> bool:
+    """Whether two queries are the same once case, width and spacing are ignored."""
+    return " ".join(normalize(a).split()) == " ".join(normalize(b).split())
+
+
+def bridge_entities(question: str, evidence: list[dict], limit: int = 3) -> list[str]:
+    """Names in the best evidence that the question does not mention: where the next hop starts."""
+    asked = set(tokenize(question))
+    found = Counter()
+    for rank, item in enumerate(evidence[:4]):
+        names = ([item["title"]] if item.get("title") else []) + entities(item["text"])
+        for name in names:
+            if name and not set(tokenize(name)) <= asked:
+                found[name] += 1.0 / (rank + 1)
+    return [name for name, _ in found.most_common(limit)]
+
+
+def missing_parts(answer: str, evidence: list[dict], parts: list[str]) -> list[str]:
+    """Parts of the question the answer leaves out; a cited passage's title counts as said."""
+    cited = " ".join(evidence[int(n) - 1].get("title", "") for n in re.findall(r"\[(\d+)\]", answer)
+                     if 0 < int(n) <= len(evidence))
+    return [p for p in parts if coverage(key_terms(p), f"{answer} {cited}") < 0.5]

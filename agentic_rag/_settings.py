@@ -1,0 +1,87 @@
+"""Settings for the command line: models, embedders, knowledge bases and tools from flags, a
+models file and the environment. The only module that reads environment variables."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from ._errors import ConfigurationError
+from .kb import KnowledgeBase, make_embedder
+from .kb._store import MANIFEST
+from .models._factory import build_model, read_models_file
+from ._openai_api import endpoint_from_env
+from .tools import CALCULATOR, shop_tools
+
+
+def model_settings(args) -> dict:
+    """Model settings from flags, then a --models-config file, then the environment (read here,
+    and only here): AGENTIC_RAG_MODEL, AGENTIC_RAG_EMBEDDING_MODEL, *_BASE_URL, *_API_KEY."""
+    environ = os.environ
+    file = read_models_file(args.models_config) if getattr(args, "models_config", None) else {}
+    per_task = dict(file.get("per_task", {}))
+    for item in getattr(args, "model_for", None) or []:
+        task, sep, name = item.partition("=")
+        if not sep or not name:
+            raise ConfigurationError(f"--model-for {item!r}: write TASK=MODEL, e.g. --model-for grade=small-model")
+        per_task[task] = name
+    return {"name": getattr(args, "model", None) or file.get("model") or environ.get("AGENTIC_RAG_MODEL") or "offline",
+            "per_task": per_task, "temperature": file.get("temperature"), "prices": file.get("prices"),
+            "endpoint": endpoint_from_env(environ, base_url=getattr(args, "base_url", None) or file.get("base_url")),
+            "embedding_model": getattr(args, "embedding_model", None) or file.get("embedding_model")
+            or environ.get("AGENTIC_RAG_EMBEDDING_MODEL")}
+
+
+def make_model(settings: dict):
+    """The model the command line runs: offline unless a model is named; nothing switches silently."""
+    return build_model(settings["name"], settings["endpoint"], settings["per_task"], settings["temperature"],
+                       settings["prices"])
+
+
+def make_cli_embedder(name: str, settings: dict):
+    """An embedder by name; `openai` (or a saved `openai:MODEL`) calls the configured endpoint."""
+    if name == "openai" or name.startswith("openai:"):
+        from .kb._openai_embedder import OpenAIEmbedder
+
+        model = name.partition(":")[2] or settings["embedding_model"]
+        if not model:
+            raise ConfigurationError("--embedder openai needs --embedding-model NAME (or AGENTIC_RAG_EMBEDDING_MODEL)")
+        return OpenAIEmbedder(model, settings["endpoint"])
+    return make_embedder(name)
+
+
+def load_kb(path: str, settings: dict) -> KnowledgeBase:
+    """Open a saved knowledge base with the embedder it was built with."""
+    manifest = Path(path) / MANIFEST
+    built = ""
+    if manifest.is_file():
+        try:
+            built = json.loads(manifest.read_text(encoding="utf-8"))["embedder"]["name"]
+        except (OSError, ValueError, KeyError, TypeError):
+            built = ""  # KnowledgeBase.load reports the damage
+    embedder = make_cli_embedder(built, settings) if isinstance(built, str) and built.startswith("openai:") else None
+    return KnowledgeBase.load(path, embedder)
+
+
+def ask_tools(args) -> list:
+    """Calculator and dates always; shop lookups and SQL with --db; web search only with --web-search."""
+    from datetime import datetime
+
+    from .tools import SQLDatabase, date_tools, sql_tool, web_search_tool
+
+    if args.now:
+        try:
+            moment = datetime.fromisoformat(args.now)
+        except ValueError:
+            raise ConfigurationError(f"--now {args.now!r}: write YYYY-MM-DDTHH:MM") from None
+    clock = (lambda: moment) if args.now else datetime.now
+    tools = [CALCULATOR] + date_tools(clock)
+    if args.db:
+        try:
+            db = SQLDatabase(args.db)  # opened now: a missing, empty or non-SQLite file fails before the run
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"--db: {exc}") from None
+        tools += shop_tools(args.db) + [sql_tool(db)]
+    if args.web_search:
+        tools.append(web_search_tool(args.web_search))
+    return tools

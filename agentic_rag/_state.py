@@ -1,0 +1,102 @@
+"""The run state: one plain, JSON-serialisable dict per run, its evidence items, and a one-line trace."""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TypedDict
+
+from ._accounting import count_tokens
+from ._config import Config
+from ._errors import ConfigurationError
+from .models._meter import new_usage
+
+STOP_REASONS = ("sufficient", "direct", "max_rounds", "token_budget", "low_confidence", "converged", "deadline",
+                "exhausted", "stopped", "error")
+
+
+class _EvidenceKeys(TypedDict):
+    id: str                     # the chunk id, or the call for a tool's result
+    doc_id: str                 # the document (or the tool, or the URL) it comes from
+    source: str                 # the file, URL or tool call a citation shows
+    title: str
+    text: str
+    kind: str                   # "passage", or the kind of the tool that produced it
+    ranks: dict[str, int]       # 1-based rank in each retriever that found it (bm25, vector, graph)
+
+
+class Evidence(_EvidenceKeys, total=False):
+    """One item of the evidence pool, a retrieved passage or a tool's result; built by new_evidence()."""
+
+    path: list[str]             # graph hits: the names that led here
+    query: str                  # the search query or tool call that found it
+    rank: int                   # its rank in that search
+    relevance: float            # its score against the original question: the pool's order
+
+
+def new_evidence(id: str, doc_id: str, source: str, text: str, *, title: str = "", kind: str = "passage",
+                 ranks: dict[str, int] | None = None, path: list[str] | None = None, query: str | None = None,
+                 rank: int | None = None, relevance: float | None = None) -> Evidence:
+    """An evidence item; the optional keys (path, query, rank, relevance) are present only when given."""
+    item = Evidence(id=id, doc_id=doc_id, source=source, title=title, text=text, kind=kind, ranks=dict(ranks or {}))
+    optional = {"path": path, "query": query, "rank": rank, "relevance": relevance}
+    item.update({key: value for key, value in optional.items() if value is not None})
+    return item
+
+
+class AgentState(TypedDict):
+    """What each key holds. The loop is the only code that changes it."""
+
+    question: str               # the question as asked; never overwritten
+    config: dict                # the settings of this run
+    phase: str                  # the next step: route, search, tool, verify, generate, check or done
+    round: int                  # retrieval rounds run so far
+    route: dict | None          # the latest routing decision
+    rounds: list[dict]          # per round: route, queries, new passages, grade, strategy
+    queries_tried: list[str]    # every search query run, so none is repeated
+    subqueries: list[dict]      # the latest decomposition (query, depends_on)
+    parts: list[str]            # the parts an answer must cover (comparisons, sub-questions)
+    used_tools: list[str]
+    sources_tried: list[str]    # retrieval sources used so far (vector, graph, web)
+    rewrites: int
+    repairs: int
+    reflections: int            # extra rounds asked for by an incomplete answer
+    evidence: list[Evidence]    # the pool, best first (see Evidence)
+    grade: dict | None          # the latest sufficiency grade
+    missing: list[str]          # what the latest grade or faithfulness check found missing
+    low_rounds: int             # consecutive rounds graded below the low-confidence floor
+    last_top: list[str]         # the previous round's best passage ids (convergence)
+    draft_answer: str           # the answer as generated, before checks
+    answer: str                 # the answer as returned
+    citations: list[dict]       # evidence the answer cites, each with its number n
+    removed_citations: list[int]
+    faithfulness: dict | None
+    abstained: bool
+    abstain_reason: str
+    stop_reason: str | None     # one of STOP_REASONS, once retrieval has stopped
+    resume_reason: str | None   # the stop reason a hook's stop interrupted, restored on resume
+    error: str | None
+    trace: list[dict]           # events: round, step, summary, detail, ms, tokens
+    timings_ms: dict            # milliseconds per step, and total
+    usage: dict                 # model_calls, prompt_tokens, completion_tokens, cost_usd, by_task
+
+
+def new_state(question: str, config: Config | None = None) -> AgentState:
+    """A fresh state for one run; an empty question, or one too long for the budget, is an error."""
+    config = config or Config()
+    if not isinstance(question, str) or not question.strip():
+        raise ConfigurationError("the question is empty; ask something")
+    tokens = count_tokens(question)
+    if tokens > config.token_budget // 4:  # every call carries the question: a quarter of the budget at most
+        raise ConfigurationError(f"the question has {tokens} tokens, more than a quarter of the token budget "
+                                 f"({config.token_budget}); shorten it or raise the budget (--budget)")
+    return AgentState(
+        question=question, config={k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
+        phase="route", round=0, route=None, rounds=[],
+        queries_tried=[], subqueries=[], parts=[], used_tools=[], sources_tried=[], rewrites=0, repairs=0, reflections=0,
+        evidence=[], grade=None, missing=[], low_rounds=0, last_top=[], draft_answer="", answer="", citations=[],
+        removed_citations=[], faithfulness=None, abstained=False, abstain_reason="", stop_reason=None,
+        resume_reason=None, error=None, trace=[], timings_ms={}, usage=new_usage())
+
+
+def format_trace(state: dict) -> str:
+    """The run on one line, e.g. route:vector -> search:d3,d7 -> verify:0.42 -> generate -> faithfulness:0.95."""
+    return " -> ".join(event["summary"] for event in state["trace"])

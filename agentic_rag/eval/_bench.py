@@ -1,0 +1,112 @@
+"""The benchmark runner: linear against agentic on one evaluation set, resumable, deterministic
+with the offline model. `agentic-rag bench` calls run_bench; _report.py turns records into metrics."""
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+from .._config import Config
+from ..kb import KnowledgeBase, make_embedder
+from ..kb._store import FORMAT_VERSION
+from ..kb._tokenize import TOKENIZER_SETTINGS
+from .._loop import run_agentic_rag
+from ..models._meter import Meter
+from ..models._protocol import Model
+from .._state import format_trace, new_evidence
+from ..steps import check_faithfulness, generate_answer, verify_citations
+from ..steps._verify import question_weights
+from ._datasets import Question, load_set
+from ._report import summarize, write_reports
+
+MODES = ("linear", "agentic")
+
+
+def cached_kb(folder: Path, embedder: str, config: Config, cache: Path) -> KnowledgeBase:
+    """The set's knowledge base, built once per corpus content and settings, then loaded."""
+    corpus_bytes = (folder / "corpus.jsonl").read_bytes()
+    settings = json.dumps([embedder, config.chunk_size, config.chunk_overlap, TOKENIZER_SETTINGS, FORMAT_VERSION])
+    key = hashlib.sha256(corpus_bytes + settings.encode()).hexdigest()[:16]
+    path = cache / f"{folder.name}-{embedder}-{key}"
+    if (path / "manifest.json").is_file():
+        return KnowledgeBase.load(path, config=config)
+    corpus, _ = load_set(folder)
+    kb = KnowledgeBase(make_embedder(embedder), config)
+    print(f"building the {folder.name} knowledge base ({len(corpus)} passages, {embedder}) ...", file=sys.stderr)
+    kb.add_documents(corpus, progress=True)
+    kb.save(path)
+    return kb
+
+
+def answer_linear(question: str, kb: KnowledgeBase, model: Model, config: Config) -> dict:
+    """The reference design's baseline: hybrid search, the top passages, one generation; no loop,
+    no grading, no abstention. Returns the fields of an agentic state that the metrics read."""
+    meter = Meter(model)
+    start = time.perf_counter()
+    hits = kb.search(question, k=max(10, config.evidence_k))
+    pool = [new_evidence(**h.model_dump(exclude={"score", "metadata"})) for h in hits]
+    weights = question_weights(question, kb.term_weights(question))
+    draft = generate_answer(question, pool[:config.evidence_k], meter, (), weights)
+    answer, citations, _ = verify_citations(draft.answer, pool[:config.evidence_k])
+    return {"answer": answer, "abstained": False, "citations": citations, "evidence": pool, "stop_reason": "linear",
+            "round": 1, "trace_line": "search -> generate", "usage": meter.usage,
+            "timings_ms": {"total": (time.perf_counter() - start) * 1000}}
+
+
+def run_question(mode: str, q: Question, kb: KnowledgeBase, model: Model, config: Config) -> dict:
+    """One question in one mode, as a results.jsonl record."""
+    if mode == "linear":
+        state = answer_linear(q.question, kb, model, config)
+    else:
+        state = run_agentic_rag(q.question, kb, model, (), config)
+        state = dict(state, trace_line=format_trace(state))
+    shown = state["evidence"][:config.evidence_k]
+    faithfulness = None
+    if state["answer"] and not state["abstained"]:  # the judge in use, outside the counted usage
+        faithfulness = check_faithfulness(q.question, state["answer"], shown, model).score
+    return {"mode": mode, "id": q.id, "question": q.question, "kind": q.kind, "answerable": q.answerable,
+            "answer": state["answer"], "abstained": state["abstained"], "stop_reason": state["stop_reason"],
+            "rounds": state["round"], "ranking": [e["doc_id"] for e in state["evidence"]],
+            "pool_size": len(state["evidence"]) if mode == "agentic" else len(shown),
+            "evidence": [e["doc_id"] for e in shown], "citations": [c["doc_id"] for c in state["citations"]],
+            "trace": state["trace_line"], "usage": {k: v for k, v in state["usage"].items() if k != "by_task"},
+            "ms": round(state["timings_ms"]["total"], 1), "faithfulness": faithfulness}
+
+
+def half_of(question_id: str) -> int:
+    """1 or 2, by a stable hash of the question id: the same id falls in the same half in every set
+    and on every machine, so one half can be tuned on and the other reported beside it."""
+    return 1 + hashlib.sha256(question_id.encode("utf-8")).digest()[0] % 2
+
+
+def run_bench(folder: Path, modes: list[str], out: Path, model: Model, config: Config, embedder: str = "hashing",
+              limit: int | None = None, cache: Path | None = None, half: int | None = None) -> dict:
+    """Run every question (of one half, if given; skipping those already in out/results.jsonl) and
+    write the reports."""
+    out.mkdir(parents=True, exist_ok=True)
+    _, questions = load_set(folder)
+    questions = [q for q in questions if half is None or half_of(q.id) == half][:limit]
+    kb = cached_kb(folder, embedder, config, cache or out / "kb-cache")
+    results = out / "results.jsonl"
+    done = {(r["mode"], r["id"]) for r in _read(results)}
+    with results.open("a", encoding="utf-8") as sink:
+        for mode in modes:
+            for n, q in enumerate(questions, 1):
+                if (mode, q.id) not in done:
+                    sink.write(json.dumps(run_question(mode, q, kb, model, config), ensure_ascii=False) + "\n")
+                    sink.flush()
+                print(f"\r{folder.name} {mode} {n}/{len(questions)}", end="", file=sys.stderr, flush=True)
+            print(file=sys.stderr)
+    wanted = {q.id for q in questions}
+    records = [r for r in _read(results) if r["id"] in wanted and r["mode"] in modes]
+    metrics = {mode: summarize([r for r in records if r["mode"] == mode], questions) for mode in modes}
+    write_reports(metrics, out, folder.name)
+    return metrics
+
+
+def _read(path: Path) -> list[dict]:
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

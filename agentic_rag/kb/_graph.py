@@ -1,0 +1,113 @@
+"""The knowledge graph: names are nodes; two names in one sentence make an edge, and the edge
+keeps that sentence's chunk as its evidence. A chunk's title is linked to every name in it.
+Built offline at index time, saved in the same generation as the rest, updated with every add
+and delete."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ._chunking import split_sentences
+from ._names import names
+
+MAX_NAMES = 12  # per sentence: a list of fifty names is a table, not a relation
+
+
+def _key(name: str) -> str:
+    return " ".join(name.casefold().split())
+
+
+class KnowledgeGraph:
+    """Undirected edges between names, each with the chunk rows whose sentences join them."""
+
+    def __init__(self) -> None:
+        self.labels: dict[str, str] = {}                         # key -> name as first written
+        self.edges: dict[tuple[str, str], set[int]] = {}         # (key, key) sorted -> rows
+        self.adjacent: dict[str, set[str]] = defaultdict(set)
+        self.relations: dict[tuple[str, str], set[str]] = {}    # from triples: the relation words
+
+    def __len__(self) -> int:
+        return len(self.edges)
+
+    def add(self, row: int, title: str, text: str) -> None:
+        """Link the names of each sentence of one chunk, and the title to every name."""
+        head = [title] if title and len(title) <= 80 else []
+        for sentence in split_sentences(text) or [text]:
+            found = list(dict.fromkeys(head + names(sentence)[:MAX_NAMES]))
+            for i, a in enumerate(found):
+                for b in found[i + 1:]:
+                    self._link(a, b, row)
+
+    def add_triples(self, row: int, triples: list[tuple[str, str, str]]) -> None:
+        """Subject-relation-object triples a language model read from one chunk."""
+        for subject, relation, obj in triples:
+            if subject.strip() and obj.strip() and self._link(subject.strip(), obj.strip(), row) and relation.strip():
+                self.relations.setdefault(tuple(sorted((_key(subject), _key(obj)))), set()).add(relation.strip())
+
+    def _link(self, a: str, b: str, row: int) -> bool:
+        ka, kb = _key(a), _key(b)
+        if ka == kb:
+            return False
+        self.labels.setdefault(ka, a)
+        self.labels.setdefault(kb, b)
+        self.edges.setdefault(tuple(sorted((ka, kb))), set()).add(row)
+        self.adjacent[ka].add(kb)
+        self.adjacent[kb].add(ka)
+        return True
+
+    def delete(self, rows: set[int]) -> None:
+        """Forget deleted chunks; edges left without evidence go, and so do nodes left alone."""
+        for edge in list(self.edges):
+            self.edges[edge] -= rows
+            if not self.edges[edge]:
+                del self.edges[edge]
+                self.relations.pop(edge, None)
+                for a, b in (edge, edge[::-1]):
+                    self.adjacent[a].discard(b)
+        for key in [k for k, v in self.adjacent.items() if not v]:
+            del self.adjacent[key]
+            self.labels.pop(key, None)
+
+    def find(self, text: str) -> list[str]:
+        """Nodes named in the text: its names, and node names it contains (long ones first)."""
+        keys = [_key(n) for n in names(text) if _key(n) in self.adjacent]
+        lowered = _key(text)
+        keys += sorted((k for k in self.adjacent if len(k) >= 4 and k in lowered), key=len, reverse=True)[:5]
+        return list(dict.fromkeys(keys))
+
+    def walk(self, starts: list[str], hops: int = 2, limit: int = 40) -> dict[int, tuple[int, list[str]]]:
+        """Chunk rows behind the edges within `hops` of the start nodes: row -> (hop, path of names)."""
+        found: dict[int, tuple[int, list[str]]] = {}
+        frontier = {s: [self.labels[s]] for s in starts if s in self.adjacent}
+        seen = set(frontier)
+        for hop in range(1, hops + 1):
+            nxt = {}
+            for node, path in frontier.items():
+                for other in sorted(self.adjacent[node], key=lambda o: (-len(self.edges[tuple(sorted((node, o)))]), o))[:limit]:
+                    for row in sorted(self.edges[tuple(sorted((node, other)))]):
+                        found.setdefault(row, (hop, path + [self._step(node, other)]))
+                    if other not in seen:
+                        seen.add(other)
+                        nxt[other] = path + [self._step(node, other)]
+            frontier = nxt
+        return found
+
+    def _step(self, node: str, other: str) -> str:
+        relation = self.relations.get(tuple(sorted((node, other))))
+        return f"({'/'.join(sorted(relation))}) {self.labels[other]}" if relation else self.labels[other]
+
+    def to_json(self) -> dict:
+        """Plain data for saving."""
+        return {"labels": self.labels, "edges": [[a, b, sorted(rows)] for (a, b), rows in self.edges.items()],
+                "relations": [[a, b, sorted(r)] for (a, b), r in self.relations.items()]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "KnowledgeGraph":
+        """Rebuild a saved graph."""
+        graph = cls()
+        graph.labels = dict(data["labels"])
+        for a, b, rows in data["edges"]:
+            graph.edges[(a, b)] = set(rows)
+            graph.adjacent[a].add(b)
+            graph.adjacent[b].add(a)
+        graph.relations = {(a, b): set(r) for a, b, r in data.get("relations", [])}
+        return graph

@@ -1,0 +1,313 @@
+"""The knowledge base: documents in, chunks out, hybrid search, atomic saves."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+import hnswlib
+import numpy as np
+
+from .._config import SEARCH_MODES, Config
+from .._errors import ConfigurationError, RetrievalError
+from . import _store as store
+from ._bm25 import BM25
+from ._chunking import chunk_text
+from ._documents import Document
+from ._embedders import Embedder, embed_batched, make_embedder
+from ._filters import check_filters, filter_mask
+from ._fusion import reciprocal_rank_fusion
+from ._graph import KnowledgeGraph
+from ._hit import Hit
+from ._rerank import LexicalReranker, Reranker
+from ._rwlock import ReadWriteLock
+from ._tokenize import TOKENIZER_SETTINGS, tokenize
+from ._vectors import VectorIndex
+
+
+@dataclass
+class AddResult:
+    """What an add did: documents new, replaced and unchanged (skipped), and chunks written."""
+
+    added: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+    chunks: int = 0
+
+
+def _index_text(chunk: dict) -> str:
+    """What both retrievers see: the title (often the entity's name) above the chunk."""
+    return f"{chunk['title']}\n{chunk['text']}" if chunk["title"] else chunk["text"]
+
+
+class KnowledgeBase:
+    """Chunks with a BM25 index and a vector index; thread-safe, one read-write lock for all."""
+
+    def __init__(self, embedder: Embedder | None = None, config: Config | None = None,
+                 reranker: Reranker | None = None, extract_triples=None, graph_method: str | None = None):
+        self.config = config or Config()
+        self.embedder = embedder or make_embedder("hashing")
+        self.reranker = reranker or LexicalReranker()
+        # (title, text) -> [(subject, relation, object)]: a language model's graph; None: names co-occurring
+        self.extract_triples = extract_triples
+        self.graph_method = graph_method or ("names" if extract_triples is None else "model")
+        self._chunks: list[dict | None] = []  # by row; None once deleted
+        self._docs: dict[str, dict] = {}      # doc id -> {"hash", "rows"}
+        self._bm25 = BM25(self.config.bm25_k1, self.config.bm25_b)
+        self._vectors = self._new_vector_index()
+        self._graph = KnowledgeGraph()
+        self._lock = ReadWriteLock()
+        self._writer = threading.Lock()       # one add, delete or save at a time; searches go on meanwhile
+        self._generations: dict[str, str] = {}  # folder -> the generation loaded from or last saved there
+
+    def _new_vector_index(self) -> VectorIndex:
+        c = self.config
+        return VectorIndex(self.embedder.dimension, c.hnsw_m, c.hnsw_ef_construction, c.hnsw_ef,
+                           c.exact_search_below, c.seed)
+
+    def __len__(self) -> int:
+        return self._bm25.size
+
+    @property
+    def document_count(self) -> int:
+        """Number of documents held."""
+        return len(self._docs)
+
+    def add_documents(self, documents: Iterable[Document], progress: bool = False) -> AddResult:
+        """Index documents; a known id with changed content replaces that document's chunks."""
+        latest = {doc.id: doc for doc in documents}
+        result = AddResult()
+        if self.graph_method != "names" and self.extract_triples is None:
+            raise ConfigurationError(f"this knowledge base's graph was built by {self.graph_method}; pass the same "
+                                     f"extractor (agentic-rag index --graph-model ...) to add to it")
+        with self._writer:
+            with self._lock.read():
+                todo = [d for d in latest.values() if self._docs.get(d.id, {}).get("hash") != d.content_hash()]
+            result.unchanged = len(latest) - len(todo)
+            chunks = [dict(id=f"{doc.id}#{i}", doc_id=doc.id, text=text, title=doc.title, source=doc.source,
+                           metadata=doc.metadata)
+                      for doc in todo for i, text in enumerate(chunk_text(doc.text, self.config.chunk_size,
+                                                                          self.config.chunk_overlap))]
+            texts = [_index_text(c) for c in chunks]
+            tokens = [tokenize(t) for t in texts]
+            vectors = embed_batched(self.embedder, texts, progress=progress)
+            triples = [self.extract_triples(c["title"], c["text"]) for c in chunks] if self.extract_triples else None
+            with self._lock.write():
+                for doc in todo:
+                    if doc.id in self._docs:
+                        result.replaced += 1
+                        self._delete_rows(self._docs.pop(doc.id)["rows"])
+                result.added = len(todo) - result.replaced
+                rows = list(range(len(self._chunks), len(self._chunks) + len(chunks)))
+                self._chunks.extend(chunks)
+                for doc in todo:
+                    self._docs[doc.id] = {"hash": doc.content_hash(), "rows": []}
+                for row, chunk in zip(rows, chunks):
+                    self._docs[chunk["doc_id"]]["rows"].append(row)
+                self._bm25.add(rows, tokens)
+                self._vectors.add(rows, vectors)
+                for i, (row, chunk) in enumerate(zip(rows, chunks)):
+                    if triples is None:
+                        self._graph.add(row, chunk["title"], chunk["text"])
+                    else:
+                        self._graph.add_triples(row, triples[i])
+        result.chunks = len(chunks)
+        return result
+
+    def delete_documents(self, doc_ids: Iterable[str]) -> int:
+        """Remove documents and all their chunks; returns how many were found."""
+        with self._writer, self._lock.write():
+            found = [doc_id for doc_id in dict.fromkeys(doc_ids) if doc_id in self._docs]
+            for doc_id in found:
+                self._delete_rows(self._docs.pop(doc_id)["rows"])
+            return len(found)
+
+    def _delete_rows(self, rows: list[int]) -> None:
+        self._bm25.delete(rows)
+        self._vectors.delete(rows)
+        self._graph.delete(set(rows))
+        for row in rows:
+            self._chunks[row] = None
+
+    def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
+               rerank: bool | None = None) -> list[Hit]:
+        """The k best chunks for the query; each hit records its rank in each retriever."""
+        if not isinstance(query, str) or not query.strip():
+            raise ConfigurationError("the search query is empty; give some words to search for")
+        if mode not in SEARCH_MODES:
+            raise ConfigurationError(f"unknown search mode {mode!r}; choose one of: {', '.join(SEARCH_MODES)}")
+        if not isinstance(k, int) or k < 1:
+            raise ConfigurationError(f"k = {k!r}; ask for at least one hit (k >= 1)")
+        filters = check_filters(filters)
+        c = self.config
+        weights = {"bm25": c.bm25_weight if mode == "hybrid" else 1.0,
+                   "vector": c.vector_weight if mode == "hybrid" else 1.0}
+        use = [name for name in ("bm25", "vector") if mode in (name, "hybrid") and weights[name] > 0]
+        query_vector = self.embedder.embed([query])[0] if "vector" in use else None
+        depth = max(k, c.candidates)
+        with self._lock.read():
+            if len(self) == 0:
+                raise RetrievalError("the knowledge base is empty; add documents first "
+                                     "(agentic-rag index PATH --kb DIR)")
+            allowed = filter_mask(self._chunks, filters) if filters else None
+            found = {}
+            if "bm25" in use:
+                found["bm25"] = self._bm25.top(tokenize(query), depth, allowed)
+            if "vector" in use:
+                found["vector"] = self._vectors.search(query_vector, depth, allowed)
+            fused = reciprocal_rank_fusion({n: [row for row, _ in f] for n, f in found.items()}, weights, c.rrf_k)
+            if len(use) == 1:  # a single retriever keeps its own score
+                raw = dict(found[use[0]])
+                fused = [(row, raw[row], ranks) for row, _, ranks in fused]
+            hits = [self._hit(row, score, ranks) for row, score, ranks in fused[:depth]]
+            term_weights = self._bm25.idf(tokenize(query))
+        if c.rerank if rerank is None else rerank:
+            hits = self.reranker.rerank(query, hits, term_weights)
+        return hits[:k]
+
+    def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
+        """Chunks behind the graph edges within `hops` of the names in the query, nearest first
+        (ties by BM25 for the query); each hit's `path` is the chain of names that reached it."""
+        with self._lock.read():
+            found = self._graph.walk(self._graph.find(query), hops)
+            scores = self._bm25.scores(tokenize(query))
+            order = sorted(found, key=lambda row: (found[row][0], -scores[row], row))[:k]
+            return [self._hit(row, 1.0 / found[row][0], {"graph": rank}).model_copy(update={"path": found[row][1]})
+                    for rank, row in enumerate(order, 1)]
+
+    @property
+    def graph_size(self) -> tuple[int, int]:
+        """(nodes, edges) of the knowledge graph."""
+        return len(self._graph.adjacent), len(self._graph)
+
+    def term_weights(self, text: str) -> dict[str, float]:
+        """BM25 idf of each distinct token of `text` that the knowledge base holds."""
+        with self._lock.read():
+            return self._bm25.idf(tokenize(text))
+
+    def bm25_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
+        """The BM25 score of each given chunk for `query`: comparable across chunks found by other queries."""
+        with self._lock.read():
+            scores = self._bm25.scores(tokenize(query))
+            out = {}
+            for chunk_id in chunk_ids:
+                for row in self._docs.get(chunk_id.rsplit("#", 1)[0], {}).get("rows", []):
+                    if self._chunks[row]["id"] == chunk_id:
+                        out[chunk_id] = float(scores[row])
+            return out
+
+    def _hit(self, row: int, score: float, ranks: dict[str, int]) -> Hit:
+        chunk = self._chunks[row]
+        return Hit(id=chunk["id"], doc_id=chunk["doc_id"], source=chunk["source"], title=chunk["title"],
+                   text=chunk["text"], score=score, ranks=ranks, metadata=chunk["metadata"])
+
+    def save(self, directory: str | Path) -> Path:
+        """Write a new generation to `directory` and switch to it atomically; returns its folder.
+        Refused when the folder holds a generation this knowledge base did not load or save."""
+        with self._writer, self._lock.read():
+            arrays, vocab = self._bm25.to_arrays()
+            rows = len(self._chunks)
+            vectors = self._vectors.vectors[:rows]
+            writers = {
+                "chunks.jsonl": lambda p: p.write_text("".join(
+                    json.dumps(dict(c, row=r), ensure_ascii=False) + "\n"
+                    for r, c in enumerate(self._chunks) if c is not None), encoding="utf-8"),
+                "documents.json": lambda p: p.write_text(json.dumps(self._docs, ensure_ascii=False), encoding="utf-8"),
+                "bm25.npz": lambda p: _save_npz(p, arrays),
+                "vocab.json": lambda p: p.write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8"),
+                "vectors.npy": lambda p: _save_npy(p, vectors),
+                "graph.json": lambda p: p.write_text(json.dumps(self._graph.to_json(), ensure_ascii=False),
+                                                     encoding="utf-8"),
+            }
+            if self._vectors.hnsw is not None:
+                writers["hnsw.bin"] = lambda p: self._vectors.hnsw.save_index(str(p))
+            manifest = {
+                "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
+                "tokenizer": TOKENIZER_SETTINGS, "graph": self.graph_method,
+                "chunking": {"size": self.config.chunk_size, "overlap": self.config.chunk_overlap},
+                "counts": {"documents": len(self._docs), "chunks": len(self), "rows": rows,
+                           "graph_nodes": self.graph_size[0], "graph_edges": self.graph_size[1]},
+            }
+            key = os.path.realpath(directory)
+            saved = store.save_generation(Path(directory), writers, manifest, self._generations.get(key))
+            self._generations[key] = saved.name
+            return saved
+
+    @classmethod
+    def load(cls, directory: str | Path, embedder: Embedder | None = None, config: Config | None = None,
+             reranker: Reranker | None = None, extract_triples=None) -> "KnowledgeBase":
+        """Open a saved knowledge base; the embedder must match the one it was built with."""
+        directory = Path(directory)
+        manifest, generation = store.read_generation(directory)
+        built = manifest["embedder"]
+        embedder = embedder or make_embedder(built["name"], built["dimension"])
+        if (embedder.name, embedder.dimension) != (built["name"], built["dimension"]):
+            raise ConfigurationError(
+                f"{directory} was built with embedder {built['name']!r} ({built['dimension']}-dim) but "
+                f"{embedder.name!r} ({embedder.dimension}-dim) was given; use --embedder {built['name']} "
+                f"or rebuild into a new --kb directory")
+        chunking = manifest["chunking"]
+        if config is None:
+            config = Config(chunk_size=chunking["size"], chunk_overlap=chunking["overlap"])
+        elif (config.chunk_size, config.chunk_overlap) != (chunking["size"], chunking["overlap"]):
+            raise ConfigurationError(
+                f"{directory} was chunked with size {chunking['size']} and overlap {chunking['overlap']}, "
+                f"not {config.chunk_size} and {config.chunk_overlap}; keep its settings or build a new --kb directory")
+        if manifest["tokenizer"] != TOKENIZER_SETTINGS:
+            raise RetrievalError(f"{directory} was tokenized with {manifest['tokenizer']}; rebuild it "
+                                 f"with this version: agentic-rag index PATH --kb NEW_DIR")
+        kb = cls(embedder, config, reranker, extract_triples, manifest.get("graph", "names"))
+        try:
+            kb._restore(generation, manifest)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError, OSError, RuntimeError, EOFError,
+                zipfile.BadZipFile) as exc:  # a damaged file whose checksum in the manifest was rewritten too
+            raise RetrievalError(f"{generation} cannot be read ({exc}); rebuild it into a new folder with: "
+                                 f"agentic-rag index PATH --kb NEW_DIR") from None
+        kb._generations[os.path.realpath(directory)] = generation.name
+        return kb
+
+    def _restore(self, generation: Path, manifest: dict) -> None:
+        rows = manifest["counts"]["rows"]
+        self._chunks = [None] * rows
+        for line in (generation / "chunks.jsonl").read_text(encoding="utf-8").splitlines():
+            chunk = json.loads(line)
+            self._chunks[chunk.pop("row")] = chunk
+        self._docs = json.loads((generation / "documents.json").read_text(encoding="utf-8"))
+        with np.load(generation / "bm25.npz", allow_pickle=False) as arrays:
+            vocab = json.loads((generation / "vocab.json").read_text(encoding="utf-8"))
+            self._bm25 = BM25.from_arrays(dict(arrays), vocab, self.config.bm25_k1, self.config.bm25_b)
+        self._graph = KnowledgeGraph.from_json(json.loads((generation / "graph.json").read_text(encoding="utf-8")))
+        vectors = np.load(generation / "vectors.npy", allow_pickle=False)
+        if vectors.shape != (rows, self.embedder.dimension):
+            raise ValueError(f"vectors.npy has shape {vectors.shape}, expected ({rows}, {self.embedder.dimension})")
+        alive = np.array([c is not None for c in self._chunks], bool)
+        _check_rows(self._docs, self._chunks, manifest["counts"])
+        self._vectors.vectors, self._vectors.alive = vectors.copy(), alive
+        if "hnsw.bin" in manifest["files"]:  # only files the manifest verified are read
+            index = hnswlib.Index(space="cosine", dim=self.embedder.dimension)
+            index.load_index(str(generation / "hnsw.bin"), max_elements=max(rows, 1))
+            index.set_ef(self.config.hnsw_ef)
+            self._vectors.hnsw = index
+
+
+def _check_rows(docs: dict, chunks: list, counts: dict) -> None:
+    """Every document's rows hold its live chunks, and the counts agree with the manifest."""
+    rows = [row for doc in docs.values() for row in doc["rows"]]
+    if any(chunks[row] is None or chunks[row]["doc_id"] != doc_id for doc_id, doc in docs.items() for row in doc["rows"]):
+        raise ValueError("documents.json names chunks that chunks.jsonl does not hold")
+    if (len(docs), len(rows), sum(c is not None for c in chunks)) != (counts["documents"], counts["chunks"], len(rows)):
+        raise ValueError("documents.json, chunks.jsonl and the manifest's counts disagree")
+
+
+def _save_npz(path: Path, arrays: dict) -> None:
+    with path.open("wb") as f:
+        np.savez(f, **arrays)
+
+
+def _save_npy(path: Path, array: np.ndarray) -> None:
+    with path.open("wb") as f:
+        np.save(f, array)

@@ -1,0 +1,209 @@
+"""Saved knowledge bases: generations of files switched in by one atomic manifest rename.
+
+    DIR/manifest.json        format version, settings, counts, and the sha256 of every file
+    DIR/gen-000007/...       the files of the generation the manifest names
+    DIR/.lock                held (flock, so POSIX only) by the one process allowed to write
+
+A save writes a complete new generation beside the old one, then replaces the manifest with
+os.replace, so a crash at any point leaves the previous generation loadable. A save names the
+generation it expects to replace (the one its knowledge base was loaded from), so a writer never
+silently overwrites what another writer saved after it loaded.
+"""
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable
+
+from .._errors import ConfigurationError, RetrievalError
+
+FORMAT_VERSION = 2  # 2: the knowledge graph is saved with every generation
+MANIFEST = "manifest.json"
+GENERATION_FILES = ("chunks.jsonl", "documents.json", "bm25.npz", "vocab.json", "vectors.npy", "graph.json")
+_GENERATION = re.compile(r"^gen-(\d{6})$")
+_PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+# what a loader reads from the manifest: a missing key is a damaged manifest, not a KeyError
+_SHAPE = {"generation": str, "files": dict, "tokenizer": dict, "embedder": {"name": str, "dimension": int},
+          "chunking": {"size": int, "overlap": int}, "counts": {"rows": int}}
+_held = threading.local()  # folders whose lock this thread holds, so a save inside a held lock goes on
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def check_target(directory: Path) -> None:
+    """Raise ConfigurationError unless `directory` is a writable folder or can be created as one."""
+    for path in (directory, *directory.parents):
+        if not os.path.lexists(path):
+            continue
+        if not path.is_dir():
+            where = "is not a folder" if path == directory else f"is under {path}, which is not a folder"
+            raise ConfigurationError(f"{directory} {where}; give a new or existing folder for the knowledge base")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise ConfigurationError(f"{path} is not writable; give a folder you can write for the knowledge base")
+        return
+
+
+@contextmanager
+def writer_lock(directory: Path, wait_s: float = 0.0, on_wait: Callable[[], None] | None = None):
+    """Hold DIR/.lock for the duration (re-entrant in one thread); another writer waits up to
+    `wait_s` seconds, calling `on_wait` once, and is then refused."""
+    held = _held.__dict__.setdefault("folders", set())
+    key = os.path.realpath(directory)
+    if key in held:  # e.g. the command line holds it from load to save; the save inside goes on
+        yield
+        return
+    with open(directory / ".lock", "a+") as handle:
+        _acquire(handle, directory, wait_s, on_wait)
+        held.add(key)
+        try:
+            yield
+        finally:
+            held.discard(key)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _acquire(handle, directory: Path, wait_s: float, on_wait: Callable[[], None] | None) -> None:
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                waited = f" (waited {wait_s:g} s)" if wait_s else ""
+                raise RetrievalError(f"another process is writing the knowledge base at {directory}{waited}; "
+                                     f"wait for it to finish, then retry") from None
+        if on_wait is not None:
+            on_wait()
+            on_wait = None
+        time.sleep(0.05)  # flock cannot wait with a timeout; poll
+
+
+def current_generation(directory: Path) -> str | None:
+    """The generation DIR/manifest.json names now; None when there is no manifest."""
+    path = directory / MANIFEST
+    if not os.path.lexists(path):
+        return None
+    try:
+        return str(json.loads(path.read_text(encoding="utf-8"))["generation"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return "an unreadable manifest"
+
+
+def _check_expected(directory: Path, expected: str | None) -> None:
+    current = current_generation(directory)
+    if current is None or current == expected:
+        return
+    if expected is None:
+        raise RetrievalError(f"{directory} already holds a knowledge base ({current}) that this one was not "
+                             f"loaded from; load it (KnowledgeBase.load) to change it, or save into a new folder")
+    raise RetrievalError(f"{directory} changed since this knowledge base was loaded ({expected}, now {current}): "
+                         f"another writer saved it; reload it and retry")
+
+
+def save_generation(directory: Path, writers: dict[str, Callable[[Path], None]], manifest: dict,
+                    expected: str | None = None) -> Path:
+    """Write each file with its writer into a new generation, then switch the manifest to it;
+    refused when the manifest names another generation than `expected` (None: no knowledge base)."""
+    check_target(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    with writer_lock(directory):
+        _check_expected(directory, expected)
+        numbers = [int(m.group(1)) for p in directory.iterdir() if (m := _GENERATION.match(p.name))]
+        name = f"gen-{max(numbers, default=0) + 1:06d}"
+        staging = directory / f".{name}.tmp"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        try:
+            checksums = {}
+            for filename, write in writers.items():
+                write(staging / filename)
+                _fsync(staging / filename)
+                checksums[filename] = _sha256(staging / filename)
+            os.rename(staging, directory / name)
+            body = dict(manifest, format_version=FORMAT_VERSION, generation=name, files=checksums)
+            pending = directory / f".{MANIFEST}.tmp"
+            pending.write_text(json.dumps(body, indent=2, ensure_ascii=False), encoding="utf-8")
+            _fsync(pending)
+            os.replace(pending, directory / MANIFEST)
+            _fsync(directory)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        # the previous generation stays, for a reader that opened its manifest a moment ago
+        _remove_old_generations(directory, keep={name, f"gen-{max(numbers, default=0):06d}"})
+    return directory / name
+
+
+def _remove_old_generations(directory: Path, keep: set[str]) -> None:
+    for path in directory.iterdir():
+        stale_tmp = path.name.startswith(".gen-") and path.name.endswith(".tmp")
+        if (_GENERATION.match(path.name) and path.name not in keep) or stale_tmp:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def read_generation(directory: Path) -> tuple[dict, Path]:
+    """The manifest and the folder of the current generation, every file's checksum verified."""
+    rebuild = "rebuild it into a new folder with: agentic-rag index PATH --kb NEW_DIR"  # DIR itself would load it
+    manifest_path = directory / MANIFEST
+    if not manifest_path.is_file():
+        raise RetrievalError(f"no knowledge base at {directory} (no {MANIFEST}); build one with: "
+                             f"agentic-rag index PATH --kb {directory}")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RetrievalError(f"{manifest_path} is corrupted ({exc}); {rebuild}") from None
+    version = manifest.get("format_version") if isinstance(manifest, dict) else None
+    if version != FORMAT_VERSION:
+        raise RetrievalError(f"{directory} has format version {version!r}; this "
+                             f"agentic-rag reads version {FORMAT_VERSION}: {rebuild}")
+    problem = _manifest_problem(manifest)
+    if problem:
+        raise RetrievalError(f"{manifest_path} is corrupted ({problem}); {rebuild}")
+    generation = directory / manifest["generation"]
+    for filename, expected in manifest["files"].items():
+        path = generation / filename
+        if not path.is_file():
+            raise RetrievalError(f"{path} is missing; {rebuild}")
+        if _sha256(path) != expected:
+            raise RetrievalError(f"{path} is corrupted (checksum mismatch); {rebuild}")
+    return manifest, generation
+
+
+def _manifest_problem(manifest: dict) -> str | None:
+    """What is wrong with a manifest's shape, or None; every file a generation needs must be listed."""
+    for key, shape in _SHAPE.items():
+        value = manifest.get(key)
+        if not isinstance(value, dict if isinstance(shape, dict) else shape):
+            return f"{key!r} is missing or not a {'dict' if isinstance(shape, dict) else shape.__name__}"
+        for inner, kind in shape.items() if isinstance(shape, dict) else ():
+            if not isinstance(value.get(inner), kind):
+                return f"'{key}.{inner}' is missing or not a {kind.__name__}"
+    if not _GENERATION.match(manifest["generation"]):
+        return f"generation {manifest['generation']!r} is not gen-NNNNNN"
+    if any(not _PLAIN.match(name) for name in manifest["files"]):  # no ../ or absolute paths out of the folder
+        return f"'files' names a path, not a file of the generation: {sorted(manifest['files'])}"
+    unlisted = [name for name in GENERATION_FILES if name not in manifest["files"]]
+    return f"'files' does not list {', '.join(unlisted)}" if unlisted else None

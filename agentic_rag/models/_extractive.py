@@ -1,0 +1,211 @@
+"""The offline model's judging and answering rules: grade, generate, judge, repair. Answers are
+extractive: sentences quoted from the evidence, each with its citation."""
+from __future__ import annotations
+
+import re
+
+from ..kb._tokenize import has_cjk, tokenize
+from .._lexical import (GREETING, absent_terms, answer_type, cited_support, coverage, entities, evidence_texts,
+                       has_answer_type, has_content, key_terms, missing_parts, sentences)
+from .._schemas import Answer, Faithfulness, Grade
+
+_CLAUSE = re.compile(r"(?<=[，,;；:：])")
+OFF_TOPIC_SHARE = 0.5  # absent key terms with this share of the question's weight: off the subject (tuned on half 1)
+MAX_SENTENCE = 160  # characters; a longer sentence is cut to its best run of clauses
+
+
+def grade(inputs: dict) -> Grade:
+    """Score = idf-weighted key-term coverage of the best two-sentence window (0.6) and of all the
+    evidence (0.15), the share of named things found (0.1) and an answer of the asked type in that
+    window (0.15), less 0.3 times the idf-weighted share of key terms found nowhere in the evidence.
+    Score 0 when the evidence is off the subject: it lacks two or more key terms carrying half the
+    question's weight (lexical.absent_terms) and does not hold every name the question asks about."""
+    question, evidence, weights = inputs["question"], inputs.get("evidence", []), inputs.get("weights") or None
+    terms, names, kind = key_terms(question), entities(question), answer_type(question)
+    if evidence and not about_subject(question, evidence):
+        return Grade(score=0.0, sufficient=False, missing=names[:5], by="model",
+                     reason=f"no passage is about {', '.join(names[:3])}, which the question asks about")
+    texts = evidence_texts(evidence)
+    pool = "\n".join(texts)
+    windows = [" ".join([t.split("\n", 1)[0]] + s[i:i + 2]) for t in texts for s in [sentences(t)]
+               for i in range(max(1, len(s) - 1))]
+    best = max(windows, key=lambda w: coverage(terms, w, weights), default="")
+    window_cov = coverage(terms, best, weights) if windows else 0.0
+    found = [n for n in names if n.casefold() in pool.casefold()]
+    name_cov = len(found) / len(names) if names else 1.0
+    typed = bool(windows) and has_answer_type(kind, best, question)
+    present = set(tokenize(pool))
+    absent = absent_terms(question, terms, present.__contains__)
+    weight = (lambda t: weights.get(t, 1.0)) if weights else (lambda t: 1.0)
+    absent_share = sum(map(weight, absent)) / (sum(map(weight, terms)) or 1.0)
+    if len(absent) >= 2 and absent_share >= OFF_TOPIC_SHARE and not (names and name_cov == 1):
+        return Grade(score=0.0, sufficient=False, missing=absent[:5], by="model",
+                     reason=f"the evidence is not about the question: it lacks {', '.join(absent[:5])} "
+                            f"({absent_share:.0%} of the key terms' weight)" + (" and a name it asks about" if names else ""))
+    score = max(0.0, 0.6 * window_cov + 0.15 * (coverage(terms, pool, weights) if evidence else 0) + 0.1 * name_cov
+                + 0.15 * typed - 0.3 * absent_share)
+    missing = [n for n in names if n not in found] + absent[:5]
+    if not typed and kind != "other":
+        missing.append(f"a {kind} answer")
+    return Grade(score=round(min(score, 1.0), 3), sufficient=score >= inputs.get("threshold", 0.6), missing=missing,
+                 reason=f"terms {window_cov:.2f} in one place, names {name_cov:.2f}, {kind} answer "
+                        f"{'found' if typed else 'not found'}, absent {absent_share:.2f}", by="model")
+
+
+def about_subject(question: str, evidence: list[dict]) -> list[dict]:
+    """The evidence about what the question names: passages that hold every word of a name it asks
+    about, tool results, and, hop by hop, passages whose title one of those mentions (a multi-hop
+    question's bridge). A question without names keeps all of it; names with Chinese characters do not
+    count, since without capitals their edges are guesses."""
+    named = [set(tokenize(n)) for n in entities(question) if not has_cjk(n)]
+    named = [n for n in named if n]
+    if not named:
+        return list(evidence)
+    tokens = [set(tokenize(text)) for text in evidence_texts(evidence)]
+    titles = [set(tokenize(item.get("title") or "")) for item in evidence]
+    linked = {i for i, held in enumerate(tokens) if any(n <= held for n in named) or evidence[i].get("kind", "passage")
+              != "passage"}
+    while hop := {i for i in range(len(evidence)) if i not in linked and titles[i]
+                  and any(titles[i] <= tokens[j] for j in linked)}:  # hop by hop, along titles the linked ones name
+        linked |= hop
+    return [item for i, item in enumerate(evidence) if i in linked]
+
+
+def _trim(sentence: str, terms: list[str], kind: str = "other", question: str = "") -> str:
+    """A long sentence shrinks to the run of clauses that covers the most key terms, keeping a
+    value of the asked kind when one is there."""
+    if len(sentence) <= MAX_SENTENCE:
+        return sentence
+    clauses = [c for c in _CLAUSE.split(sentence) if c]
+    best, best_cov = sentence[:MAX_SENTENCE], -1.0
+    for i in range(len(clauses)):
+        for j in range(i + 1, len(clauses) + 1):
+            text = "".join(clauses[i:j])
+            if len(text) > MAX_SENTENCE:
+                break
+            cov = coverage(terms, text) + 0.35 * (kind != "other" and has_answer_type(kind, text, question))
+            if cov > best_cov:
+                best, best_cov = text, cov
+    return best.strip()
+
+
+def _scored(question: str, evidence: list[dict], weights: dict | None = None) -> list[tuple[float, int, str]]:
+    """Candidate sentences, best first: idf-weighted coverage of the question's terms (title
+    included), plus 0.35 for a value of the asked kind the question does not already state."""
+    terms, kind = key_terms(question), answer_type(question)
+    out = []
+    for n, item in enumerate(evidence, 1):
+        for s in sentences(item["text"]):
+            if s.startswith("#") or set(s) <= set("|-: "):
+                continue  # headings and table rules say nothing by themselves
+            s = _trim(s, terms, kind, question)
+            cov = coverage(terms, f"{item.get('title', '')} {s}", weights)  # the title names what it is about
+            typed = cov > 0 and kind != "other" and has_answer_type(kind, s, question)
+            out.append((cov + 0.35 * typed + 0.05 / n, n, s))
+    return sorted(out, key=lambda x: -x[0])
+
+
+def generate(inputs: dict) -> Answer:
+    """The best-supported sentences (one per part of the question, at most three), each cited."""
+    question, evidence, weights = inputs["question"], inputs.get("evidence", []), inputs.get("weights") or None
+    if not evidence:
+        if not has_content(question) and not GREETING.match(question):
+            return Answer(answer="请提出一个问题，例如知识库文档中的某个主题。（未查询知识库）" if has_cjk(question)
+                          else "Please ask a question, for example about a topic of the documents in the knowledge "
+                               "base. (the knowledge base was not consulted)", reason="no content word")
+        if GREETING.match(question):
+            return Answer(answer="Hello! Ask me a question about the documents in the knowledge base. "
+                                 "(answered without consulting the knowledge base)", reason="greeting")
+        return Answer(answer="The offline extractive model can only quote the knowledge base, and this "
+                             "question does not need it; name a language model with --model for this. "
+                             "(the knowledge base was not consulted)", reason="direct, offline")
+    parts = inputs.get("parts") or [question]
+    chosen: list[tuple[int, str]] = []
+    voted = _voted(question, evidence, weights) if len(parts) == 1 else None
+    if voted:
+        chosen.append(voted)
+    for part in parts[:3] if not voted else []:
+        for score, n, s in _scored(part, evidence, weights):
+            if s not in {text for _, text in chosen} and score > 0.05 / n:
+                chosen.append((n, s))
+                break
+    if len(parts) == 1 and chosen:  # a second sentence: what the first left out, or a near-equal elsewhere
+        ranked = _scored(question, evidence, weights)
+        left = [t for t in key_terms(question) if coverage([t], chosen[0][1]) == 0]
+        extra = next(((n, s) for score, n, s in ranked if s != chosen[0][1] and (
+            (left and coverage(left, s) >= 0.5) or (n != chosen[0][0] and score >= 0.8 * ranked[0][0]))), None)
+        if extra:
+            chosen.append(extra)
+    if chosen and evidence[chosen[0][0] - 1].get("kind", "passage") != "passage":
+        # a tool's result: quote the passage it drew on too, so the answer shows its basis
+        basis = next(((n, s) for _, n, s in _scored(question, evidence, weights)
+                      if evidence[n - 1].get("kind", "passage") == "passage"), None)
+        chosen = chosen[:1] + ([basis] if basis else [])
+    if not chosen:
+        return Answer(answer="", reason="no sentence of the evidence addresses the question")
+    if len(parts) == 1 and (conflict := _disagreement(question, evidence, chosen[0])):
+        return Answer(answer=conflict, reason="extractive: the sources disagree, both are quoted")
+    text = " ".join(f"{s} [{n}]" for n, s in chosen)
+    return Answer(answer=text, reason="extractive: sentences quoted from the evidence")
+
+
+_VALUE = re.compile(r"\d+(?:[.,:]\d+)*\s*%?")
+
+
+def _voted(question: str, evidence: list[dict], weights: dict | None) -> tuple[int, str] | None:
+    """For number and date questions: the value that most passages state beside the question's
+    terms (noisy sources disagree; most agree on the truth), quoted in its best sentence."""
+    if answer_type(question) not in ("number", "date"):
+        return None
+    scored = _scored(question, evidence, weights)
+    if not scored:
+        return None
+    asked = set(_VALUE.findall(question))
+    votes: dict[str, set[int]] = {}
+    for score, n, s in scored:
+        if score >= 0.6 * scored[0][0]:
+            for value in set(_VALUE.findall(s)) - asked:
+                votes.setdefault(value.strip(), set()).add(evidence[n - 1].get("doc_id", n))
+    if not votes:
+        return None
+    value, sources = max(votes.items(), key=lambda kv: (len(kv[1]), kv[0]))
+    if len(sources) < 2:
+        return None  # no agreement to go by: the best sentence decides
+    return next((n, s) for score, n, s in scored if value in s)
+
+
+def _disagreement(question: str, evidence: list[dict], best: tuple[int, str]) -> str | None:
+    """Another document's sentence that addresses the question as well but gives other numbers or
+    dates: both are quoted and the disagreement is named."""
+    if answer_type(question) not in ("number", "date"):
+        return None
+    scored = _scored(question, evidence)  # unweighted: the disagreement check compares like with like
+    top = scored[0][0] if scored else 0
+    values = set(_VALUE.findall(best[1])) - set(_VALUE.findall(question))
+    for score, n, s in scored:
+        other = set(_VALUE.findall(s)) - set(_VALUE.findall(question))
+        if score >= 0.9 * top and evidence[n - 1]["doc_id"] != evidence[best[0] - 1]["doc_id"] \
+                and values and other and not values & other:
+            lead = "来源说法不一：" if has_cjk(question) else "The sources disagree: "
+            return f"{lead}{best[1]} [{best[0]}] {s} [{n}]"
+    return None
+
+
+def judge(inputs: dict) -> Faithfulness:
+    """Share of answer sentences supported by the evidence they cite (or any, if uncited), and
+    whether every part of the question is addressed."""
+    answer, evidence = inputs["answer"], inputs.get("evidence", [])
+    texts = evidence_texts(evidence)
+    found = sentences(answer)
+    unsupported = [s for s in found if cited_support(s, texts) < 0.6]
+    missing = missing_parts(answer, evidence, inputs.get("parts", []))
+    score = 1.0 - len(unsupported) / len(found) if found else 0.0
+    return Faithfulness(score=round(score, 3), unsupported=unsupported, complete=not missing, missing=missing,
+                        by="model")
+
+
+def repair(inputs: dict) -> Answer:
+    """Drop the unsupported sentences; nothing is added."""
+    drop = set(inputs.get("unsupported", []))
+    kept = [s for s in sentences(inputs["answer"]) if s not in drop]
+    return Answer(answer=" ".join(kept), reason=f"removed {len(drop)} unsupported sentences")

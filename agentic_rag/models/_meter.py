@@ -1,0 +1,129 @@
+"""A per-run meter around any model: calls, tokens and milliseconds per task, and the budget."""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+
+from pydantic import BaseModel
+
+from .._accounting import cost_usd
+from .._config import Config
+from .._errors import BudgetExceeded
+from ._protocol import Model, ModelRequest, cut_off, has_capability, prompt_tokens, reply_tokens
+
+__all__ = ["BudgetExceeded", "Meter", "new_usage", "margin"]
+
+MIN_REPLY = 32  # a call whose reply could not have even this many tokens is not made: it would be cut off
+
+
+def new_usage() -> dict:
+    """An empty usage record (JSON-serialisable). `overshoot_tokens`: how far a provider's own
+    counts took the run past its budget (0 by the meter's count, which stays within it)."""
+    return {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "overshoot_tokens": 0,
+            "by_task": {}}
+
+
+def margin(prompt: int, messages: int) -> int:
+    """Room kept for a provider that counts a prompt higher than tiktoken does: its chat framing
+    (about 4 tokens a message; 8 are kept) and a tenth of the prompt for another tokenizer, or a
+    schema a structured-output server adds to the prompt."""
+    return prompt // 10 + 8 * messages
+
+
+class Meter:
+    """Wraps a model for one run. Token counts come from the model's usage when it reports it
+    (`reports_usage`: an API's counts, or the scripted model's), else prompt = the rendered
+    messages and completion = the reply's JSON, counted with tiktoken. Each call gets a completion
+    limit, `max_completion_tokens` or what the budget has left after its prompt and a margin if
+    that is less; a call that cannot fit is refused before it is sent (BudgetExceeded)."""
+
+    reports_usage = False  # its counts are in `usage`, not returned per call
+    streams = True         # stream_answer streams when the model does, else hands the answer over whole
+
+    def __init__(self, model: Model, budget: int | None = None, usage: dict | None = None,
+                 prices: dict | None = None, max_completion_tokens: int = Config.max_completion_tokens):
+        self.model = model
+        self.budget = budget
+        self.usage = usage if usage is not None else new_usage()
+        self.usage.setdefault("overshoot_tokens", 0)  # a state saved before this key existed
+        self.prices = prices
+        self.max_completion_tokens = max_completion_tokens
+        self._lock = threading.Lock()  # independent sub-queries may call from several threads
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    @property
+    def tokens_used(self) -> int:
+        """Prompt plus completion tokens so far."""
+        return self.usage["prompt_tokens"] + self.usage["completion_tokens"]
+
+    def complete(self, request: ModelRequest) -> BaseModel:
+        """Forward the request, counting it; raise BudgetExceeded before a call that cannot fit."""
+        return self._call(request, None)
+
+    def stream_answer(self, request: ModelRequest, on_token) -> tuple[BaseModel, None]:
+        """As complete, handing the answer to `on_token` as the model produces it (whole, if it cannot stream)."""
+        return self._call(request, on_token), None
+
+    def limit(self, request: ModelRequest) -> ModelRequest:
+        """The request with its completion limit and allowance set from the budget; BudgetExceeded
+        when the prompt and a minimal reply do not fit in what is left."""
+        prompt = prompt_tokens(request.messages)
+        if self.budget is None:
+            return dataclasses.replace(request, max_tokens=self.max_completion_tokens, allowance=None)
+        with self._lock:
+            allowance = self.budget - self.tokens_used - margin(prompt, len(request.messages))
+        limit = min(self.max_completion_tokens, allowance - prompt)
+        if limit < min(MIN_REPLY, self.max_completion_tokens):
+            raise BudgetExceeded(f"{request.task} needs {prompt} prompt tokens and room for a reply; "
+                                 f"{self.tokens_used} of {self.budget} are used")
+        return dataclasses.replace(request, max_tokens=limit, allowance=allowance)
+
+    def _call(self, request: ModelRequest, on_token) -> BaseModel:
+        request = self.limit(request)
+        prompt, start = prompt_tokens(request.messages), time.perf_counter()
+        try:
+            if on_token is not None and has_capability(self.model, "streams"):
+                reply, reported = self.model.stream_answer(request, on_token)
+                on_token = None
+            elif has_capability(self.model, "reports_usage"):
+                reply, reported = self.model.complete_with_usage(request)
+            else:
+                reply, reported = self.model.complete(request), None
+            if not (reported and reported.get("prompt_tokens")):  # the model did not count: count its reply
+                completion = reply_tokens(reply.model_dump_json(), request.max_tokens)
+                reported = {"prompt_tokens": prompt, "completion_tokens": min(completion, request.max_tokens)}
+                if completion > request.max_tokens:
+                    error = cut_off(request)
+                    error.usage = reported
+                    raise error
+        except Exception as exc:  # a failed call is metered like any other
+            counted = getattr(exc, "usage", None) or {"prompt_tokens": prompt, "completion_tokens": 0}
+            self._record(request.task, counted, start)
+            raise
+        self._record(request.task, reported, start)
+        if on_token is not None:
+            on_token(reply.answer)
+        return reply
+
+    def _record(self, task: str, counted: dict, start: float) -> None:
+        ms = (time.perf_counter() - start) * 1000
+        prompt, completion = counted.get("prompt_tokens", 0), counted.get("completion_tokens", 0)
+        cost = counted.get("cost_usd", cost_usd(self.model.name, prompt, completion, self.prices))
+        with self._lock:
+            usage = self.usage
+            usage["model_calls"] += 1
+            usage["prompt_tokens"] += prompt
+            usage["completion_tokens"] += completion
+            usage["cost_usd"] += cost
+            if self.budget is not None and self.tokens_used > self.budget:  # a provider counted past our margin
+                usage["overshoot_tokens"] = self.tokens_used - self.budget
+            by_task = usage["by_task"].setdefault(task, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                                         "ms": 0.0})
+            by_task["calls"] += 1
+            by_task["prompt_tokens"] += prompt
+            by_task["completion_tokens"] += completion
+            by_task["ms"] = round(by_task["ms"] + ms, 3)

@@ -1,0 +1,44 @@
+"""The offline model: transparent rules in place of a language model, computed from each
+request's structured inputs (the rendered messages are ignored). Its answers are extractive."""
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from .._errors import ModelError
+from ..kb._chunking import split_sentences
+from ..kb._names import names
+from .._schemas import Triples
+from . import _extractive as extractive
+from . import _planning as planning
+from ._protocol import ModelRequest
+
+
+def _extract(inputs: dict) -> Triples:
+    """Names that share a sentence, related as 'appears with' (the offline graph's own rule)."""
+    found = []
+    for sentence in split_sentences(inputs["text"]):
+        parts = names(sentence)[:12]
+        found += [{"subject": a, "relation": "appears with", "object": b}
+                  for i, a in enumerate(parts) for b in parts[i + 1:]]
+    return Triples.model_validate({"triples": found})
+
+
+_TASKS = {"route": planning.route, "rewrite": planning.rewrite, "decompose": planning.decompose,
+          "grade": extractive.grade, "generate": extractive.generate, "judge": extractive.judge,
+          "repair": extractive.repair, "extract": _extract}
+
+
+class OfflineModel:
+    """A real, modest extractive system that needs no network and no weights."""
+
+    name = "offline"
+    note = "offline extractive model: answers are sentences quoted from the sources"
+    reports_usage = False  # the meter counts its replies with tiktoken
+    streams = False        # its answer is handed over whole
+
+    def complete(self, request: ModelRequest) -> BaseModel:
+        """Answer the request's task from its inputs."""
+        rule = _TASKS.get(request.task)
+        if rule is None:
+            raise ModelError(f"the offline model has no rule for task {request.task!r}; tasks: {', '.join(_TASKS)}")
+        return request.schema.model_validate(rule(request.inputs).model_dump())

@@ -1,0 +1,109 @@
+"""The one model protocol: a request carries the task, the rendered messages, the same facts as
+structured inputs, the schema the reply must fit, and the reply's token limit."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from pydantic import BaseModel, ValidationError
+
+from .._accounting import count_tokens
+from .._config import Config
+from .._errors import ModelOutputError
+
+TASKS = ("route", "rewrite", "decompose", "grade", "generate", "judge", "repair", "extract")
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """One call: `messages` are what an LLM sees; `inputs` are the same facts for rule-based models.
+    `max_tokens` limits each reply (a longer one is cut off, and invalid); `allowance`, when set, is
+    what every send of this call together (prompts and replies, by tiktoken) may spend: the room
+    the run's budget has left. The per-run meter sets both."""
+
+    task: str
+    messages: list[dict]
+    inputs: dict = field(default_factory=dict)
+    schema: type[BaseModel] = BaseModel
+    max_tokens: int = Config.max_completion_tokens
+    allowance: int | None = None
+
+
+class Model(Protocol):
+    """Anything that answers a ModelRequest with an instance of its schema.
+
+    Optional capabilities are declared as class attributes, never probed for; a model that does not
+    declare one has not got it (see `has_capability`):
+    - `reports_usage = True`: it has `complete_with_usage(request) -> (reply, usage)`, `usage` being
+      its own count, `{"prompt_tokens", "completion_tokens"}` and optionally `"cost_usd"`, which the
+      meter records in place of tiktoken's; a failure may carry the same dict as `exc.usage`.
+    - `streams = True`: it has `stream_answer(request, on_token) -> (reply, usage or None)`, handing
+      the answer's text to `on_token` piece by piece as it is produced.
+    """
+
+    name: str
+
+    def complete(self, request: ModelRequest) -> BaseModel:
+        """Reply to one request (raise ModelError or ModelOutputError on failure)."""
+
+
+CAPABILITIES = ("reports_usage", "streams")
+
+
+def has_capability(model, capability: str) -> bool:
+    """Whether `model` declares an optional capability (one of CAPABILITIES); undeclared is False."""
+    if capability not in CAPABILITIES:
+        raise ValueError(f"unknown model capability {capability!r}; capabilities: {', '.join(CAPABILITIES)}")
+    return bool(getattr(model, capability, False))
+
+
+def prompt_tokens(messages: list[dict]) -> int:
+    """The tokens of the messages' contents, by tiktoken (the meter's count of a prompt)."""
+    return sum(count_tokens(str(m.get("content") or "")) for m in messages)
+
+
+def reply_tokens(text: str, limit: int) -> int:
+    """The tokens of a reply, exact up to `limit`; past it, at least limit + 1 (a 5 MB reply is not
+    counted whole: its first 16 characters a token already pass the limit)."""
+    head = text[:16 * (limit + 1)]
+    tokens = count_tokens(head)
+    return tokens if tokens > limit or len(head) == len(text) else count_tokens(text)
+
+
+def cut_off(request: ModelRequest) -> ModelOutputError:
+    """The error for a reply that ran past the request's limit: it counts as the limit and is invalid."""
+    return ModelOutputError(f"the {request.task} reply was cut off at its limit of {request.max_tokens} tokens")
+
+
+def parse_reply(text: str, schema: type[BaseModel]) -> BaseModel:
+    """Validate a model's text reply against the schema; JSON may sit inside a code fence or prose."""
+    candidate = text.strip()
+    fenced = re.search(r"```(?:json)?\s*(\{.*\})\s*```", candidate, re.S)
+    if fenced:
+        candidate = fenced.group(1)
+    elif not candidate.startswith("{"):
+        start, end = candidate.find("{"), candidate.rfind("}")
+        candidate = candidate[start:end + 1] if 0 <= start < end else candidate
+    try:
+        return schema.model_validate(json.loads(candidate))
+    except (ValueError, TypeError, RecursionError, ValidationError) as exc:
+        raise ModelOutputError(f"reply does not fit {schema.__name__}: {str(exc).splitlines()[0]}") from None
+
+
+def complete_with_repair(request: ModelRequest, send: Callable[[list[dict]], str]) -> BaseModel:
+    """Send the messages; on an invalid reply ask once for a corrected one, if the request's
+    allowance has room for another prompt and reply; then raise."""
+    reply = send(request.messages)
+    try:
+        return parse_reply(reply, request.schema)
+    except ModelOutputError as first:
+        fix = (f"Your reply was not valid: {first}. Reply again with only a JSON object that fits this "
+               f"schema:\n{json.dumps(request.schema.model_json_schema())}")
+        messages = request.messages + [{"role": "assistant", "content": reply}, {"role": "user", "content": fix}]
+        if request.allowance is not None:
+            spent = prompt_tokens(request.messages) + min(reply_tokens(reply, request.max_tokens), request.max_tokens)
+            if spent + prompt_tokens(messages) + request.max_tokens > request.allowance:
+                raise ModelOutputError(f"{first}; the token budget has no room for a repair request") from None
+        return parse_reply(send(messages), request.schema)

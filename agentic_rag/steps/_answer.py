@@ -1,0 +1,32 @@
+"""generate_answer and the citation check: every [n] must point at evidence that was shown."""
+from __future__ import annotations
+
+import re
+
+from .._errors import ModelOutputError
+from ..models._protocol import Model
+from .._schemas import Answer
+from ._ask import ask
+
+_CITATION = re.compile(r"\s?\[(\d+)\]")
+
+
+def generate_answer(question: str, evidence: list[dict], model: Model, parts: list[str] = (),
+                    weights: dict[str, float] | None = None, on_token=None) -> Answer:
+    """An answer citing the evidence as [1] [2]...; `parts` are the sub-questions it must cover,
+    `weights` the key terms' idf; `on_token` receives the draft as it is generated."""
+    try:
+        return ask(model, "generate", Answer, {"question": question, "evidence": evidence, "parts": list(parts),
+                                               "weights": weights or {}}, on_token)
+    except ModelOutputError as exc:
+        return Answer(answer="", reason=f"fallback: {exc}")
+
+
+def verify_citations(answer: str, evidence: list[dict]) -> tuple[str, list[dict], list[int]]:
+    """Remove markers that point at no evidence; return the answer, the cited evidence (each with
+    its number `n`) and the removed numbers."""
+    removed = sorted({int(n) for n in _CITATION.findall(answer) if not 0 < int(n) <= len(evidence)})
+    cleaned = _CITATION.sub(lambda m: m.group(0) if 0 < int(m.group(1)) <= len(evidence) else "", answer)
+    cited = sorted({int(n) for n in _CITATION.findall(cleaned)})
+    citations = [dict(evidence[n - 1], n=n) for n in cited]
+    return cleaned.strip(), citations, removed

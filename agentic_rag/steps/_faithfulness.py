@@ -1,0 +1,46 @@
+"""check_faithfulness (lexical support first, the model only for unsure sentences) and repair_answer."""
+from __future__ import annotations
+
+from .._errors import ModelOutputError
+from .._lexical import cited_support, evidence_texts, missing_parts, sentences
+from ..models._protocol import Model
+from .._schemas import Answer, Faithfulness
+from ._ask import ask
+
+SUPPORTED, UNSUPPORTED = 0.8, 0.3  # lexical support at or above / below which no model is asked
+
+
+def check_faithfulness(question: str, answer: str, evidence: list[dict], model: Model,
+                       parts: list[str] = ()) -> Faithfulness:
+    """Score = share of supported sentences; unsupported ones listed; complete = every part addressed."""
+    found = sentences(answer)
+    if not found:
+        return Faithfulness(score=0.0, complete=False, missing=list(parts), reason="empty answer")
+    texts = evidence_texts(evidence)
+    scores = {s: cited_support(s, texts) for s in found}
+    missing = missing_parts(answer, evidence, list(parts))
+    if all(v >= SUPPORTED or v < UNSUPPORTED for v in scores.values()):
+        unsupported = [s for s, v in scores.items() if v < UNSUPPORTED]
+        return Faithfulness(score=round(1 - len(unsupported) / len(found), 3), unsupported=unsupported,
+                            complete=not missing, missing=missing, reason="lexical support decided every sentence")
+    try:
+        verdict = ask(model, "judge", Faithfulness, {"question": question, "answer": answer, "evidence": evidence,
+                                                     "parts": list(parts)})
+    except ModelOutputError as exc:
+        unsupported = [s for s, v in scores.items() if v < SUPPORTED]
+        return Faithfulness(score=round(1 - len(unsupported) / len(found), 3), unsupported=unsupported,
+                            complete=not missing, missing=missing, reason=f"fallback: {exc}", by="fallback")
+    return verdict.model_copy(update={"by": "model"})
+
+
+def repair_answer(question: str, answer: str, unsupported: list[str], evidence: list[dict], model: Model) -> Answer:
+    """Remove unsupported claims; a repair that comes back longer is replaced by plain deletion."""
+    deletion = " ".join(s for s in sentences(answer) if s not in set(unsupported))
+    try:
+        repaired = ask(model, "repair", Answer, {"question": question, "answer": answer, "unsupported": unsupported,
+                                                 "evidence": evidence})
+    except ModelOutputError as exc:
+        return Answer(answer=deletion, reason=f"fallback: {exc}")
+    if len(repaired.answer) > len(answer):  # a longer repair is a red flag: shrink, never pad
+        return Answer(answer=deletion, reason="the model's repair was longer; unsupported sentences deleted instead")
+    return repaired

@@ -1,0 +1,119 @@
+"""vector_search: run the round's queries (independent ones in parallel), grow the evidence pool,
+and re-rank the whole pool against the original question."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from .._errors import ConfigurationError
+from ..kb import KnowledgeBase
+from ..kb._filters import check_filters
+from .._lexical import bridge_entities
+from ..kb._hit import Hit
+from .._schemas import SubQuery
+from .._state import Evidence, new_evidence
+
+
+@dataclass
+class SearchOutcome:
+    """The new pool (best first), which ids are new, and the queries as actually run."""
+
+    pool: list[Evidence]
+    new_ids: list[str] = field(default_factory=list)
+    round_ids: list[str] = field(default_factory=list)
+    queries_run: list[str] = field(default_factory=list)
+
+
+def usable_filters(filters: dict | None) -> tuple[dict, list[str]]:
+    """The conditions the knowledge base can apply, and why each other one was dropped (a model
+    may invent an operator: the search then runs without that condition rather than failing)."""
+    kept, dropped = {}, []
+    for name, condition in (filters or {}).items() if isinstance(filters, dict) else ():
+        try:
+            check_filters({name: condition})
+        except ConfigurationError as exc:
+            dropped.append(str(exc))
+        else:
+            kept[name] = condition
+    if filters and not isinstance(filters, dict):
+        dropped.append(f"filters must be an object, not {type(filters).__name__}")
+    return kept, dropped
+
+
+def _passages(hits: list[Hit], query: str) -> list[Evidence]:
+    """The hits of one search as evidence, each with the query that found it and its rank there."""
+    return [new_evidence(**h.model_dump(exclude={"score", "metadata"}), query=query, rank=rank)
+            for rank, h in enumerate(hits, 1)]
+
+
+def _search(kb: KnowledgeBase, query: str, k: int, filters: dict) -> list[Evidence]:
+    hits = kb.search(query, k=k, filters=filters) if filters else []
+    if len(hits) < k:  # a filter narrows, it never empties a search: fill from the unfiltered ranking
+        seen = {h.id for h in hits}
+        hits += [h for h in kb.search(query, k=k) if h.id not in seen][:k - len(hits)]
+    return _passages(hits, query)
+
+
+def _run_all(kb, queries: list[SubQuery], k: int, filters: dict,
+             workers: int) -> tuple[list[list[Evidence]], list[str]]:
+    """Each wave runs every query whose dependencies are done; a dependent query gains the bridge
+    names found by the queries it depends on."""
+    results: dict[int, list[Evidence]] = {}
+    texts = [q.query for q in queries]
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        while len(results) < len(queries):
+            ready = [i for i, q in enumerate(queries) if i not in results
+                     and all(d in results for d in q.depends_on)] or \
+                    [i for i in range(len(queries)) if i not in results]  # a cycle: run the rest as they are
+            for i in ready:
+                found = [hit for d in queries[i].depends_on for hit in results.get(d, ())]  # a cycle's: not run yet
+                if found:
+                    texts[i] = " ".join([queries[i].query] + bridge_entities(queries[i].query, found, 2))
+            for i, hits in zip(ready, pool.map(lambda i: _search(kb, texts[i], k, filters), ready)):
+                results[i] = hits
+    return [results[i] for i in range(len(queries))], texts
+
+
+def relevance(bm25: float, best_bm25: float, rank: int) -> float:
+    """Comparable across queries: half the passage's BM25 score for the original question (scaled
+    to the best in the pool), half the rank it had in the search that found it, so a bridge
+    passage found by a later hop keeps its place though it shares few words with the question."""
+    return round(0.5 * bm25 / (best_bm25 or 1.0) + 0.5 / rank, 6)
+
+
+def merge_into_pool(results: list[list[Evidence]], kb: KnowledgeBase, question: str, pool: list[Evidence],
+                    queries_run: list[str]) -> SearchOutcome:
+    """New passages join the pool (de-duplicated by chunk id), and the whole pool is ranked against the question."""
+    merged = {item["id"]: item for item in pool}
+    new_ids, round_ids = [], []
+    for hits in results:
+        for hit in hits:
+            round_ids.append(hit["id"])
+            if hit["id"] not in merged:
+                merged[hit["id"]] = hit
+                new_ids.append(hit["id"])
+            elif hit["rank"] < merged[hit["id"]]["rank"]:
+                merged[hit["id"]] = dict(merged[hit["id"]], rank=hit["rank"])
+    passages = [i for i, item in merged.items() if item["kind"] == "passage"]
+    bm25 = kb.bm25_scores(question, passages)
+    best = max(bm25.values(), default=0.0)
+    for i in passages:
+        merged[i] = dict(merged[i], relevance=relevance(bm25.get(i, 0.0), best, merged[i]["rank"]))
+    ranked = sorted(merged.values(), key=lambda item: (-item.get("relevance", 0), item["id"]))
+    round_ids = sorted(dict.fromkeys(round_ids), key=lambda i: -merged[i].get("relevance", 0))  # ties: found first
+    return SearchOutcome(pool=ranked, new_ids=new_ids, round_ids=round_ids, queries_run=queries_run)
+
+
+def vector_search(queries: list[SubQuery], kb: KnowledgeBase, question: str, pool: list[Evidence] = (),
+                  k: int = 5, filters: dict | None = None, workers: int = 4) -> SearchOutcome:
+    """Search every query; new passages join the pool (de-duplicated by chunk id), ranked against the question."""
+    results, texts = _run_all(kb, queries, k, filters or {}, workers)
+    return merge_into_pool(results, kb, question, list(pool), texts)
+
+
+def graph_search(question: str, kb: KnowledgeBase, pool: list[Evidence] = (), k: int = 8,
+                 hops: int = 2) -> SearchOutcome:
+    """Walk the knowledge graph from the names in the question (one or two hops); the chunks behind
+    the edges used join the pool, each with the path of names that reached it."""
+    hits = _passages(kb.graph_search(question, k=k, hops=hops), f"graph: {question}")
+    return merge_into_pool([hits], kb, question, list(pool), [f"graph: {question}"])

@@ -1,0 +1,125 @@
+"""The tool protocol: a named callable with a description, an argument schema, the question
+patterns that select it offline and an argument extractor; a registry the user extends, which
+calls tools and turns their results into evidence."""
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from pydantic import BaseModel, ValidationError, create_model
+
+from .._errors import ConfigurationError, ToolError
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool the agent may call. `parameters` validates the arguments; `arguments(question,
+    evidence)` finds them offline (None: the tool does not apply yet); `patterns` are regexes a
+    question must match first. `kind` names what its citations are (tool, database, web...)."""
+
+    name: str
+    description: str
+    fn: Callable[..., Any]
+    patterns: tuple[str, ...] = ()
+    arguments: Callable[[str, list[dict]], dict | None] = field(default=lambda question, evidence: {})
+    parameters: type[BaseModel] | None = None
+    kind: str = "tool"
+
+    def matches(self, question: str) -> bool:
+        """Whether any of the tool's patterns occurs in the question."""
+        return any(re.search(p, question, re.I) for p in self.patterns)
+
+
+def tool_from_function(fn: Callable[..., Any], patterns: tuple[str, ...] = (), arguments=None, name: str | None = None,
+                       kind: str = "tool") -> Tool:
+    """A Tool from a plain function: its signature becomes the argument schema, the first line of
+    its docstring the description."""
+    fields = {}
+    for param in inspect.signature(fn).parameters.values():
+        annotation = Any if param.annotation is inspect.Parameter.empty else param.annotation
+        fields[param.name] = (annotation, ... if param.default is inspect.Parameter.empty else param.default)
+    doc = (inspect.getdoc(fn) or fn.__name__).splitlines()[0]
+    schema = create_model(f"{fn.__name__}_arguments", **fields)
+    return Tool(name or fn.__name__, doc, fn, tuple(patterns), arguments or (lambda question, evidence: None),
+                schema, kind)
+
+
+class ToolRegistry:
+    """The tools of one run, by name; `register` adds more."""
+
+    def __init__(self, tools=()):
+        self.tools: dict[str, Tool] = {}
+        self.failed: dict[str, str] = {}  # tools whose argument finder raised: name -> why; never selected again
+        self._unreported: list[tuple[str, str]] = []
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> None:
+        """Add a tool; a duplicate name, a non-Tool or a pattern that is not a regex is an error."""
+        if not isinstance(tool, Tool):
+            raise ConfigurationError(f"{tool!r} is not a Tool; wrap a function with agentic_rag.tool_from_function")
+        if tool.name in self.tools:
+            raise ConfigurationError(f"two tools are named {tool.name!r}; give each tool its own name")
+        for pattern in tool.patterns:
+            try:
+                re.compile(pattern)
+            except (re.error, TypeError) as exc:
+                raise ConfigurationError(f"tool {tool.name!r} has a bad pattern {pattern!r}: {exc}") from None
+        self.tools[tool.name] = tool
+
+    def describe(self) -> list[str]:
+        """One line per tool, with its argument schema, for prompts."""
+        return [f"{t.name}: {t.description}" + (f" arguments: {t.parameters.model_json_schema()['properties']}"
+                                                if t.parameters else "") for t in self.tools.values()]
+
+    def select(self, question: str, evidence: list[dict], used: tuple[str, ...] = ()) -> tuple[Tool, dict] | None:
+        """The first unused tool whose patterns match and whose arguments can be found, with them."""
+        for tool in self.tools.values():
+            if tool.name not in used and tool.name not in self.failed and tool.matches(question):
+                try:
+                    arguments = tool.arguments(question, evidence)
+                except Exception as exc:  # the tool's own code failed: a tool failure, not the run's
+                    self._fail(tool.name, f"{tool.name} could not find its arguments: {exc.__class__.__name__}: {exc}")
+                    continue
+                if arguments is not None and not isinstance(arguments, dict):
+                    self._fail(tool.name, f"{tool.name}'s argument finder returned {type(arguments).__name__}, "
+                                          f"not a dict or None")
+                elif arguments is not None:
+                    return tool, arguments
+        return None
+
+    def _fail(self, name: str, why: str) -> None:
+        self.failed[name] = why
+        self._unreported.append((name, why))
+
+    def take_failures(self) -> list[tuple[str, str]]:
+        """The (tool, why) failures of argument finders since the last call, for the trace."""
+        taken, self._unreported = self._unreported, []
+        return taken
+
+    def call(self, name: str, arguments: dict) -> Any:
+        """Run a tool; unknown names, invalid arguments and failures raise ToolError with the reason."""
+        tool = self.tools.get(name)
+        if tool is None:
+            raise ToolError(f"unknown tool {name!r}; known tools: {', '.join(self.tools) or '(none)'}")
+        if not isinstance(arguments, dict):
+            raise ToolError(f"arguments for {name} must be an object, not {type(arguments).__name__}")
+        if tool.parameters is not None:
+            try:
+                arguments = tool.parameters.model_validate(arguments).model_dump()
+            except ValidationError as exc:
+                raise ToolError(f"bad arguments for {name}: {str(exc).splitlines()[1:3]}") from None
+        try:  # arguments that do not fit the signature are the caller's fault; a TypeError inside is the tool's
+            inspect.signature(tool.fn).bind(**arguments)
+        except TypeError as exc:
+            raise ToolError(f"bad arguments for {name}: {exc}") from None
+        except ValueError:  # a callable without a signature (some builtins): let the call decide
+            pass
+        try:
+            return tool.fn(**arguments)
+        except ToolError:
+            raise
+        except Exception as exc:  # a tool's own failure is recorded, never raised into the loop
+            raise ToolError(f"{name} failed: {exc.__class__.__name__}: {exc}") from None

@@ -1,0 +1,104 @@
+"""SQL over a SQLite file, read-only twice over: opened with mode=ro, and an authorizer that
+allows reading only (no writes, ATTACH, PRAGMA or schema changes); one statement per call, a row
+limit, a time limit and a size limit (no blob makers or printf padding; on Python 3.11+ no
+string or blob over 1 MB). A language model writes one SELECT (`sql_tool`); offline, the user registers named,
+parameterised queries selected by question patterns (`named_query`)."""
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+from typing import Callable
+
+from pydantic import BaseModel
+
+from .._errors import ConfigurationError, ToolError
+from ._registry import Tool
+
+_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
+# one call allocates gigabytes, or pads a string for seconds, before the progress handler ever runs,
+# so the time limit cannot stop it: blob makers and printf-style width padding (format is printf)
+_DENIED_FUNCTIONS = {"randomblob", "zeroblob", "printf", "format"}
+_MAX_LENGTH = 1 << 20  # bytes in one string or blob (SQLITE_LIMIT_LENGTH): stops doubling by || or recursion
+
+
+def _authorize(action, arg1, arg2, *rest):
+    if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in _DENIED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY  # for SQLITE_FUNCTION the second argument is the function's name
+    return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
+
+
+def _check_database(path: Path) -> None:
+    """An empty file, or one that is not SQLite, fails when opened and names itself, not at the first query."""
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        raise ConfigurationError(f"database {path} is not a SQLite file ({exc}); give one such as "
+                                 f"examples/data/db/shop.sqlite") from None
+    if not tables:
+        raise ConfigurationError(f"database {path} holds no tables (an empty file?); give one such as "
+                                 f"examples/data/db/shop.sqlite")
+
+
+class SQLDatabase:
+    """A read-only SQLite database; a connection per query, so threads share nothing."""
+
+    def __init__(self, path: str | Path, row_limit: int = 50, time_limit_s: float = 2.0):
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise ConfigurationError(f"database not found: {self.path}; build it with python examples/data/db/build_db.py")
+        _check_database(self.path)
+        self.row_limit, self.time_limit_s = row_limit, time_limit_s
+
+    def query(self, sql: str, parameters: tuple | dict = ()) -> list[dict]:
+        """Rows of one read-only statement, at most row_limit of them; anything else raises ToolError."""
+        deadline = time.monotonic() + self.time_limit_s
+        db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=self.time_limit_s)
+        try:
+            db.row_factory = sqlite3.Row
+            db.set_authorizer(_authorize)
+            if hasattr(db, "setlimit"):  # Python 3.11+; before that the blob makers are denied above
+                db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_LENGTH)
+            db.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)  # non-zero aborts
+            return [dict(row) for row in db.execute(sql, parameters).fetchmany(self.row_limit)]
+        except (sqlite3.DatabaseError, sqlite3.ProgrammingError, sqlite3.Warning) as exc:
+            reason = "took longer than the time limit" if "interrupted" in str(exc) else str(exc)
+            raise ToolError(f"query refused or failed: {reason}") from None
+        finally:
+            db.close()
+
+    def schema(self) -> str:
+        """The CREATE statements of the tables, to show a model what it may query."""
+        return "\n".join(r["sql"] for r in self.query("SELECT sql FROM sqlite_master WHERE type = 'table'"))
+
+
+def _rows_text(rows: list[dict]) -> str:
+    return "; ".join(", ".join(f"{k} {v}" for k, v in row.items()) for row in rows) or "no rows"
+
+
+class _SQLArguments(BaseModel):
+    query: str
+
+
+def sql_tool(db: SQLDatabase) -> Tool:
+    """One SELECT written by a language model; the schema goes into the tool's description."""
+    return Tool("sql", f"one read-only SQLite SELECT over these tables:\n{db.schema()}",
+                lambda query: _rows_text(db.query(query)), arguments=lambda q, e: None,
+                parameters=_SQLArguments, kind="database")
+
+
+def named_query(db: SQLDatabase, name: str, description: str, sql: str, parameters: type[BaseModel],
+                patterns: tuple[str, ...], arguments: Callable[[str, list[dict]], dict | None],
+                render: Callable[[list[dict]], str] = _rows_text, empty: str = "no rows") -> Tool:
+    """A parameterised query the offline route selects by its patterns; arguments are bound, never pasted."""
+    def run(**values):
+        rows = db.query(sql, values)
+        if not rows:
+            raise ToolError(empty.format(**values))
+        return render(rows)
+
+    return Tool(name, description, run, patterns, arguments, parameters, kind="database")
