@@ -28,7 +28,7 @@ from .steps import (SearchOutcome, call_tool, check_faithfulness, decompose_quer
 from .tools import (CALCULATOR, SQLDatabase, Tool, ToolRegistry, date_tools, named_query, shop_tools, sql_tool,
                     tool_from_function, web_search_tool)
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version is written; setup.cfg reads it (attr: agentic_rag.__version__)
 
 __all__ = [
     "__version__",

@@ -1,5 +1,6 @@
 """The public API: what `agentic_rag` and its public subpackages export, its reference page, and the
 rule that documented code imports from `agentic_rag` only."""
+import configparser
 import importlib
 import json
 import re
@@ -73,3 +74,9 @@ def test_documented_code_imports_from_agentic_rag_only():
             for module in re.findall(r"^\s*(?:from|import) (agentic_rag\.[\w.]+)", text, re.M)]
     assert deep == [], "import these from agentic_rag (add a missing name to its __all__)"
 
+
+def test_the_version_is_written_once():
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg", encoding="utf-8")
+    assert config["metadata"]["version"] == "attr: agentic_rag.__version__"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", agentic_rag.__version__)
