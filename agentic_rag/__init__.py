@@ -11,22 +11,75 @@ with an underscore are internal and may change. The subpackages kb, models, step
 are public namespaces too.
 """
 from ._config import Config
-from ._errors import (AgenticRAGError, BudgetExceeded, ConfigurationError, ModelError, ModelOutputError,
-                      RetrievalError, ToolError)
+from ._errors import (
+    AgenticRAGError,
+    BudgetExceeded,
+    ConfigurationError,
+    ModelError,
+    ModelOutputError,
+    RetrievalError,
+    ToolError,
+)
 from ._loop import run_agentic_rag
 from ._schemas import Answer, Decomposition, Faithfulness, Grade, Rewrite, RouteDecision, SubQuery, Triple, Triples
 from ._state import STOP_REASONS, AgentState, Evidence, format_trace, new_evidence, new_state
 from .eval import run_bench
-from .kb import (AddResult, Document, Embedder, HashingEmbedder, Hit, KnowledgeBase, LexicalReranker, LoadResult,
-                 OpenAIEmbedder, Reranker, USEEmbedder, chunk_text, load_documents, make_embedder, tokenize,
-                 writer_lock)
-from .models import (Endpoint, Meter, Model, ModelRequest, ModelSet, OfflineModel, OpenAIChatModel, ScriptedModel,
-                     endpoint_from_env)
-from .steps import (SearchOutcome, call_tool, check_faithfulness, decompose_query, generate_answer, graph_search,
-                    repair_answer, rewrite_query, route_query, triple_extractor, vector_search, verify_citations,
-                    verify_sufficiency)
-from .tools import (CALCULATOR, SQLDatabase, Tool, ToolRegistry, date_tools, named_query, shop_tools, sql_tool,
-                    tool_from_function, web_search_tool)
+from .kb import (
+    AddResult,
+    Document,
+    Embedder,
+    HashingEmbedder,
+    Hit,
+    KnowledgeBase,
+    LexicalReranker,
+    LoadResult,
+    OpenAIEmbedder,
+    Reranker,
+    USEEmbedder,
+    chunk_text,
+    load_documents,
+    make_embedder,
+    tokenize,
+    writer_lock,
+)
+from .models import (
+    Endpoint,
+    Meter,
+    Model,
+    ModelRequest,
+    ModelSet,
+    OfflineModel,
+    OpenAIChatModel,
+    ScriptedModel,
+    endpoint_from_env,
+)
+from .steps import (
+    SearchOutcome,
+    call_tool,
+    check_faithfulness,
+    decompose_query,
+    generate_answer,
+    graph_search,
+    repair_answer,
+    rewrite_query,
+    route_query,
+    triple_extractor,
+    vector_search,
+    verify_citations,
+    verify_sufficiency,
+)
+from .tools import (
+    CALCULATOR,
+    SQLDatabase,
+    Tool,
+    ToolRegistry,
+    date_tools,
+    named_query,
+    shop_tools,
+    sql_tool,
+    tool_from_function,
+    web_search_tool,
+)
 
 __version__ = "0.1.0"  # the one place the version is written; setup.cfg reads it (attr: agentic_rag.__version__)
 

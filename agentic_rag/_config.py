@@ -65,7 +65,8 @@ class Config:
             raise ConfigurationError(
                 f"Config.chunk_overlap = {self.chunk_overlap} must be smaller than chunk_size = {self.chunk_size}")
         if self.bm25_weight == 0 and self.vector_weight == 0:
-            raise ConfigurationError("Config.bm25_weight and vector_weight are both 0; give at least one a weight above 0")
+            raise ConfigurationError(
+                "Config.bm25_weight and vector_weight are both 0; give at least one a weight above 0")
         if not 0 <= self.bm25_b <= 1:
             raise ConfigurationError(f"Config.bm25_b = {self.bm25_b} must lie in [0, 1]")
         if self.candidates < 1 or self.hnsw_m < 2:

@@ -4,12 +4,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ._openai_api import call_error, make_client
+from ._schemas import Answer
 from .kb._openai_embedder import OpenAIEmbedder
 from .kb._store import MANIFEST
-from ._openai_api import call_error, make_client
 from .models._openai_client import OpenAIChatModel
 from .models._protocol import ModelRequest
-from ._schemas import Answer
 
 
 def run_doctor(settings: dict, kb: str | None = None) -> int:

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Callable
+from collections.abc import Callable
 
+from . import _phases as phases
 from ._config import Config
 from ._errors import BudgetExceeded, ConfigurationError, RetrievalError
+from ._state import AgentState, new_state
 from .kb import KnowledgeBase
 from .models._meter import Meter
 from .models._protocol import Model
-from . import _phases as phases
-from ._state import AgentState, new_state
 from .tools._registry import ToolRegistry
 
 Hook = Callable[[dict, dict], object]  # (event, state) -> False or "stop" to stop the run
@@ -63,9 +63,11 @@ def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(), co
             state.update(stop_reason="error", phase="done", error=f"{exc.__class__.__name__}: {exc}")
             phases.record(state, "error", "error", {"message": str(exc)}, 0.0, 0)
         state["usage"] = copy.deepcopy(run.meter.usage)
-        if on_step and any(on_step(event, copy.deepcopy(state)) in (False, "stop") for event in state["trace"][events:]):
+        new_events = state["trace"][events:]
+        if on_step and any(on_step(event, copy.deepcopy(state)) in (False, "stop") for event in new_events):
             if state["phase"] != "done":
                 state["resume_reason"], state["stop_reason"] = state["stop_reason"], "stopped"
                 break
-    state["timings_ms"]["total"] = round(state["timings_ms"].get("total", 0) + (time.perf_counter() - started) * 1000, 1)
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    state["timings_ms"]["total"] = round(state["timings_ms"].get("total", 0) + elapsed_ms, 1)
     return state

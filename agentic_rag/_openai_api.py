@@ -3,8 +3,8 @@ one clear error per failed call. Shared by the chat models (models/_openai_clien
 embedder (kb/_openai_embedder.py), so neither imports the other."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import openai
 

@@ -3,17 +3,28 @@ trace event and names the next phase. With run_agentic_rag, the only code that c
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ._config import Config
+from ._schemas import RouteDecision, SubQuery
+from ._state import AgentState
 from .kb import KnowledgeBase
 from .kb._tokenize import has_cjk
 from .models._meter import Meter
-from ._schemas import RouteDecision, SubQuery
-from ._state import AgentState
-from .steps import (call_tool, check_faithfulness, decompose_query, generate_answer, graph_search, repair_answer,
-                    rewrite_query, route_query, vector_search, verify_citations, verify_sufficiency)
+from .steps import (
+    call_tool,
+    check_faithfulness,
+    decompose_query,
+    generate_answer,
+    graph_search,
+    repair_answer,
+    rewrite_query,
+    route_query,
+    vector_search,
+    verify_citations,
+    verify_sufficiency,
+)
 from .steps._search import SearchOutcome, merge_into_pool, usable_filters
 from .steps._verify import question_weights, unseen_terms
 from .tools._registry import ToolRegistry

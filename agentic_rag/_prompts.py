@@ -30,8 +30,9 @@ TEMPLATES = {
               "Question: {question}\nEvidence:\n{evidence}"),
     "generate": ("Answer the question from the evidence only, in 1 to 3 sentences, citing each claim "
                  "with its evidence number like [1]. Where sources disagree, say so and cite both. If the "
-                 "evidence does not hold the answer, say that. With no evidence at all (a greeting, a translation, or a "
-                 "message that asks nothing), reply briefly and ask for a question if none was asked.\n\nQuestion: {question}\nEvidence:\n{evidence}"),
+                 "evidence does not hold the answer, say that. With no evidence at all (a greeting, a translation, "
+                 "or a message that asks nothing), reply briefly and ask for a question if none was asked.\n\n"
+                 "Question: {question}\nEvidence:\n{evidence}"),
     "judge": ("For each sentence of the answer, decide whether the evidence supports it. Score = share "
               "of supported sentences. List the unsupported sentences verbatim. complete = the answer "
               "addresses every part of the question.\n\nQuestion: {question}\nAnswer: {answer}\n"

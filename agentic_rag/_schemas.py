@@ -6,7 +6,6 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 
-
 class RouteDecision(BaseModel):
     """Where the next round goes, and why."""
 

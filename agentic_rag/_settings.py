@@ -7,10 +7,10 @@ import os
 from pathlib import Path
 
 from ._errors import ConfigurationError
+from ._openai_api import endpoint_from_env
 from .kb import KnowledgeBase, make_embedder
 from .kb._store import MANIFEST
 from .models._factory import build_model, read_models_file
-from ._openai_api import endpoint_from_env
 from .tools import CALCULATOR, shop_tools
 
 

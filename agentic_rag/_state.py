@@ -91,7 +91,8 @@ def new_state(question: str, config: Config | None = None) -> AgentState:
     return AgentState(
         question=question, config={k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
         phase="route", round=0, route=None, rounds=[],
-        queries_tried=[], subqueries=[], parts=[], used_tools=[], sources_tried=[], rewrites=0, repairs=0, reflections=0,
+        queries_tried=[], subqueries=[], parts=[], used_tools=[], sources_tried=[],
+        rewrites=0, repairs=0, reflections=0,
         evidence=[], grade=None, missing=[], low_rounds=0, last_top=[], draft_answer="", answer="", citations=[],
         removed_citations=[], faithfulness=None, abstained=False, abstain_reason="", stop_reason=None,
         resume_reason=None, error=None, trace=[], timings_ms={}, usage=new_usage())

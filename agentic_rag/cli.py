@@ -12,13 +12,13 @@ from pathlib import Path
 
 from ._config import SEARCH_MODES, Config
 from ._errors import AgenticRAGError, ConfigurationError, RetrievalError
+from ._loop import run_agentic_rag
+from ._settings import ask_tools, load_kb, make_cli_embedder, make_model, model_settings
+from ._state import format_trace
 from .kb import EMBEDDERS, KnowledgeBase, load_documents
 from .kb import _store as store
 from .kb._store import MANIFEST
-from ._loop import run_agentic_rag
 from .models import OfflineModel
-from ._settings import ask_tools, load_kb, make_cli_embedder, make_model, model_settings
-from ._state import format_trace
 
 
 class _Parser(argparse.ArgumentParser):

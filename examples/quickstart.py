@@ -4,7 +4,15 @@
 """
 from pathlib import Path
 
-from agentic_rag import CALCULATOR, KnowledgeBase, OfflineModel, format_trace, load_documents, run_agentic_rag, shop_tools
+from agentic_rag import (
+    CALCULATOR,
+    KnowledgeBase,
+    OfflineModel,
+    format_trace,
+    load_documents,
+    run_agentic_rag,
+    shop_tools,
+)
 
 DATA = Path(__file__).parent / "data"
 

@@ -1,8 +1,8 @@
 """Shared fixtures: a tiny mixed Chinese/English corpus and knowledge bases built from it."""
 import pytest
-from helpers import EXAMPLE_DATA, TINY
 
 from agentic_rag import Config, KnowledgeBase
+from helpers import EXAMPLE_DATA, TINY
 
 
 @pytest.fixture

@@ -70,8 +70,10 @@ class FakeOpenAI:
                     return self._send(404, {"error": {"message": "not found"}})
                 refused = sorted(owner.refused_fields & set(body))
                 if refused:
-                    return self._send(400, {"error": {"message": f"Unrecognized request argument supplied: {refused[0]}"}})
-                item = owner.chat.popleft() if owner.chat else {"status": 500, "body": {"error": {"message": "no reply scripted"}}}
+                    message = f"Unrecognized request argument supplied: {refused[0]}"
+                    return self._send(400, {"error": {"message": message}})
+                unscripted = {"status": 500, "body": {"error": {"message": "no reply scripted"}}}
+                item = owner.chat.popleft() if owner.chat else unscripted
                 if isinstance(item, str):
                     item = {"content": item}
                 time.sleep(item.get("delay", 0))
@@ -86,7 +88,8 @@ class FakeOpenAI:
                     self.end_headers()
                     for i in range(0, len(content), 5):
                         chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
-                                 "choices": [{"index": 0, "delta": {"content": content[i:i + 5]}, "finish_reason": None}]}
+                                 "choices": [{"index": 0, "delta": {"content": content[i:i + 5]},
+                                              "finish_reason": None}]}
                         self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                         self.wfile.flush()
                     end = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],

@@ -1,3 +1,5 @@
+from itertools import pairwise
+
 from agentic_rag import chunk_text
 from agentic_rag.kb import split_sentences
 
@@ -31,7 +33,7 @@ def test_overlap_repeats_whole_previous_sentences():
     text = "Alpha is first. Beta is second. Gamma is third. Delta is fourth."
     chunks = chunk_text(text, 35, 17)
     assert len(chunks) > 1
-    for before, after in zip(chunks, chunks[1:]):
+    for before, after in pairwise(chunks):
         last_sentence = split_sentences(before)[-1].strip()
         assert after.startswith(last_sentence), (before, after)
 

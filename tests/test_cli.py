@@ -3,6 +3,7 @@ import json
 import shutil
 import subprocess
 import sys
+from itertools import pairwise
 
 import pytest
 
@@ -282,8 +283,9 @@ def test_ask_at_max_rounds_answers_from_the_floor_the_loop_page_names(capsys, ex
             "route": {"route": "vector"}, "grade": {"score": grade, "sufficient": False, "missing": ["the hour"]},
             "generate": {"answer": "截单时间：工作日 15:00（北京时间）之前确认付款的订单，当天发货。 [1]"},
             "judge": {"score": 1.0, "complete": True}})
-        monkeypatch.setattr("agentic_rag.cli.make_model", lambda settings: model)
-        code, out, err = run(capsys, "ask", "仓库的截单时间是几点？", "--kb", example_kb_dir, "--max-rounds", "1", "--json")
+        monkeypatch.setattr("agentic_rag.cli.make_model", lambda settings, model=model: model)
+        code, out, err = run(capsys, "ask", "仓库的截单时间是几点？", "--kb", example_kb_dir,
+                             "--max-rounds", "1", "--json")
         result = json.loads(out)
         assert code == 0 and result["stop_reason"] == "max_rounds", err
         assert result["abstained"] is abstains, (grade, result["answer"])
@@ -296,7 +298,7 @@ def test_every_kb_folder_the_docs_make_is_git_ignored():
     for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
         text = page.read_text(encoding="utf-8")
         words = text.split()
-        folders |= {after for before, after in zip(words, words[1:])
+        folders |= {after for before, after in pairwise(words)
                     if before == "--kb" and not after[0].isupper()}  # not a placeholder such as DIR
         folders |= {part.split('"')[0] for part in text.split('.save("')[1:]}
     assert {".kb", "kb-quickstart", "kb-tour"} <= folders

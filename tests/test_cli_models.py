@@ -78,16 +78,16 @@ def test_ask_stream_prints_the_draft_then_the_checked_answer(server, capsys, tmp
                         draft,                                                              # generate, streamed
                         json.dumps({"score": 0.5, "unsupported": ["周日也发货并免运费。 [1]"]}),  # judge
                         json.dumps({"answer": first})])                                     # repair
-    code, out, err = run(capsys, "ask", "周末付款的订单什么时候发出？", "--kb", kb, "--stream", "--model", "small-model",
-                         "--base-url", server.url)
+    code, out, err = run(capsys, "ask", "周末付款的订单什么时候发出？", "--kb", kb, "--stream",
+                         "--model", "small-model", "--base-url", server.url)
     assert code == 0, err
     assert out.index(draft) < out.index("--- checked answer") and "周日也发货" not in out.split("--- checked")[1]
 
 
 def test_index_with_a_graph_model(server, capsys, tmp_path):
     kb = str(tmp_path / "kb")
-    server.chat.extend([json.dumps({"triples": [{"subject": "合同B", "relation": "乙方", "object": "深圳星河包装材料有限公司"}]}),
-                        json.dumps({"triples": []})])
+    triple = {"subject": "合同B", "relation": "乙方", "object": "深圳星河包装材料有限公司"}
+    server.chat.extend([json.dumps({"triples": [triple]}), json.dumps({"triples": []})])
     code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb, "--graph-model", "small-model",
                        "--base-url", server.url)
     assert code == 0, err

@@ -84,8 +84,7 @@ def test_graph_is_saved_with_the_generation_and_kept_in_step(tmp_path):
 def test_a_language_model_graph_from_triples(tmp_path):
     import pytest
 
-    from agentic_rag import ScriptedModel
-    from agentic_rag import ConfigurationError
+    from agentic_rag import ConfigurationError, ScriptedModel
     from agentic_rag.steps import triple_extractor
 
     model = ScriptedModel({"extract": [

@@ -41,7 +41,8 @@ def test_filters_after_incremental_adds_that_grew_the_arrays(tiny_kb, mode):
     tickets = {"ticket-1"}
     for i in range(12):
         tiny_kb.add_documents([Document(f"late-{i}", f"late ticket {i} about 认证失败", metadata={"type": "ticket"}),
-                               Document(f"note-{i}", f"a note {i} about 认证失败 tickets", metadata={"type": "manual"})])
+                               Document(f"note-{i}", f"a note {i} about 认证失败 tickets",
+                                        metadata={"type": "manual"})])
         tickets.add(f"late-{i}")
         hits = tiny_kb.search("认证失败 ticket", k=30, mode=mode, filters={"type": "ticket"})
         assert {h.doc_id for h in hits} == tickets

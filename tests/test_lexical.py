@@ -2,9 +2,17 @@
 names, answer types and the shape of a question (direct, comparison, nested)."""
 import pytest
 
+from agentic_rag._lexical import (
+    absent_terms,
+    answer_type,
+    entities,
+    has_content,
+    is_comparison,
+    is_direct,
+    is_nested,
+    key_terms,
+)
 from agentic_rag.kb._names import names
-from agentic_rag._lexical import (absent_terms, answer_type, entities, has_content, is_comparison, is_direct,
-                                  is_nested, key_terms)
 
 
 @pytest.mark.parametrize("question", ["的", "a", "??", "1", "2.3.1", "为什么？", "What?", "   "])
@@ -53,12 +61,14 @@ def test_answer_type_reads_chinese_noun_phrase_questions():
     assert answer_type("What century did the Normans first gain their identity?") == "date"
 
 
-@pytest.mark.parametrize("question", ["hi", "Thank you!", "你好", "translate this to French: bonjour", "翻译成英文：早上好"])
+@pytest.mark.parametrize("question", ["hi", "Thank you!", "你好", "translate this to French: bonjour",
+                                      "翻译成英文：早上好"])
 def test_greetings_and_translations_are_direct(question):
     assert is_direct(question)
 
 
-@pytest.mark.parametrize("question", ["hi, who founded Acme?", "What is the translation memory size?", "谢谢你的年假政策是什么"])
+@pytest.mark.parametrize("question", ["hi, who founded Acme?", "What is the translation memory size?",
+                                      "谢谢你的年假政策是什么"])
 def test_a_factual_question_is_not_direct(question):
     assert not is_direct(question)
 

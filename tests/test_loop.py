@@ -5,8 +5,20 @@ import threading
 
 import pytest
 
-from agentic_rag import (STOP_REASONS, Config, ConfigurationError, KnowledgeBase, ModelError, OfflineModel,
-                         RetrievalError, ScriptedModel, Tool, format_trace, new_state, run_agentic_rag)
+from agentic_rag import (
+    STOP_REASONS,
+    Config,
+    ConfigurationError,
+    KnowledgeBase,
+    ModelError,
+    OfflineModel,
+    RetrievalError,
+    ScriptedModel,
+    Tool,
+    format_trace,
+    new_state,
+    run_agentic_rag,
+)
 from agentic_rag.kb import Document
 from helpers import ROOT
 
@@ -332,7 +344,8 @@ def test_a_tools_own_type_error_is_a_tool_failure_and_the_loop_reroutes(tiny_kb)
 
     tool = Tool("lookup", "stock by SKU", lookup, patterns=(r"DK-\d+",), arguments=lambda q, e: {"sku": "DK-200"})
     state = run_agentic_rag("Is DK-200 in stock at the warehouse?", tiny_kb, scripted(), [tool])
-    assert "lookup failed: TypeError" in state["rounds"][0]["error"] and "bad arguments" not in state["rounds"][0]["error"]
+    error = state["rounds"][0]["error"]
+    assert "lookup failed: TypeError" in error and "bad arguments" not in error
     assert calls == ["DK-200"] and state["used_tools"] == ["lookup"]      # not used again
     assert any(e["step"] == "search" for e in state["trace"]) and state["phase"] == "done"
 

@@ -3,8 +3,17 @@ import json
 import pytest
 
 from agentic_rag import Answer, Grade, ModelError, ModelOutputError
-from agentic_rag.models import (BudgetExceeded, Meter, ModelRequest, ModelSet, OfflineModel, ScriptedModel,
-                                complete_with_repair, has_capability, parse_reply)
+from agentic_rag.models import (
+    BudgetExceeded,
+    Meter,
+    ModelRequest,
+    ModelSet,
+    OfflineModel,
+    ScriptedModel,
+    complete_with_repair,
+    has_capability,
+    parse_reply,
+)
 from agentic_rag.models._protocol import prompt_tokens
 
 

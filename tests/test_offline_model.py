@@ -1,4 +1,5 @@
-from agentic_rag.models import _extractive as extractive, _planning as planning
+from agentic_rag.models import _extractive as extractive
+from agentic_rag.models import _planning as planning
 
 CONTRACTS = [
     {"title": "Contract A", "text": "Clause 7: late delivery costs 0.5% per day, capped at 10%."},
@@ -69,7 +70,8 @@ def test_judge_finds_the_planted_sentence_and_repair_removes_it():
     answer = ("Clause 6: late delivery costs 1% per week, capped at 5%. [2] "
               "Contract B also grants a free laptop to every employee. [2]")
     verdict = extractive.judge({"answer": answer, "evidence": CONTRACTS})
-    assert verdict.score == 0.5 and verdict.unsupported == ["Contract B also grants a free laptop to every employee. [2]"]
+    assert verdict.score == 0.5
+    assert verdict.unsupported == ["Contract B also grants a free laptop to every employee. [2]"]
     repaired = extractive.repair({"answer": answer, "unsupported": verdict.unsupported})
     assert repaired.answer == "Clause 6: late delivery costs 1% per week, capped at 5%. [2]"
 

@@ -4,9 +4,24 @@ import json
 import numpy as np
 import pytest
 
-from agentic_rag import (Answer, Config, ConfigurationError, Endpoint, Grade, KnowledgeBase, Meter, ModelError,
-                         ModelOutputError, ModelRequest, ModelSet, OfflineModel, OpenAIChatModel, OpenAIEmbedder,
-                         endpoint_from_env, run_agentic_rag)
+from agentic_rag import (
+    Answer,
+    Config,
+    ConfigurationError,
+    Endpoint,
+    Grade,
+    KnowledgeBase,
+    Meter,
+    ModelError,
+    ModelOutputError,
+    ModelRequest,
+    ModelSet,
+    OfflineModel,
+    OpenAIChatModel,
+    OpenAIEmbedder,
+    endpoint_from_env,
+    run_agentic_rag,
+)
 from agentic_rag.kb import Document
 from agentic_rag.models._meter import margin
 from agentic_rag.models._protocol import prompt_tokens

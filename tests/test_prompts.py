@@ -1,5 +1,5 @@
-from agentic_rag._prompts import TEMPLATES, format_evidence, render
 from agentic_rag import Grade
+from agentic_rag._prompts import TEMPLATES, format_evidence, render
 
 
 def test_evidence_is_numbered_as_it_must_be_cited():

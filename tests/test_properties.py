@@ -11,8 +11,17 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agentic_rag import (CALCULATOR, STOP_REASONS, Config, ConfigurationError, KnowledgeBase, ModelError,
-                         ScriptedModel, Tool, run_agentic_rag)
+from agentic_rag import (
+    CALCULATOR,
+    STOP_REASONS,
+    Config,
+    ConfigurationError,
+    KnowledgeBase,
+    ModelError,
+    ScriptedModel,
+    Tool,
+    run_agentic_rag,
+)
 from agentic_rag._accounting import count_tokens
 from helpers import TINY
 
@@ -38,12 +47,14 @@ def _finder(question, evidence):
     raise KeyError("sku")  # an argument finder that raises
 
 
-TOOLS = [CALCULATOR, Tool("stock", "stock by SKU", _buggy, patterns=(r"DK-\d+",), arguments=lambda q, e: {"sku": "DK-200"}),
+TOOLS = [CALCULATOR,
+         Tool("stock", "stock by SKU", _buggy, patterns=(r"DK-\d+",), arguments=lambda q, e: {"sku": "DK-200"}),
          Tool("lookup", "orders by id", lambda order: "shipped", patterns=(r"\border\b",), arguments=_finder)]
 
 QUESTIONS = ["工作日 15:00 之前付款的订单什么时候发货？", "When do orders paid on weekends ship?", "hello",
-             "合同A和合同B的违约责任有什么区别？", "12*7+3等于多少？", "Is DK-200 in stock?", "What is the order status?",
-             "Which release changed the sign-in page?", "How much does the Team plan cost per member?", "的", "??"]
+             "合同A和合同B的违约责任有什么区别？", "12*7+3等于多少？", "Is DK-200 in stock?",
+             "What is the order status?", "Which release changed the sign-in page?",
+             "How much does the Team plan cost per member?", "的", "??"]
 NESTED = "Who was the president of the company which built the {} of 2_3_0?"  # the rules leave it to the model
 question = st.one_of(st.sampled_from(QUESTIONS), st.text(min_size=1, max_size=60).filter(str.strip),
                      st.text(max_size=20).map(NESTED.format))
@@ -59,12 +70,12 @@ filters = st.one_of(st.just({"date": {"near": "2026"}}), st.just({"type": ["tick
                     st.dictionaries(st.sampled_from(["type", "date", "x"]), junk, max_size=2))
 depends = st.lists(st.integers(-3, 6), max_size=3)
 failure = st.sampled_from([ModelError("the server answered 500"), RuntimeError("a bug in a model library")])
+tool_names = st.sampled_from(["calculator", "stock", "lookup", "sql", "web_search"])
+tool_arguments = st.dictionaries(st.sampled_from(["expression", "sku", "q"]), junk, max_size=2)
 
 REPLIES = {
     "route": st.fixed_dictionaries({"route": st.sampled_from(["direct", "vector", "multi_hop", "tool", "teleport"])},
-                                   optional={"tool": st.sampled_from(["calculator", "stock", "lookup", "sql", "web_search"]),
-                                             "arguments": st.dictionaries(st.sampled_from(["expression", "sku", "q"]), junk,
-                                                                          max_size=2),
+                                   optional={"tool": tool_names, "arguments": tool_arguments,
                                              "source": st.sampled_from(["vector", "graph", "web", "moon"]),
                                              "filters": filters}),
     "rewrite": st.fixed_dictionaries({"query": text | huge}),

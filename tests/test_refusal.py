@@ -11,7 +11,8 @@ from agentic_rag import OfflineModel, run_agentic_rag
 from helpers import EXAMPLE_DATA, ROOT
 
 
-@pytest.mark.parametrize("question", ["公司的年假政策是什么？", "Does Nimbus have an Android app?", "Nimbus 3.0 什么时候发布？"])
+@pytest.mark.parametrize("question", ["公司的年假政策是什么？", "Does Nimbus have an Android app?",
+                                      "Nimbus 3.0 什么时候发布？"])
 def test_a_question_the_knowledge_base_does_not_hold_is_refused(example_kb, question):
     state = run_agentic_rag(question, example_kb, OfflineModel())
     assert state["abstained"] and state["citations"] == [] and state["stop_reason"] != "sufficient"
@@ -23,7 +24,8 @@ def test_a_subject_only_unrelated_documents_speak_of_is_refused(tmp_path):
 
     kb = KnowledgeBase()
     kb.add_documents(load_documents(EXAMPLE_DATA).documents + [
-        Document("pub-1", "Harbor Books is an independent publisher. Its CEO is Maria Lindqvist.", title="Harbor Books"),
+        Document("pub-1", "Harbor Books is an independent publisher. Its CEO is Maria Lindqvist.",
+                 title="Harbor Books"),
         Document("pub-2", "The CEO of Quill Press, Daniel Okafor, reported record sales.", title="Quill Press")])
     state = run_agentic_rag("Who is the CEO of Nimbus?", kb, OfflineModel())
     assert state["abstained"] and "Lindqvist" not in state["answer"] and "Okafor" not in state["answer"]

@@ -2,8 +2,16 @@ import json
 
 import pytest
 
-from agentic_rag import (STOP_REASONS, AgentState, Config, ConfigurationError, Evidence, format_trace, new_evidence,
-                         new_state)
+from agentic_rag import (
+    STOP_REASONS,
+    AgentState,
+    Config,
+    ConfigurationError,
+    Evidence,
+    format_trace,
+    new_evidence,
+    new_state,
+)
 
 
 def test_new_state_is_plain_json_with_every_documented_key():

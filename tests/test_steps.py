@@ -1,9 +1,27 @@
 """Every step alone, with ScriptedModel and literal inputs."""
 import pytest
 
-from agentic_rag import (CALCULATOR, Config, Evidence, KnowledgeBase, RouteDecision, ScriptedModel, SubQuery, Tool,
-                         ToolRegistry, call_tool, check_faithfulness, decompose_query, generate_answer, repair_answer,
-                         rewrite_query, route_query, vector_search, verify_citations, verify_sufficiency)
+from agentic_rag import (
+    CALCULATOR,
+    Config,
+    Evidence,
+    KnowledgeBase,
+    RouteDecision,
+    ScriptedModel,
+    SubQuery,
+    Tool,
+    ToolRegistry,
+    call_tool,
+    check_faithfulness,
+    decompose_query,
+    generate_answer,
+    repair_answer,
+    rewrite_query,
+    route_query,
+    vector_search,
+    verify_citations,
+    verify_sufficiency,
+)
 from agentic_rag.kb import Document
 from agentic_rag.steps._search import usable_filters
 
@@ -62,7 +80,8 @@ def test_route_sees_evidence_for_tool_arguments():
 
 
 def test_rewrite_never_returns_a_tried_query():
-    model = ScriptedModel({"rewrite": [{"query": "login fixed 2.3.1"}, {"query": " Login  FIXED 2.3.1 "}, "bad", "bad"]})
+    model = ScriptedModel({"rewrite": [{"query": "login fixed 2.3.1"}, {"query": " Login  FIXED 2.3.1 "},
+                                       "bad", "bad"]})
     assert rewrite_query("login fixed?", ["2.3.1"], [], EVIDENCE, model).query == "login fixed 2.3.1"
     assert rewrite_query("login fixed?", [], ["login fixed 2.3.1"], EVIDENCE, model) is None
     assert rewrite_query("login fixed?", [], [], EVIDENCE, model) is None      # invalid twice: no rewrite
@@ -102,11 +121,11 @@ def search_kb():
 
 
 def test_vector_search_grows_a_deduplicated_pool_ranked_against_the_question(search_kb):
-    first = vector_search([SubQuery(query="Roadrunner 3000 maker")], search_kb, "Who founded the maker of the Roadrunner?",
-                          k=1)
+    question = "Who founded the maker of the Roadrunner?"
+    first = vector_search([SubQuery(query="Roadrunner 3000 maker")], search_kb, question, k=1)
     assert first.new_ids[0] == "acme#0" and first.queries_run == ["Roadrunner 3000 maker"]
     second = vector_search([SubQuery(query="Acme founded"), SubQuery(query="Roadrunner 3000 maker")], search_kb,
-                           "Who founded the maker of the Roadrunner?", first.pool, k=2)
+                           question, first.pool, k=2)
     ids = [item["id"] for item in second.pool]
     assert len(ids) == len(set(ids)) and "founder#0" in second.new_ids and "acme#0" not in second.new_ids
     assert all("relevance" in item and item["kind"] == "passage" and is_evidence(item) for item in second.pool)
@@ -115,8 +134,8 @@ def test_vector_search_grows_a_deduplicated_pool_ranked_against_the_question(sea
 
 
 def test_dependent_query_carries_the_bridge_name_from_its_hop(search_kb):
-    outcome = vector_search([SubQuery(query="Roadrunner 3000 rocket skates"),
-                             SubQuery(query="who founded it", depends_on=[0])], search_kb, "Who founded the maker?", k=2)
+    queries = [SubQuery(query="Roadrunner 3000 rocket skates"), SubQuery(query="who founded it", depends_on=[0])]
+    outcome = vector_search(queries, search_kb, "Who founded the maker?", k=2)
     assert outcome.queries_run[1].startswith("who founded it Acme Corporation")
     assert "founder#0" in outcome.round_ids
 
@@ -177,7 +196,8 @@ def test_generate_and_verify_citations():
     text, citations, removed = verify_citations(answer.answer, EVIDENCE)
     assert text == "It was fixed in 2.3.1 [1], see also." and removed == [7]
     assert citations == [dict(EVIDENCE[0], n=1)]
-    assert model.calls[0].inputs["evidence"] == EVIDENCE and "[1] (Release notes 2.3.1)" in model.calls[0].messages[1]["content"]
+    assert model.calls[0].inputs["evidence"] == EVIDENCE
+    assert "[1] (Release notes 2.3.1)" in model.calls[0].messages[1]["content"]
 
 
 def test_planted_unsupported_sentence_is_caught_and_repaired():

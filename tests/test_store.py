@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from agentic_rag import Config, ConfigurationError, KnowledgeBase, RetrievalError
-from agentic_rag.kb import Document, HashingEmbedder, _store as store
+from agentic_rag.kb import Document, HashingEmbedder
+from agentic_rag.kb import _store as store
 
 QUERIES = ["认证失败", "authentication timeout 2.3.1", "shipping after 15:00", "Team plan"]
 

@@ -11,8 +11,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from agentic_rag import OfflineModel, ScriptedModel, ToolError, format_trace, run_agentic_rag
-from agentic_rag.tools import (SQLDatabase, ToolRegistry, date_tools, shop_tools, sql_tool, tool_from_function,
-                               web_search_tool)
+from agentic_rag.tools import (
+    SQLDatabase,
+    ToolRegistry,
+    date_tools,
+    shop_tools,
+    sql_tool,
+    tool_from_function,
+    web_search_tool,
+)
 from agentic_rag.tools._dates import add_business_days, earliest_ship_date, holidays_in
 from helpers import EXAMPLE_DATA
 
@@ -99,7 +106,8 @@ def test_tools_from_plain_functions():
         return f"{amount * rate:.2f} CNY"
 
     tool = tool_from_function(convert, patterns=(r"convert",))
-    assert tool.description == "Convert USD to CNY at a rate." and set(tool.parameters.model_fields) == {"amount", "rate"}
+    assert tool.description == "Convert USD to CNY at a rate."
+    assert set(tool.parameters.model_fields) == {"amount", "rate"}
     registry = ToolRegistry([tool])
     assert registry.call("convert", {"amount": "10"}) == "72.00 CNY"
     with pytest.raises(ToolError, match="bad arguments for convert"):
@@ -112,7 +120,8 @@ def test_dates():
     assert add_business_days("2026-12-24", 2, ["2026-12-28"]) == "2026-12-29"   # Fri 25, (weekend), (28), Tue 29
     assert "2026-11-30（周一" in earliest_ship_date("2026-11-30T14:59", "15:00")
     assert "2026-12-01（周二" in earliest_ship_date("2026-11-30T15:00", "15:00")
-    assert "2026-10-08（周四" in earliest_ship_date("2026-09-30T16:00", "15:00", holidays_in("2026-10-01 至 2026-10-07"))
+    golden_week = holidays_in("2026-10-01 至 2026-10-07")
+    assert "2026-10-08（周四" in earliest_ship_date("2026-09-30T16:00", "15:00", golden_week)
     with pytest.raises(ToolError, match="not ISO"):
         earliest_ship_date("tomorrow")
     today = ToolRegistry(date_tools(lambda: datetime(2026, 11, 30, 9, 0))).call("today", {})
@@ -166,7 +175,8 @@ class _Search(BaseHTTPRequestHandler):
     def do_GET(self):
         time.sleep(self.delay)
         body = json.dumps({"results": [
-            {"url": "https://news.example/nimbus-2-4", "title": "Nimbus 2.4 beta", "content": "Nimbus 2.4 beta adds whiteboards."},
+            {"url": "https://news.example/nimbus-2-4", "title": "Nimbus 2.4 beta",
+             "content": "Nimbus 2.4 beta adds whiteboards."},
             {"url": "https://blog.example/review", "title": "Review", "content": "A review of Nimbus Notes."},
             {"title": "no url"}]}).encode()
         self.send_response(200)

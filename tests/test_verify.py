@@ -1,7 +1,7 @@
 """verify_sufficiency's deterministic check: a number the knowledge base never holds settles the grade."""
 from agentic_rag import OfflineModel, ScriptedModel, verify_sufficiency
-from agentic_rag.steps._verify import question_weights, unseen_terms
 from agentic_rag.steps import quick_grade
+from agentic_rag.steps._verify import question_weights, unseen_terms
 
 EVIDENCE = [{"id": "n#0", "doc_id": "n", "title": "Release notes 2.3.1", "text": "Nimbus 2.3.1 fixed the login error."}]
 KB_WEIGHTS = {"nimbus": 0.5, "2.3.1": 1.2, "releas": 0.9, "fix": 1.1}  # idf of the tokens the knowledge base holds
@@ -30,6 +30,7 @@ def test_unseen_terms_weigh_more_than_any_held_one_and_word_boundaries_least():
 
 def test_the_offline_grade_scores_evidence_off_the_subject_zero():
     question = "公司的年假政策是什么？"
-    evidence = [{"id": "r#0", "doc_id": "r", "title": "退换货政策", "text": "本公司的退换货政策：自签收之日起 7 天内可退货。"}]
+    evidence = [{"id": "r#0", "doc_id": "r", "title": "退换货政策",
+                 "text": "本公司的退换货政策：自签收之日起 7 天内可退货。"}]
     grade = verify_sufficiency(question, evidence, OfflineModel())
     assert grade.score == 0.0 and not grade.sufficient and "年假" in grade.missing

@@ -9,13 +9,13 @@ import time
 from pathlib import Path
 
 from .._config import Config
+from .._loop import run_agentic_rag
+from .._state import format_trace, new_evidence
 from ..kb import KnowledgeBase, make_embedder
 from ..kb._store import FORMAT_VERSION
 from ..kb._tokenize import TOKENIZER_SETTINGS
-from .._loop import run_agentic_rag
 from ..models._meter import Meter
 from ..models._protocol import Model
-from .._state import format_trace, new_evidence
 from ..steps import check_faithfulness, generate_answer, verify_citations
 from ..steps._verify import question_weights
 from ._datasets import Question, load_set

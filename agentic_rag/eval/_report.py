@@ -9,8 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from ._answers import answer_correct
-from ._metrics import (all_relevant_at_k, bootstrap_ci, mrr_at_k, ndcg_at_k, percentile, precision_at_k,
-                      recall_at_k)
+from ._metrics import all_relevant_at_k, bootstrap_ci, mrr_at_k, ndcg_at_k, percentile, precision_at_k, recall_at_k
 
 RATES = ("p@3", "r@3", "r@5", "mrr@10", "ndcg@3", "all_relevant@5", "evidence_recall", "answer_accuracy",
          "citation_precision", "abstain_precision", "abstain_recall", "false_abstain_rate", "faithfulness")
@@ -29,8 +28,10 @@ def summarize(records: list[dict], questions: list, by_kind: bool = True) -> dic
         q = gold[r["id"]]
         relevant, ranking = q.relevant_ids, r["ranking"]
         if relevant:
-            for name, value in (("p@3", precision_at_k(ranking, relevant, 3)), ("r@3", recall_at_k(ranking, relevant, 3)),
-                                ("r@5", recall_at_k(ranking, relevant, 5)), ("mrr@10", mrr_at_k(ranking, relevant, 10)),
+            for name, value in (("p@3", precision_at_k(ranking, relevant, 3)),
+                                ("r@3", recall_at_k(ranking, relevant, 3)),
+                                ("r@5", recall_at_k(ranking, relevant, 5)),
+                                ("mrr@10", mrr_at_k(ranking, relevant, 10)),
                                 ("ndcg@3", ndcg_at_k(ranking, relevant, 3)),
                                 ("all_relevant@5", all_relevant_at_k(ranking, relevant, 5)),
                                 ("evidence_recall", recall_at_k(r["evidence"], relevant, len(r["evidence"]) or 1))):
@@ -101,7 +102,8 @@ def _svg(metrics: dict) -> str:
             h = value * scale
             parts.append(f'<rect x="{x + j * bar}" y="{top + height - 40 - h:.1f}" width="{bar - 2}" height="{h:.1f}" '
                          f'fill="{colors[j % 3]}"><title>{mode} {name} {value:.3f}</title></rect>')
-        parts.append(f'<text x="{x}" y="{top + height - 25}" transform="rotate(30 {x} {top + height - 25})">{name}</text>')
+        y = top + height - 25
+        parts.append(f'<text x="{x}" y="{y}" transform="rotate(30 {x} {y})">{name}</text>')
     for j, mode in enumerate(modes):
         parts.append(f'<rect x="{left + j * 90}" y="8" width="12" height="12" fill="{colors[j % 3]}"/>'
                      f'<text x="{left + 16 + j * 90}" y="18">{mode}</text>')
@@ -117,6 +119,7 @@ def write_reports(metrics: dict, out: Path, set_name: str) -> None:
              "| metric | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
     lines += [f"| {name} | " + " | ".join(_cell(metrics[m], name) for m in modes) + " |" for name in ROWS]
     for mode in modes:
-        lines += ["", f"Stop reasons ({mode}): " + ", ".join(f"{k} {v}" for k, v in metrics[mode]["stop_reasons"].items())]
+        reasons = ", ".join(f"{k} {v}" for k, v in metrics[mode]["stop_reasons"].items())
+        lines += ["", f"Stop reasons ({mode}): {reasons}"]
     (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (out / "report.svg").write_text(_svg(metrics), encoding="utf-8")

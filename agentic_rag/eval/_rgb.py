@@ -10,8 +10,8 @@ from pathlib import Path
 
 from .._config import Config
 from .._errors import ConfigurationError
-from ..kb import Document, KnowledgeBase
 from .._loop import run_agentic_rag
+from ..kb import Document, KnowledgeBase
 from ..models._protocol import Model
 from ._answers import answer_correct
 from ._bench import answer_linear
@@ -39,18 +39,21 @@ def run_rgb(path: Path, noise_rate: float, count: int, model: Model, limit: int 
     if not 0 <= noise_rate <= 1:
         raise ConfigurationError(f"--noise-rate {noise_rate} must lie in [0, 1]")
     if not path.is_file():
-        raise ConfigurationError(f"{path} not found; give an RGB .jsonl file such as ../shared/data/rgb/zh_refine.dev.jsonl")
+        raise ConfigurationError(
+            f"{path} not found; give an RGB .jsonl file such as ../shared/data/rgb/zh_refine.dev.jsonl")
     items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()][:limit]
     config = Config(chunk_size=2000, chunk_overlap=0, evidence_k=count, search_k=count)
     scores = {"linear": [], "agentic": [], "rejected": []}
     rows = []
     for n, item in enumerate(items, 1):
         kb = KnowledgeBase(config=config)
-        kb.add_documents([Document(id=f"p{i}", text=text) for i, text in enumerate(passages_for(item, noise_rate, count))])
+        passages = passages_for(item, noise_rate, count)
+        kb.add_documents([Document(id=f"p{i}", text=text) for i, text in enumerate(passages)])
         linear = answer_linear(item["query"], kb, model, config)
         agentic = run_agentic_rag(item["query"], kb, model, (), config)
-        scores["linear"].append(float(answer_correct(linear["answer"], _parts(item["answer"]))))
-        scores["agentic"].append(float(not agentic["abstained"] and answer_correct(agentic["answer"], _parts(item["answer"]))))
+        parts = _parts(item["answer"])
+        scores["linear"].append(float(answer_correct(linear["answer"], parts)))
+        scores["agentic"].append(float(not agentic["abstained"] and answer_correct(agentic["answer"], parts)))
         scores["rejected"].append(float(agentic["abstained"]))
         rows.append({"id": item["id"], "linear": linear["answer"], "agentic": agentic["answer"],
                      "abstained": agentic["abstained"]})

@@ -65,7 +65,7 @@ def run(chunks: int, queries: int, k1: float = 1.2, b: float = 0.75) -> dict:
     start = time.perf_counter()
     peer.retrieve(asked, k=10, show_progress=False)  # bm25s is built for batches: its best case too
     peer_batch_ms = (time.perf_counter() - start) * 1000 / len(asked)
-    overlap = [len(set(a) & set(p)) / max(len(a), 1) for a, p in zip(ours_top, peer_top)]
+    overlap = [len(set(a) & set(p)) / max(len(a), 1) for a, p in zip(ours_top, peer_top, strict=True)]
     return {"chunks": chunks, "queries": queries, "postings": int(len(ours.post_rows)),
             "ours": {"index_s": ours_index, "query_ms_p50": percentile(ours_ms, 50),
                      "query_ms_p95": percentile(ours_ms, 95), "query_ms_mean": float(np.mean(ours_ms))},

@@ -107,7 +107,8 @@ def write_report(results: list[dict], out: Path, config: Config) -> None:
              f"chunk_size {config.chunk_size}, overlap {config.chunk_overlap}, BM25 k1 {config.bm25_k1} "
              f"b {config.bm25_b}, RRF k {config.rrf_k}, bm25 weight {config.bm25_weight}; "
              "R@5 with its 95% bootstrap interval.", ""] + _table(results, modes) + [
-             "", "Peer: bm25s over the same tokens and chunks", "", "| set | R@5 | all@5 | MRR@10 |", "|---|---|---|---|"] + [
+             "", "Peer: bm25s over the same tokens and chunks", "",
+             "| set | R@5 | all@5 | MRR@10 |", "|---|---|---|---|"] + [
              f"| {r['set']} | {r['peer_bm25s']['r@5']:.3f} | {r['peer_bm25s']['all@5']:.3f} | "
              f"{r['peer_bm25s']['mrr@10']:.3f} |" for r in results if r["embedder"] == results[0]["embedder"]]
     (out / "report.md").write_text("\n".join(lines) + "\n")

@@ -43,7 +43,7 @@ class BM25:
     def add(self, rows: list[int], token_lists: list[list[str]]) -> None:
         """Index each row's tokens; a row must be new (delete it first to replace it)."""
         terms, post_rows, tfs = [], [], []
-        for row, tokens in zip(rows, token_lists):
+        for row, tokens in zip(rows, token_lists, strict=True):
             for term, tf in Counter(tokens).items():
                 terms.append(self.vocab.setdefault(term, len(self.vocab)))
                 post_rows.append(row)
@@ -147,7 +147,7 @@ class BM25:
         return arrays, sorted(self.vocab, key=self.vocab.__getitem__)
 
     @classmethod
-    def from_arrays(cls, arrays: dict, vocab: list[str], k1: float, b: float) -> "BM25":
+    def from_arrays(cls, arrays: dict, vocab: list[str], k1: float, b: float) -> BM25:
         """Rebuild an index saved by to_arrays."""
         index = cls(k1, b)
         index.vocab = {term: i for i, term in enumerate(vocab)}

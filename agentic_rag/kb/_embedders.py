@@ -6,7 +6,8 @@ import math
 import sys
 import threading
 from collections import Counter
-from typing import Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 

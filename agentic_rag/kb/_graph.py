@@ -82,7 +82,8 @@ class KnowledgeGraph:
         for hop in range(1, hops + 1):
             nxt = {}
             for node, path in frontier.items():
-                for other in sorted(self.adjacent[node], key=lambda o: (-len(self.edges[tuple(sorted((node, o)))]), o))[:limit]:
+                by_strength = sorted(self.adjacent[node], key=lambda o: (-len(self.edges[tuple(sorted((node, o)))]), o))
+                for other in by_strength[:limit]:
                     for row in sorted(self.edges[tuple(sorted((node, other)))]):
                         found.setdefault(row, (hop, path + [self._step(node, other)]))
                     if other not in seen:
@@ -101,7 +102,7 @@ class KnowledgeGraph:
                 "relations": [[a, b, sorted(r)] for (a, b), r in self.relations.items()]}
 
     @classmethod
-    def from_json(cls, data: dict) -> "KnowledgeGraph":
+    def from_json(cls, data: dict) -> KnowledgeGraph:
         """Rebuild a saved graph."""
         graph = cls()
         graph.labels = dict(data["labels"])

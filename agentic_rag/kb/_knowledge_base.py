@@ -5,9 +5,9 @@ import json
 import os
 import threading
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 import hnswlib
 import numpy as np
@@ -106,11 +106,11 @@ class KnowledgeBase:
                 self._chunks.extend(chunks)
                 for doc in todo:
                     self._docs[doc.id] = {"hash": doc.content_hash(), "rows": []}
-                for row, chunk in zip(rows, chunks):
+                for row, chunk in zip(rows, chunks, strict=True):
                     self._docs[chunk["doc_id"]]["rows"].append(row)
                 self._bm25.add(rows, tokens)
                 self._vectors.add(rows, vectors)
-                for i, (row, chunk) in enumerate(zip(rows, chunks)):
+                for i, (row, chunk) in enumerate(zip(rows, chunks, strict=True)):
                     if triples is None:
                         self._graph.add(row, chunk["title"], chunk["text"])
                     else:
@@ -239,7 +239,7 @@ class KnowledgeBase:
 
     @classmethod
     def load(cls, directory: str | Path, embedder: Embedder | None = None, config: Config | None = None,
-             reranker: Reranker | None = None, extract_triples=None) -> "KnowledgeBase":
+             reranker: Reranker | None = None, extract_triples=None) -> KnowledgeBase:
         """Open a saved knowledge base; the embedder must match the one it was built with."""
         directory = Path(directory)
         manifest, generation = store.read_generation(directory)
@@ -297,7 +297,8 @@ class KnowledgeBase:
 def _check_rows(docs: dict, chunks: list, counts: dict) -> None:
     """Every document's rows hold its live chunks, and the counts agree with the manifest."""
     rows = [row for doc in docs.values() for row in doc["rows"]]
-    if any(chunks[row] is None or chunks[row]["doc_id"] != doc_id for doc_id, doc in docs.items() for row in doc["rows"]):
+    if any(chunks[row] is None or chunks[row]["doc_id"] != doc_id
+           for doc_id, doc in docs.items() for row in doc["rows"]):
         raise ValueError("documents.json names chunks that chunks.jsonl does not hold")
     if (len(docs), len(rows), sum(c is not None for c in chunks)) != (counts["documents"], counts["chunks"], len(rows)):
         raise ValueError("documents.json, chunks.jsonl and the manifest's counts disagree")

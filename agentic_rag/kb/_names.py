@@ -3,7 +3,7 @@ organisation names; what the knowledge graph links and what questions are asked 
 from __future__ import annotations
 
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from ._tokenize import CJK, STOPWORDS
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -47,11 +47,11 @@ class OpenAIEmbedder:
         """Embed, calling the server only for texts not embedded before."""
         keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
         with self._lock:
-            todo = sorted({k: t for k, t in zip(keys, texts) if k not in self._cache}.items())
+            todo = sorted({k: t for k, t in zip(keys, texts, strict=True) if k not in self._cache}.items())
         for start in range(0, len(todo), self.batch_size):
             batch = todo[start:start + self.batch_size]
             vectors = self._call([t for _, t in batch])
             with self._lock:
-                self._cache.update(zip((k for k, _ in batch), vectors))
+                self._cache.update(zip((k for k, _ in batch), vectors, strict=True))
         with self._lock:
             return np.stack([self._cache[k] for k in keys]) if keys else np.zeros((0, self.dimension), np.float32)

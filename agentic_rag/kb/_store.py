@@ -19,9 +19,9 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
 
 from .._errors import ConfigurationError, RetrievalError
 

@@ -73,7 +73,7 @@ class VectorIndex:
             try:
                 labels, distances = self.hnsw.knn_query(
                     query.reshape(1, -1), k=k, filter=None if allowed is None else (lambda row: bool(mask[row])))
-                return [(int(r), 1.0 - float(d)) for r, d in zip(labels[0], distances[0])]
+                return [(int(r), 1.0 - float(d)) for r, d in zip(labels[0], distances[0], strict=True)]
             except RuntimeError:
                 pass  # the graph could not return k live neighbours: search exactly instead
         sims = self.vectors @ query.astype(np.float32)

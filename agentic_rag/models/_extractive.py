@@ -4,10 +4,22 @@ from __future__ import annotations
 
 import re
 
-from ..kb._tokenize import has_cjk, tokenize
-from .._lexical import (GREETING, absent_terms, answer_type, cited_support, coverage, entities, evidence_texts,
-                       has_answer_type, has_content, key_terms, missing_parts, sentences)
+from .._lexical import (
+    GREETING,
+    absent_terms,
+    answer_type,
+    cited_support,
+    coverage,
+    entities,
+    evidence_texts,
+    has_answer_type,
+    has_content,
+    key_terms,
+    missing_parts,
+    sentences,
+)
 from .._schemas import Answer, Faithfulness, Grade
+from ..kb._tokenize import has_cjk, tokenize
 
 _CLAUSE = re.compile(r"(?<=[，,;；:：])")
 OFF_TOPIC_SHARE = 0.5  # absent key terms with this share of the question's weight: off the subject (tuned on half 1)
@@ -39,9 +51,9 @@ def grade(inputs: dict) -> Grade:
     weight = (lambda t: weights.get(t, 1.0)) if weights else (lambda t: 1.0)
     absent_share = sum(map(weight, absent)) / (sum(map(weight, terms)) or 1.0)
     if len(absent) >= 2 and absent_share >= OFF_TOPIC_SHARE and not (names and name_cov == 1):
-        return Grade(score=0.0, sufficient=False, missing=absent[:5], by="model",
-                     reason=f"the evidence is not about the question: it lacks {', '.join(absent[:5])} "
-                            f"({absent_share:.0%} of the key terms' weight)" + (" and a name it asks about" if names else ""))
+        reason = (f"the evidence is not about the question: it lacks {', '.join(absent[:5])} "
+                  f"({absent_share:.0%} of the key terms' weight)" + (" and a name it asks about" if names else ""))
+        return Grade(score=0.0, sufficient=False, missing=absent[:5], by="model", reason=reason)
     score = max(0.0, 0.6 * window_cov + 0.15 * (coverage(terms, pool, weights) if evidence else 0) + 0.1 * name_cov
                 + 0.15 * typed - 0.3 * absent_share)
     missing = [n for n in names if n not in found] + absent[:5]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from .._errors import ModelError
+from .._schemas import Triples
 from ..kb._chunking import split_sentences
 from ..kb._names import names
-from .._schemas import Triples
 from . import _extractive as extractive
 from . import _planning as planning
 from ._protocol import ModelRequest

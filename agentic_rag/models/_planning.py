@@ -4,10 +4,18 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from ..kb._tokenize import tokenize
-from .._lexical import (COMPARISON, bridge_entities, entities, is_comparison, is_nested, key_terms, relative_clause,
-                       same_text)
+from .._lexical import (
+    COMPARISON,
+    bridge_entities,
+    entities,
+    is_comparison,
+    is_nested,
+    key_terms,
+    relative_clause,
+    same_text,
+)
 from .._schemas import Decomposition, Rewrite, RouteDecision, SubQuery
+from ..kb._tokenize import tokenize
 
 
 def route(inputs: dict) -> RouteDecision:
@@ -40,7 +48,7 @@ def decompose(inputs: dict) -> Decomposition:
         queries = [SubQuery(query=f"{name} {rest}") for name in bridge_entities(question, evidence)]
     elif (clause := relative_clause(question)) is not None:
         outer = question[:clause.start()]
-        inner = f"{outer.split()[-1]} {question[clause.end():]}"  # "association which published X" 
+        inner = f"{outer.split()[-1]} {question[clause.end():]}"  # "association which published X"
         queries = [SubQuery(query=_strip(inner, [])), SubQuery(query=_strip(outer, []), depends_on=[0])]
     else:
         queries = []

@@ -4,8 +4,8 @@ from __future__ import annotations
 import re
 
 from .._errors import ModelOutputError
-from ..models._protocol import Model
 from .._schemas import Answer
+from ..models._protocol import Model
 from ._ask import ask
 
 _CITATION = re.compile(r"\s?\[(\d+)\]")

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ..models._protocol import Model, ModelRequest, has_capability
 from .._prompts import render
+from ..models._protocol import Model, ModelRequest, has_capability
 
 
 def ask(model: Model, task: str, schema: type[BaseModel], inputs: dict, on_token=None) -> BaseModel:

@@ -1,11 +1,11 @@
 """triple_extractor: a language model reads each chunk into subject-relation-object triples for the graph."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .._errors import ModelOutputError
-from ..models._protocol import Model
 from .._schemas import Triples
+from ..models._protocol import Model
 from ._ask import ask
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from .._errors import ModelOutputError
 from .._lexical import same_text
-from ..models._protocol import Model
 from .._schemas import Decomposition, Rewrite, SubQuery
+from ..models._protocol import Model
 from ._ask import ask
 
 

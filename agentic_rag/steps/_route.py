@@ -5,17 +5,19 @@ import re
 
 from .._errors import ModelOutputError
 from .._lexical import entities, has_content, is_comparison, is_direct, is_nested, key_terms
-from ..models._protocol import Model
 from .._schemas import RouteDecision
+from ..models._protocol import Model
 from ..tools._registry import ToolRegistry
 from ._ask import ask
 
-_RELATION = re.compile(r"\bwho (?:developed|founded|created|invented|wrote|directed|owns|built|made|published|signed)\b|"
-                       r"\bwhich (?:contract|company|organi[sz]ation|supplier|party) |哪份合同|哪家公司|由谁|谁(?:开发|创立|创办|"
-                       r"发明|编写|签订|提供)|(?:之间|的)关系|供应商是|乙方是|甲方是", re.I)
+_RELATION = re.compile(r"\bwho (?:developed|founded|created|invented|wrote|directed|owns|built|made|published|"
+                       r"signed)\b|\bwhich (?:contract|company|organi[sz]ation|supplier|party) |"
+                       r"哪份合同|哪家公司|由谁|谁(?:开发|创立|创办|发明|编写|签订|提供)|(?:之间|的)关系|"
+                       r"供应商是|乙方是|甲方是", re.I)
 _YEAR = re.compile(r"(?:\bin |在)((?:19|20)\d\d)(?:\s*年)?")
 _TYPES = {"release_note": r"release notes?|changelog|发布说明|更新日志|版本说明", "ticket": r"\btickets?\b|工单",
-          "contract": r"\bcontracts?\b|合同", "manual": r"\bmanual\b|手册|说明书", "policy": r"\bpolic(?:y|ies)\b|政策|规则"}
+          "contract": r"\bcontracts?\b|合同", "manual": r"\bmanual\b|手册|说明书",
+          "policy": r"\bpolic(?:y|ies)\b|政策|规则"}
 
 
 def _filters(question: str) -> dict:
@@ -61,7 +63,8 @@ def _route(question: str, model: Model, tools: ToolRegistry | None, evidence: li
     selected = tools.select(question, list(evidence), tuple(used_tools))
     if selected:
         tool, arguments = selected
-        return RouteDecision(route="tool", tool=tool.name, arguments=arguments, reason=f"matches {tool.name}'s patterns")
+        return RouteDecision(route="tool", tool=tool.name, arguments=arguments,
+                             reason=f"matches {tool.name}'s patterns")
     if not has_content(question) and not used_tools:  # never answered from whatever overlaps "的" or "??"
         return RouteDecision(route="direct", reason="the question holds no content word: nothing to look up")
     filters = _filters(question)

@@ -6,12 +6,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .._errors import ConfigurationError
-from ..kb import KnowledgeBase
-from ..kb._filters import check_filters
 from .._lexical import bridge_entities
-from ..kb._hit import Hit
 from .._schemas import SubQuery
 from .._state import Evidence, new_evidence
+from ..kb import KnowledgeBase
+from ..kb._filters import check_filters
+from ..kb._hit import Hit
 
 
 @dataclass
@@ -69,7 +69,7 @@ def _run_all(kb, queries: list[SubQuery], k: int, filters: dict,
                 found = [hit for d in queries[i].depends_on for hit in results.get(d, ())]  # a cycle's: not run yet
                 if found:
                     texts[i] = " ".join([queries[i].query] + bridge_entities(queries[i].query, found, 2))
-            for i, hits in zip(ready, pool.map(lambda i: _search(kb, texts[i], k, filters), ready)):
+            for i, hits in zip(ready, pool.map(lambda i: _search(kb, texts[i], k, filters), ready), strict=True):
                 results[i] = hits
     return [results[i] for i in range(len(queries))], texts
 

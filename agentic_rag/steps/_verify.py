@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from .._errors import ModelOutputError
-from ..kb._tokenize import tokenize
 from .._lexical import absent_terms, answer_type, coverage, entities, evidence_texts, has_answer_type, key_terms
-from ..models._protocol import Model
 from .._schemas import Grade
+from ..kb._tokenize import tokenize
+from ..models._protocol import Model
 from ._ask import ask
 
 

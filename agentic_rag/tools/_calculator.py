@@ -49,7 +49,8 @@ def calculate(expression: str) -> str:
         value = _evaluate(tree.body)
     except ZeroDivisionError:
         raise ToolError("division by zero") from None
-    return f"{expression.strip()} = {round(value, 10):g}" if isinstance(value, float) else f"{expression.strip()} = {value}"
+    shown = f"{round(value, 10):g}" if isinstance(value, float) else str(value)
+    return f"{expression.strip()} = {shown}"
 
 
 def _arguments(question: str, evidence: list[dict]) -> dict | None:
@@ -64,4 +65,5 @@ def _arguments(question: str, evidence: list[dict]) -> dict | None:
 CALCULATOR = Tool(
     name="calculator", description="arithmetic on numbers: + - * / ** % and parentheses",
     fn=calculate, arguments=_arguments,
-    patterns=(r"\d\s*[-+*/×÷^]\s*\d", r"\d\s*%\s*(?:of|的)\s*\d", r"(?:计算|等于多少|是多少|calculate|compute|how much is)"))
+    patterns=(r"\d\s*[-+*/×÷^]\s*\d", r"\d\s*%\s*(?:of|的)\s*\d",
+              r"(?:计算|等于多少|是多少|calculate|compute|how much is)"))

@@ -3,8 +3,8 @@ warehouse's cut-off rule, with its arguments read from retrieved evidence. The c
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import date, datetime, time, timedelta
-from typing import Callable
 
 from pydantic import BaseModel
 
@@ -14,7 +14,8 @@ from ._registry import Tool
 _WEEKDAYS_ZH = "一二三四五六日"
 _RANGE = re.compile(r"(\d{4}-\d{2}-\d{2})\s*(?:至|到|to|-|–|~)\s*(\d{4}-\d{2}-\d{2})")
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
-_CUTOFF = re.compile(r"(?:截单|cut-?off)[^0-9]{0,20}?(\d{1,2}:\d{2})|(\d{1,2}:\d{2})[^。.\n]{0,30}(?:截单|cut-?off)", re.I)
+_CUTOFF = re.compile(r"(?:截单|cut-?off)[^0-9]{0,20}?(\d{1,2}:\d{2})"      # 截单时间 15:00
+                     r"|(\d{1,2}:\d{2})[^。.\n]{0,30}(?:截单|cut-?off)", re.I)  # 15:00 截单
 
 
 def _day(text: str) -> date:
@@ -65,7 +66,8 @@ def earliest_ship_date(now: str, cutoff: str = "15:00", holidays: list[str] = ()
     if not (is_business_day(day, off) and moment.time() < limit):
         day = _day(add_business_days(str(day), 1, list(off)))
     day = _day(add_business_days(str(day), extra_days, list(off)))
-    return (f"按仓库发货规则（截单 {cutoff}，工作日发货，节假日顺延），{moment:%Y-%m-%d %H:%M} 下单，最早发出日期：{_label(day)}。"
+    return (f"按仓库发货规则（截单 {cutoff}，工作日发货，节假日顺延），"
+            f"{moment:%Y-%m-%d %H:%M} 下单，最早发出日期：{_label(day)}。"
             f" Ordered {moment:%Y-%m-%d %H:%M}, the earliest ship date under the {cutoff} cut-off is {day}.")
 
 
@@ -102,8 +104,8 @@ def date_tools(clock: Callable[[], datetime] = datetime.now) -> list[Tool]:
              earliest_ship_date, patterns=(r"(?:今天|现在|马上|today|now).{0,12}(?:下单|订购|order)",
                                            r"最早.{0,8}(?:发出|发货)|earliest.{0,20}ship"),
              arguments=ship_arguments, parameters=_Ship),
-        Tool("today", "today's date and weekday", today, patterns=(r"今天(?:是)?几[号月]|今天星期几|today's date|what day is (?:it|today)",),
-             parameters=None),
+        Tool("today", "today's date and weekday", today,
+             patterns=(r"今天(?:是)?几[号月]|今天星期几|today's date|what day is (?:it|today)",), parameters=None),
         Tool("add_business_days", "a date some business days after another, skipping weekends and holidays",
              add_business_days, arguments=lambda q, e: None, parameters=_Add),
     ]

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel
@@ -48,7 +47,8 @@ def shop_tools(db_path: str | Path) -> list[Tool]:
                     lambda q, e: {"order_id": m.group(0)} if (m := _ORDER_ID.search(q)) else None,
                     _order, empty="no order {order_id!r} in the database"),
         named_query(db, "stock", "stock of a product by its SKU, e.g. DK-200",
-                    "SELECT * FROM inventory WHERE sku = :sku", _Product, (r"库存|有货|in stock|stock|available|inventory",),
+                    "SELECT * FROM inventory WHERE sku = :sku", _Product,
+                    (r"库存|有货|in stock|stock|available|inventory",),
                     lambda q, e: {"sku": m.group(0)} if (m := _SKU.search(q)) else None,
                     _stock, empty="no product with SKU {sku!r} in the database"),
     ]

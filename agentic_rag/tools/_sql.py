@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from pydantic import BaseModel
 
 from .._errors import ConfigurationError, ToolError
 from ._registry import Tool
 
-_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
+_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
+            getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
 # one call allocates gigabytes, or pads a string for seconds, before the progress handler ever runs,
 # so the time limit cannot stop it: blob makers and printf-style width padding (format is printf)
 _DENIED_FUNCTIONS = {"randomblob", "zeroblob", "printf", "format"}
@@ -50,7 +51,8 @@ class SQLDatabase:
     def __init__(self, path: str | Path, row_limit: int = 50, time_limit_s: float = 2.0):
         self.path = Path(path)
         if not self.path.is_file():
-            raise ConfigurationError(f"database not found: {self.path}; build it with python examples/data/db/build_db.py")
+            raise ConfigurationError(
+                f"database not found: {self.path}; build it with python examples/data/db/build_db.py")
         _check_database(self.path)
         self.row_limit, self.time_limit_s = row_limit, time_limit_s
 

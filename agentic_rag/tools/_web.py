@@ -3,7 +3,6 @@ Off unless configured; a timeout and a result limit; each result is cited by its
 from __future__ import annotations
 
 import json
-import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -30,10 +29,11 @@ def web_search_tool(url: str, timeout: float = 5.0, limit: int = 5, patterns: tu
         try:
             with urllib.request.urlopen(address, timeout=timeout) as response:
                 data = json.load(response)
-        except (urllib.error.URLError, socket.timeout, TimeoutError) as exc:
+        except (urllib.error.URLError, TimeoutError) as exc:
             raise ToolError(f"web search at {url} failed: {getattr(exc, 'reason', exc)}") from None
         except ValueError:
-            raise ToolError(f"web search at {url} did not answer JSON; is it a SearxNG-style API with format=json?") from None
+            raise ToolError(
+                f"web search at {url} did not answer JSON; is it a SearxNG-style API with format=json?") from None
         results = [r for r in data.get("results", []) if r.get("url")][:limit]
         if not results:
             raise ToolError(f"web search found nothing for {query!r}")
