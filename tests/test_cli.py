@@ -3,7 +3,6 @@ import json
 import shutil
 import subprocess
 import sys
-from itertools import pairwise
 
 import pytest
 
@@ -289,32 +288,3 @@ def test_ask_at_max_rounds_answers_from_the_floor_the_loop_page_names(capsys, ex
         result = json.loads(out)
         assert code == 0 and result["stop_reason"] == "max_rounds", err
         assert result["abstained"] is abstains, (grade, result["answer"])
-
-
-def test_every_kb_folder_the_docs_make_is_git_ignored():
-    if shutil.which("git") is None or not (ROOT / ".git").exists():
-        pytest.skip("needs git and the project's repository")
-    folders = set()
-    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
-        text = page.read_text(encoding="utf-8")
-        words = text.split()
-        folders |= {after for before, after in pairwise(words)
-                    if before == "--kb" and not after[0].isupper()}  # not a placeholder such as DIR
-        folders |= {part.split('"')[0] for part in text.split('.save("')[1:]}
-    assert {".kb", "kb-quickstart", "kb-tour"} <= folders
-    for folder in sorted(folders):
-        done = subprocess.run(["git", "check-ignore", "-q", f"{folder}/"], cwd=ROOT)
-        assert done.returncode == 0, f"{folder}/ (built by the docs) is not in .gitignore"
-
-
-def test_the_quickstart_puts_agentic_rag_on_path_before_running_it():
-    page = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
-    activate = page.find("source .venv/bin/activate")
-    assert 0 <= activate < page.find("\nagentic-rag "), "say to activate the virtual environment first"
-
-
-def test_every_page_a_source_comment_cites_exists():  # belongs with tests/test_docs.py; kept here by ownership
-    cited = {word.strip("()[]\"'`,.;:").rstrip(".") for path in sorted((ROOT / "agentic_rag").rglob("*.py"))
-             for word in path.read_text(encoding="utf-8").split() if ".md" in word}
-    pages = {name for name in cited if name.startswith("docs/") or name.endswith(".md") and name[:-3].isupper()}
-    assert "docs/concepts/loop.md" in pages and [name for name in pages if not (ROOT / name).exists()] == []

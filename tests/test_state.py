@@ -3,7 +3,6 @@ import json
 import pytest
 
 from agentic_rag import (
-    STOP_REASONS,
     AgentState,
     Config,
     ConfigurationError,
@@ -49,4 +48,3 @@ def test_format_trace_joins_event_summaries():
     state = new_state("q")
     state["trace"] = [{"summary": s} for s in ("route:vector", "search:d3,d7", "verify:0.42", "rewrite")]
     assert format_trace(state) == "route:vector -> search:d3,d7 -> verify:0.42 -> rewrite"
-    assert "token_budget" in STOP_REASONS and len(STOP_REASONS) == 10
