@@ -191,13 +191,15 @@ def cmd_bench(args) -> int:
     from .eval._bench import MODES, run_bench
 
     modes = list(MODES) if args.mode == "both" else [args.mode]
-    model = make_model(model_settings(args))
+    settings = model_settings(args)
+    model = make_model(settings)
     folder = Path(args.data)
     if not (folder / "corpus.jsonl").is_file():
         raise ConfigurationError(f"{folder} holds no corpus.jsonl; give a set folder such as ../shared/data/hotpotqa")
     out = Path(args.out or f"reports/bench/{folder.name}" + (f"-half{args.half}" if args.half else ""))
     sources = tuple(s for s in args.sources.split(",") if s) if args.sources else Config().sources
-    metrics = run_bench(folder, modes, out, model, Config(sources=sources), args.embedder, args.limit,
+    metrics = run_bench(folder, modes, out, model, Config(sources=sources), make_cli_embedder(args.embedder, settings),
+                        args.limit,
                         Path(args.cache) if args.cache else None, args.half)
     print((out / "report.md").read_text(encoding="utf-8"))
     return 0 if metrics else 1
@@ -280,10 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--half", type=int, choices=(1, 2), help="only the questions in this half (a stable hash "
                                                                "of the id): tune on 1, report 2 beside it")
     bench.add_argument("--out", metavar="DIR", help="report folder (default reports/bench/SET)")
-    bench.add_argument("--embedder", choices=sorted(EMBEDDERS), default="hashing",
-                       help="hashing or use (default %(default)s); not openai: bench builds and caches its "
-                            "knowledge bases offline, so a run repeats at no cost")
-    _model_flags(bench)
+    bench.add_argument("--embedder", choices=sorted(EMBEDDERS) + ["openai"], default="hashing",
+                       help="default %(default)s; openai embeds through the endpoint once, then the cached "
+                            "knowledge base is reused")
+    _model_flags(bench, embedding=True)
     bench.add_argument("--cache", metavar="DIR", help="where built knowledge bases are kept (default OUT/kb-cache)")
     bench.add_argument("--sources", metavar="LIST", help="retrieval sources in re-routing order, e.g. vector,graph")
     bench.set_defaults(run=cmd_bench)

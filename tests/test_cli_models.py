@@ -95,3 +95,21 @@ def test_index_with_a_graph_model(server, capsys, tmp_path):
     assert [r["body"]["model"] for r in server.requests if "body" in r] == ["small-model", "small-model"]
     code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "policies"), "--kb", kb)
     assert code == 1 and "built its graph with model:small-model" in err
+
+
+def test_bench_with_openai_embeddings_builds_once_then_reuses_the_cache(server, capsys, tmp_path):
+    data = tmp_path / "set"
+    data.mkdir()
+    (data / "corpus.jsonl").write_text(json.dumps({"id": "c1", "title": "Contract B", "text": "Late delivery costs "
+                                                   "1% per week, capped at 5%."}) + "\n")
+    (data / "questions.jsonl").write_text(json.dumps({"id": "q1", "question": "What does late delivery cost?",
+                                                      "answers": [["1%"]], "relevant_ids": ["c1"]}) + "\n")
+    argv = ["bench", "--data", str(data), "--mode", "linear", "--embedder", "openai", "--embedding-model",
+            "embed-model", "--base-url", server.url, "--cache", str(tmp_path / "cache")]
+    for out in ("a", "b"):
+        code, printed, err = run(capsys, *argv, "--out", str(tmp_path / out))
+        assert code == 0 and "| linear |" in printed, err
+    cached = [p.name for p in (tmp_path / "cache").iterdir()]
+    assert len(cached) == 1 and cached[0].startswith("set-openai-embed-model-")
+    manifest = json.loads((tmp_path / "cache" / cached[0] / "manifest.json").read_text())
+    assert manifest["embedder"]["name"] == "openai:embed-model"

@@ -11,7 +11,7 @@ from pathlib import Path
 from .._config import Config
 from .._loop import run_agentic_rag
 from .._state import format_trace, new_evidence
-from ..kb import KnowledgeBase, make_embedder
+from ..kb import Embedder, KnowledgeBase, make_embedder
 from ..kb._store import FORMAT_VERSION
 from ..kb._tokenize import TOKENIZER_SETTINGS
 from ..models._meter import Meter
@@ -24,17 +24,19 @@ from ._report import summarize, write_reports
 MODES = ("linear", "agentic")
 
 
-def cached_kb(folder: Path, embedder: str, config: Config, cache: Path) -> KnowledgeBase:
-    """The set's knowledge base, built once per corpus content and settings, then loaded."""
+def cached_kb(folder: Path, embedder: Embedder | str, config: Config, cache: Path) -> KnowledgeBase:
+    """The set's knowledge base, built once per corpus content, embedder and settings, then loaded."""
+    embedder = make_embedder(embedder) if isinstance(embedder, str) else embedder
     corpus_bytes = (folder / "corpus.jsonl").read_bytes()
-    settings = json.dumps([embedder, config.chunk_size, config.chunk_overlap, TOKENIZER_SETTINGS, FORMAT_VERSION])
+    settings = json.dumps([embedder.name, config.chunk_size, config.chunk_overlap, TOKENIZER_SETTINGS, FORMAT_VERSION])
     key = hashlib.sha256(corpus_bytes + settings.encode()).hexdigest()[:16]
-    path = cache / f"{folder.name}-{embedder}-{key}"
+    path = cache / f"{folder.name}-{embedder.name.replace(':', '-').replace('/', '-')}-{key}"
     if (path / "manifest.json").is_file():
-        return KnowledgeBase.load(path, config=config)
+        return KnowledgeBase.load(path, embedder, config=config)
     corpus, _ = load_set(folder)
-    kb = KnowledgeBase(make_embedder(embedder), config)
-    print(f"building the {folder.name} knowledge base ({len(corpus)} passages, {embedder}) ...", file=sys.stderr)
+    kb = KnowledgeBase(embedder, config)
+    print(f"building the {folder.name} knowledge base ({len(corpus)} passages, {embedder.name}) ...",
+          file=sys.stderr)
     kb.add_documents(corpus, progress=True)
     kb.save(path)
     return kb
@@ -81,7 +83,8 @@ def half_of(question_id: str) -> int:
     return 1 + hashlib.sha256(question_id.encode("utf-8")).digest()[0] % 2
 
 
-def run_bench(folder: Path, modes: list[str], out: Path, model: Model, config: Config, embedder: str = "hashing",
+def run_bench(folder: Path, modes: list[str], out: Path, model: Model, config: Config,
+              embedder: Embedder | str = "hashing",
               limit: int | None = None, cache: Path | None = None, half: int | None = None) -> dict:
     """Run every question (of one half, if given; skipping those already in out/results.jsonl) and
     write the reports."""
