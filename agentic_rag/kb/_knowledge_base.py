@@ -217,9 +217,9 @@ class KnowledgeBase:
                     json.dumps(dict(c, row=r), ensure_ascii=False) + "\n"
                     for r, c in enumerate(self._chunks) if c is not None), encoding="utf-8"),
                 "documents.json": lambda p: p.write_text(json.dumps(self._docs, ensure_ascii=False), encoding="utf-8"),
-                "bm25.npz": lambda p: _save_npz(p, arrays),
+                "bm25.npz": lambda p: store.write_npz(p, arrays),
                 "vocab.json": lambda p: p.write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8"),
-                "vectors.npy": lambda p: _save_npy(p, vectors),
+                "vectors.npy": lambda p: store.write_npy(p, vectors),
                 "graph.json": lambda p: p.write_text(json.dumps(self._graph.to_json(), ensure_ascii=False),
                                                      encoding="utf-8"),
             }
@@ -302,13 +302,3 @@ def _check_rows(docs: dict, chunks: list, counts: dict) -> None:
         raise ValueError("documents.json names chunks that chunks.jsonl does not hold")
     if (len(docs), len(rows), sum(c is not None for c in chunks)) != (counts["documents"], counts["chunks"], len(rows)):
         raise ValueError("documents.json, chunks.jsonl and the manifest's counts disagree")
-
-
-def _save_npz(path: Path, arrays: dict) -> None:
-    with path.open("wb") as f:
-        np.savez(f, **arrays)
-
-
-def _save_npy(path: Path, array: np.ndarray) -> None:
-    with path.open("wb") as f:
-        np.save(f, array)

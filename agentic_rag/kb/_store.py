@@ -23,6 +23,8 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
+
 from .._errors import ConfigurationError, RetrievalError
 
 FORMAT_VERSION = 2  # 2: the knowledge graph is saved with every generation
@@ -207,3 +209,15 @@ def _manifest_problem(manifest: dict) -> str | None:
         return f"'files' names a path, not a file of the generation: {sorted(manifest['files'])}"
     unlisted = [name for name in GENERATION_FILES if name not in manifest["files"]]
     return f"'files' does not list {', '.join(unlisted)}" if unlisted else None
+
+
+def write_npz(path: Path, arrays: dict) -> None:
+    """Write arrays as one .npz file (numpy adds no suffix to an open file)."""
+    with path.open("wb") as f:
+        np.savez(f, **arrays)
+
+
+def write_npy(path: Path, array: np.ndarray) -> None:
+    """Write one array as a .npy file."""
+    with path.open("wb") as f:
+        np.save(f, array)
