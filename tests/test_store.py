@@ -233,3 +233,12 @@ def test_a_manifest_that_names_a_path_out_of_the_folder_is_refused(tiny_kb, tmp_
     (tmp_path / "kb" / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(RetrievalError, match="names a path"):
         KnowledgeBase.load(tmp_path / "kb")
+
+
+def test_a_save_keeps_the_generation_the_manifest_named_not_a_crash_leftover(tiny_kb, tmp_path):
+    first = tiny_kb.save(tmp_path / "kb")
+    (tmp_path / "kb" / "gen-000005").mkdir()  # a crash left a generation the manifest never named
+    tiny_kb.add_documents([Document("extra", "an extra document about zebras")])
+    tiny_kb.save(tmp_path / "kb")
+    names = sorted(p.name for p in (tmp_path / "kb").iterdir() if p.name.startswith("gen-"))
+    assert names == [first.name, "gen-000006"]  # a reader that opened the old manifest can still read it

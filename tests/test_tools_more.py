@@ -233,3 +233,14 @@ def test_a_database_that_is_empty_or_not_sqlite_is_refused_at_once_by_path(tmp_p
         SQLDatabase(path)
     assert error.type.__name__ == "ConfigurationError" and why in str(error.value) and str(path) in str(error.value)
     assert "\n" not in str(error.value) and path.read_bytes() == content
+
+
+def test_without_a_length_cap_recursion_is_refused(db_path, monkeypatch):
+    from agentic_rag.tools import _sql
+
+    monkeypatch.setattr(_sql, "_CAPPED", False)  # as on Python 3.10, which has no Connection.setlimit
+    doubling = ("WITH RECURSIVE s(x, n) AS (SELECT 'ab', 0 UNION ALL SELECT x || x, n + 1 FROM s WHERE n < 30) "
+                "SELECT length(x) FROM s ORDER BY n DESC LIMIT 1")
+    with pytest.raises(ToolError, match="not authorized"):
+        SQLDatabase(db_path, time_limit_s=60).query(doubling)
+    assert SQLDatabase(db_path).query("SELECT count(*) AS n FROM orders")[0]["n"] > 0

@@ -11,7 +11,6 @@ silently overwrites what another writer saved after it loaded.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -76,6 +75,8 @@ def writer_lock(directory: Path, wait_s: float = 0.0, on_wait: Callable[[], None
     if key in held:  # e.g. the command line holds it from load to save; the save inside goes on
         yield
         return
+    import fcntl  # POSIX only; imported here so that reading a knowledge base works everywhere
+
     with open(directory / ".lock", "a+") as handle:
         _acquire(handle, directory, wait_s, on_wait)
         held.add(key)
@@ -87,6 +88,8 @@ def writer_lock(directory: Path, wait_s: float = 0.0, on_wait: Callable[[], None
 
 
 def _acquire(handle, directory: Path, wait_s: float, on_wait: Callable[[], None] | None) -> None:
+    import fcntl
+
     deadline = time.monotonic() + wait_s
     while True:
         try:
@@ -133,6 +136,7 @@ def save_generation(directory: Path, writers: dict[str, Callable[[Path], None]],
     directory.mkdir(parents=True, exist_ok=True)
     with writer_lock(directory):
         _check_expected(directory, expected)
+        previous = current_generation(directory)  # kept below, for a reader that opened its manifest a moment ago
         numbers = [int(m.group(1)) for p in directory.iterdir() if (m := _GENERATION.match(p.name))]
         name = f"gen-{max(numbers, default=0) + 1:06d}"
         staging = directory / f".{name}.tmp"
@@ -154,8 +158,7 @@ def save_generation(directory: Path, writers: dict[str, Callable[[Path], None]],
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        # the previous generation stays, for a reader that opened its manifest a moment ago
-        _remove_old_generations(directory, keep={name, f"gen-{max(numbers, default=0):06d}"})
+        _remove_old_generations(directory, keep={name, previous})
     return directory / name
 
 

@@ -15,8 +15,11 @@ from pydantic import BaseModel
 from .._errors import ConfigurationError, ToolError
 from ._registry import Tool
 
-_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
-            getattr(sqlite3, "SQLITE_RECURSIVE", 33)}
+# a recursive WITH can double a string past any size in a few steps; only a length cap (setlimit, Python
+# 3.11+) stops that, so without one recursion is refused
+_CAPPED = hasattr(sqlite3.Connection, "setlimit")
+_RECURSIVE = getattr(sqlite3, "SQLITE_RECURSIVE", 33)
+_ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, _RECURSIVE}
 # one call allocates gigabytes, or pads a string for seconds, before the progress handler ever runs,
 # so the time limit cannot stop it: blob makers and printf-style width padding (format is printf)
 _DENIED_FUNCTIONS = {"randomblob", "zeroblob", "printf", "format"}
@@ -26,6 +29,8 @@ _MAX_LENGTH = 1 << 20  # bytes in one string or blob (SQLITE_LIMIT_LENGTH): stop
 def _authorize(action, arg1, arg2, *rest):
     if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in _DENIED_FUNCTIONS:
         return sqlite3.SQLITE_DENY  # for SQLITE_FUNCTION the second argument is the function's name
+    if action == _RECURSIVE and not _CAPPED:
+        return sqlite3.SQLITE_DENY
     return sqlite3.SQLITE_OK if action in _ALLOWED else sqlite3.SQLITE_DENY
 
 
@@ -63,7 +68,7 @@ class SQLDatabase:
         try:
             db.row_factory = sqlite3.Row
             db.set_authorizer(_authorize)
-            if hasattr(db, "setlimit"):  # Python 3.11+; before that the blob makers are denied above
+            if _CAPPED:  # Python 3.11+; before that recursion and the blob makers are denied above
                 db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_LENGTH)
             db.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)  # non-zero aborts
             return [dict(row) for row in db.execute(sql, parameters).fetchmany(self.row_limit)]
