@@ -59,7 +59,7 @@ STOPS = [
     (Q2, {"sources": ("vector",)},
      {"rewrite": [{"query": Q2}]}, "exhausted", False),
     (Q2, {},
-     {"generate": [ModelError("the server answered 500 three times")]}, "error", False),
+     {"generate": [ModelError("the server answered 500 three times")]}, "error", True),
 ]
 
 
@@ -70,10 +70,11 @@ def test_every_stop_reason_is_reachable(tiny_kb, question, changes, replies, sto
     assert state["stop_reason"] == stop_reason
     assert state["abstained"] is abstained and state["phase"] == "done"
     json.dumps(state)  # serialisable at the end of every kind of run
-    if abstained:
+    if abstained and stop_reason != "error":
         assert state["abstain_reason"] and "does not hold" in state["answer"]
     if stop_reason == "error":
         assert "500" in state["error"] and state["trace"][-1]["step"] == "error"
+        assert state["answer"] == "" and state["citations"] == [] and "500" in state["abstain_reason"]
 
 
 def test_the_table_reaches_every_documented_stop_reason():
@@ -136,6 +137,17 @@ def test_unsupported_answer_is_repaired_or_abstained(tiny_kb):
                                scripted(generate=[{"answer": "火星上的仓库每天发货三次。 [1]"}],
                                         repair=[{"answer": "火星上的仓库每天发货三次。 [1]"}]))
     assert hopeless["abstained"] and "not supported" in hopeless["abstain_reason"]
+
+
+def test_a_failure_after_generation_returns_no_answer_and_keeps_the_draft(tiny_kb):
+    planted = SUPPORTED + " 周末也照常发货并且免运费。 [1]"     # an unsupported sentence: the check asks for a repair
+    state = run_agentic_rag("工作日 15:00 之前付款的订单什么时候发货？", tiny_kb,
+                            scripted(generate=[{"answer": planted}], repair=[ModelError("repair call: HTTP 503")]))
+    assert state["stop_reason"] == "error" and state["error"] == "ModelError: repair call: HTTP 503"
+    assert state["answer"] == "" and state["citations"] == [] and state["abstained"] is True
+    assert "the run failed" in state["abstain_reason"] and "HTTP 503" in state["abstain_reason"]
+    assert state["draft_answer"] == planted and state["trace"][-1]["step"] == "error"
+    json.dumps(state)
 
 
 def test_golden_trace_of_the_reference_question(example_kb, request):
