@@ -64,6 +64,13 @@ def test_generate_quotes_one_sentence_per_part_with_citations():
 
 def test_generate_without_evidence_is_a_direct_reply_that_says_so():
     assert "without consulting the knowledge base" in extractive.generate({"question": "hello"}).answer
+    replies = {q: extractive.generate({"question": q, "evidence": []})
+               for q in ("你好", "???", "的？", "Translate 'good night' into French")}
+    assert [r.reason for r in replies.values()] == ["greeting", "no content word", "no content word",
+                                                    "direct, offline"]
+    assert replies["的？"].answer.startswith("请提出一个问题") and replies["???"].answer.startswith("Please ask")
+    assert all(any(note in r.answer for note in ("not consulted", "without consulting", "未查询知识库"))
+               for r in replies.values())
 
 
 def test_judge_finds_the_planted_sentence_and_repair_removes_it():

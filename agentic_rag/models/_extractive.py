@@ -121,16 +121,7 @@ def generate(inputs: dict) -> Answer:
     """The best-supported sentences (one per part of the question, at most three), each cited."""
     question, evidence, weights = inputs["question"], inputs.get("evidence", []), inputs.get("weights") or None
     if not evidence:
-        if not has_content(question) and not GREETING.match(question):
-            return Answer(answer="请提出一个问题，例如知识库文档中的某个主题。（未查询知识库）" if has_cjk(question)
-                          else "Please ask a question, for example about a topic of the documents in the knowledge "
-                               "base. (the knowledge base was not consulted)", reason="no content word")
-        if GREETING.match(question):
-            return Answer(answer="Hello! Ask me a question about the documents in the knowledge base. "
-                                 "(answered without consulting the knowledge base)", reason="greeting")
-        return Answer(answer="The offline extractive model can only quote the knowledge base, and this "
-                             "question does not need it; name a language model with --model for this. "
-                             "(the knowledge base was not consulted)", reason="direct, offline")
+        return _without_evidence(question)
     parts = inputs.get("parts") or [question]
     chosen: list[tuple[int, str]] = []
     voted = _voted(question, evidence, weights) if len(parts) == 1 else None
@@ -159,6 +150,22 @@ def generate(inputs: dict) -> Answer:
         return Answer(answer=conflict, reason="extractive: the sources disagree, both are quoted")
     text = " ".join(f"{s} [{n}]" for n, s in chosen)
     return Answer(answer=text, reason="extractive: sentences quoted from the evidence")
+
+
+def _without_evidence(question: str) -> Answer:
+    """The reply to a question answered without the knowledge base: a request for a real question
+    when it holds no content word, a greeting back, or a note that the offline model cannot answer
+    what needs no evidence."""
+    if GREETING.match(question):
+        return Answer(answer="Hello! Ask me a question about the documents in the knowledge base. "
+                             "(answered without consulting the knowledge base)", reason="greeting")
+    if not has_content(question):
+        return Answer(answer="请提出一个问题，例如知识库文档中的某个主题。（未查询知识库）" if has_cjk(question)
+                      else "Please ask a question, for example about a topic of the documents in the knowledge "
+                           "base. (the knowledge base was not consulted)", reason="no content word")
+    return Answer(answer="The offline extractive model can only quote the knowledge base, and this "
+                         "question does not need it; name a language model with --model for this. "
+                         "(the knowledge base was not consulted)", reason="direct, offline")
 
 
 _VALUE = re.compile(r"\d+(?:[.,:]\d+)*\s*%?")
