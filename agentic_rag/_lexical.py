@@ -8,7 +8,7 @@ from collections import Counter
 
 from .kb._chunking import split_sentences
 from .kb._names import mentions
-from .kb._tokenize import CJK, CJK_CHAR, STOPWORDS, normalize, tokenize
+from .kb._tokenize import CJK, STOPWORDS, has_cjk, normalize, tokenize
 
 # words that shape a question but carry none of its content
 _QUESTION_WORDS = frozenset("""
@@ -18,7 +18,6 @@ vs versus compare compared comparison between difference differences differ
 区别 差异 对比 比较 不同 异同 有何 何区
 什么 哪个 哪些 哪里 哪儿 怎么 怎样 如何 多少 是否 为何 几个 请问 时候 多久 多长 何时 能否 可以
 """.split())
-_CJK_RUN = re.compile(f"[{CJK}]+")
 # Chinese characters that only shape a sentence; a bigram holding one is not a content term
 _CJK_FUNCTION = frozenset("吗呢吧啊么什哪谁怎样几是否的了在有和与及请问我你他她它这那个些吧为何呀哦嘛着过被把将从对")
 _NOT_A_NAME = _QUESTION_WORDS | STOPWORDS  # leading words an entity drops: "Is DK-200" -> DK-200
@@ -67,7 +66,7 @@ def key_terms(text: str) -> list[str]:
     terms = []
     text = _CJK_QUESTION.sub(" ", text)
     for token in dict.fromkeys(tokenize(text)):
-        cjk = _is_cjk(token)
+        cjk = has_cjk(token)  # a token is all Chinese or holds none
         if token in _QUESTION_WORDS or (cjk and (set(token) & _CJK_FUNCTION)):
             continue
         if cjk and len(token) == 1 and re.search(f"{token}[{CJK}]|[{CJK}]{token}", text):
@@ -89,18 +88,14 @@ def absent_terms(question: str, terms: list[str], held) -> list[str]:
     政策 is held). A one-character gap is a word boundary or a particle (录报 of 登录报错, 名成 of
     改名成苏镜宇)."""
     missing = set()
-    for run in _CJK_RUN.findall(normalize(_CJK_QUESTION.sub(" ", question))):
+    for run in re.findall(f"[{CJK}]+", normalize(_CJK_QUESTION.sub(" ", question))):
         covered = [False] * len(run)
         for i in range(len(run) - 1):
             if held(run[i:i + 2]):
                 covered[i] = covered[i + 1] = True
         for gap in re.finditer(r"0{2,}", "".join("1" if c else "0" for c in covered)):
             missing.update(run[gap.start():gap.end()])
-    return [t for t in terms if not held(t) and not (_is_cjk(t) and len(t) == 2 and not set(t) & missing)]
-
-
-def _is_cjk(token: str) -> bool:
-    return CJK_CHAR.match(token) is not None
+    return [t for t in terms if not held(t) and not (has_cjk(t) and len(t) == 2 and not set(t) & missing)]
 
 
 def entities(text: str) -> list[str]:
