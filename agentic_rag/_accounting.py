@@ -1,4 +1,4 @@
-"""Token counting (tiktoken's offline cl100k encoding), the price table and cost."""
+"""Token counting (tiktoken's offline cl100k encoding), the price table, cost and the usage record."""
 from __future__ import annotations
 
 import warnings
@@ -33,3 +33,10 @@ def cost_usd(model: str, prompt_tokens: int, completion_tokens: int,
     """Cost of one call by the price table (per million tokens)."""
     price_in, price_out = (prices or DEFAULT_PRICES).get(model, (0.0, 0.0))
     return (prompt_tokens * price_in + completion_tokens * price_out) / 1_000_000
+
+
+def new_usage() -> dict:
+    """An empty usage record (JSON-serialisable). `overshoot_tokens`: how far a provider's own
+    counts took the run past its budget (0 by the meter's count, which stays within it)."""
+    return {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "overshoot_tokens": 0,
+            "by_task": {}}

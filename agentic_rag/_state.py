@@ -4,10 +4,9 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TypedDict
 
-from ._accounting import count_tokens
+from ._accounting import count_tokens, new_usage
 from ._config import Config
 from ._errors import ConfigurationError
-from .models._meter import new_usage
 
 STOP_REASONS = ("sufficient", "direct", "max_rounds", "token_budget", "low_confidence", "converged", "deadline",
                 "exhausted", "stopped", "error")

@@ -48,3 +48,13 @@ def test_format_trace_joins_event_summaries():
     state = new_state("q")
     state["trace"] = [{"summary": s} for s in ("route:vector", "search:d3,d7", "verify:0.42", "rewrite")]
     assert format_trace(state) == "route:vector -> search:d3,d7 -> verify:0.42 -> rewrite"
+
+
+def test_state_depends_on_no_part_above_it():
+    import ast
+
+    from helpers import ROOT
+
+    tree = ast.parse((ROOT / "agentic_rag" / "_state.py").read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level}
+    assert imported <= {"_accounting", "_config", "_errors"}, imported   # not models, steps or the loop

@@ -7,7 +7,7 @@ import time
 
 from pydantic import BaseModel
 
-from .._accounting import cost_usd
+from .._accounting import cost_usd, new_usage
 from .._config import Config
 from .._errors import BudgetExceeded
 from ._protocol import Model, ModelRequest, cut_off, has_capability, prompt_tokens, reply_tokens
@@ -15,13 +15,6 @@ from ._protocol import Model, ModelRequest, cut_off, has_capability, prompt_toke
 __all__ = ["BudgetExceeded", "Meter", "new_usage", "margin"]
 
 MIN_REPLY = 32  # a call whose reply could not have even this many tokens is not made: it would be cut off
-
-
-def new_usage() -> dict:
-    """An empty usage record (JSON-serialisable). `overshoot_tokens`: how far a provider's own
-    counts took the run past its budget (0 by the meter's count, which stays within it)."""
-    return {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "overshoot_tokens": 0,
-            "by_task": {}}
 
 
 def margin(prompt: int, messages: int) -> int:
