@@ -1,14 +1,18 @@
 """Where and how to reach an OpenAI-compatible endpoint: the endpoint settings, the SDK client and
 one clear error per failed call. Shared by the chat models (models/_openai_client.py) and the
-embedder (kb/_openai_embedder.py), so neither imports the other."""
+embedder (kb/_openai_embedder.py), so neither imports the other. The `openai` SDK is imported
+inside the functions that use it: `import agentic_rag` does not load it (it more than doubled the
+import time)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-import openai
+from typing import TYPE_CHECKING
 
 from ._errors import ModelError
+
+if TYPE_CHECKING:
+    import openai
 
 
 @dataclass(frozen=True)
@@ -33,12 +37,16 @@ def endpoint_from_env(environ: Mapping[str, str], base_url: str | None = None, a
 
 def make_client(endpoint: Endpoint) -> openai.OpenAI:
     """An SDK client for the endpoint (one per model or embedder object: no global client)."""
+    import openai
+
     return openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key or "no-key-needed",
                          timeout=endpoint.timeout, max_retries=endpoint.max_retries)
 
 
 def call_error(exc: Exception, what: str, endpoint: Endpoint) -> ModelError:
     """One clear line for a failed call, naming the call and the fix where there is one."""
+    import openai
+
     where = endpoint.base_url or "the OpenAI API"
     if isinstance(exc, openai.APITimeoutError):
         return ModelError(f"{what} timed out after {endpoint.timeout:g} s at {where} "

@@ -4,6 +4,8 @@ import configparser
 import importlib
 import json
 import re
+import subprocess
+import sys
 
 import agentic_rag
 from helpers import ROOT
@@ -80,3 +82,10 @@ def test_the_version_is_written_once():
     config.read(ROOT / "setup.cfg", encoding="utf-8")
     assert config["metadata"]["version"] == "attr: agentic_rag.__version__"
     assert re.fullmatch(r"\d+\.\d+\.\d+", agentic_rag.__version__)
+
+
+def test_importing_agentic_rag_does_not_load_the_openai_sdk():
+    """The SDK more than doubles the import time; it is loaded where a client is made."""
+    code = "import agentic_rag, sys; print('openai' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert result.stdout.strip() == "False"

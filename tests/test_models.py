@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from agentic_rag import Answer, Grade, ModelError, ModelOutputError
+from agentic_rag import Answer, ConfigurationError, Grade, ModelError, ModelOutputError
 from agentic_rag.models import (
     BudgetExceeded,
     Meter,
@@ -14,7 +14,7 @@ from agentic_rag.models import (
     has_capability,
     parse_reply,
 )
-from agentic_rag.models._protocol import prompt_tokens
+from agentic_rag.models._protocol import count_reply, prompt_tokens
 
 
 def request(task="grade", schema=Grade, content="hello world"):
@@ -128,6 +128,21 @@ def test_a_reply_over_its_limit_is_cut_off_and_counts_as_the_limit():
         ScriptedModel({"grade": [huge]}).complete(request())
 
 
+def test_count_reply_keeps_a_servers_count_and_caps_its_own_at_the_limit():
+    limited = ModelRequest(task="grade", messages=[], max_tokens=5)
+    assert count_reply(limited, 3, "a b") == {"prompt_tokens": 3, "completion_tokens": 2}
+    usage = {"prompt_tokens": 1, "completion_tokens": 1}
+    with pytest.raises(ModelOutputError, match="cut off at its limit of 5") as own:
+        count_reply(limited, 3, "word " * 50, usage=usage)
+    assert own.value.usage is usage and usage == {"prompt_tokens": 4, "completion_tokens": 6}
+    with pytest.raises(ModelOutputError) as served:
+        count_reply(limited, 3, "a b", reported=40)                       # a server that ignored the limit
+    assert served.value.usage == {"prompt_tokens": 3, "completion_tokens": 40}
+    with pytest.raises(ModelOutputError) as cut:
+        count_reply(limited, 3, "a b", cut=True)                          # the server stopped it at the limit
+    assert cut.value.usage == {"prompt_tokens": 3, "completion_tokens": 5}
+
+
 def test_replies_that_fail_to_validate_are_metered_like_any_other():
     model = ScriptedModel({"grade": ["garbage", '{"score": 7}']})
     meter = Meter(model, budget=10_000)
@@ -218,7 +233,7 @@ def test_only_a_model_that_declares_streaming_is_streamed(model, pieces):
 
 def test_an_unknown_capability_is_an_error_not_false():
     assert has_capability(ScriptedModel(), "reports_usage") and not has_capability(object(), "streams")
-    with pytest.raises(ValueError, match="unknown model capability 'stream'"):
+    with pytest.raises(ConfigurationError, match="unknown model capability 'stream'"):
         has_capability(Streaming(), "stream")
 
 

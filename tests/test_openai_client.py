@@ -268,3 +268,65 @@ def test_a_streamed_answer_carries_the_limit_and_is_cut_off_like_any_reply(serve
         meter.stream_answer(request("generate", Answer), pieces.append)
     assert server.chat_requests()[0]["max_completion_tokens"] == 100 and "".join(pieces) == "The warehouse ships"
     assert meter.usage["model_calls"] == 1 and meter.usage["completion_tokens"] == 7
+
+
+TOO_LONG = {"status": 400, "body": {"error": {"message": "This model's maximum context length is 8192 tokens; "
+                                                         "please reduce the length of the messages."}}}
+
+
+def test_an_unrelated_400_is_a_clear_error_that_switches_nothing(server):
+    server.chat.extend([TOO_LONG, GRADE])
+    model = chat(server)
+    with pytest.raises(ModelError, match=r"the grade call to small-model failed at .* HTTP 400: .*context length"):
+        model.complete(request())
+    assert model.complete(request()).score == 0.8
+    first, second = server.chat_requests()                          # one request each: nothing was retried
+    assert first["response_format"]["type"] == second["response_format"]["type"] == "json_schema"
+    assert second["max_completion_tokens"] == 1024 and "max_tokens" not in second
+
+
+def test_an_unrelated_400_in_text_mode_keeps_max_completion_tokens(server):
+    refuse = {"status": 400, "body": {"error": {"message": "response_format is not supported"}}}
+    server.chat.extend([refuse, refuse, GRADE, TOO_LONG, GRADE])
+    model = chat(server)
+    assert model.complete(request()).score == 0.8                  # found text mode
+    with pytest.raises(ModelError, match="HTTP 400"):
+        model.complete(request())
+    assert model.complete(request()).score == 0.8
+    bodies = server.chat_requests()
+    assert len(bodies) == 5 and all("max_tokens" not in b and b["max_completion_tokens"] == 1024 for b in bodies)
+    assert "response_format" not in bodies[-1]
+
+
+def test_an_unrelated_400_on_a_streamed_call_keeps_max_completion_tokens(server):
+    server.chat.extend([TOO_LONG, "The warehouse ships. [1]"])
+    model = chat(server)
+    with pytest.raises(ModelError, match="streamed generate call .* HTTP 400"):
+        model.stream_answer(request("generate", Answer), lambda piece: None)
+    reply, _ = model.stream_answer(request("generate", Answer), lambda piece: None)
+    assert reply.answer == "The warehouse ships. [1]"
+    assert [("max_completion_tokens" in b, "max_tokens" in b) for b in server.chat_requests()] == [(True, False)] * 2
+
+
+def test_a_failed_retry_with_max_tokens_is_not_kept(server):
+    """vLLM names both fields when the prompt leaves no room: the retry fails too, and switches nothing."""
+    no_room = {"status": 400, "body": {"error": {"message": "'max_tokens' or 'max_completion_tokens' is too large: "
+                                                            "1024. This model's maximum context length is 4096"}}}
+    server.chat.extend([no_room, no_room, GRADE])
+    model = chat(server)
+    with pytest.raises(ModelError, match="HTTP 400: .*too large"):
+        model.complete(request())
+    assert model.complete(request()).score == 0.8
+    bodies = server.chat_requests()
+    assert [("max_completion_tokens" in b, "max_tokens" in b) for b in bodies] == [(True, False), (False, True),
+                                                                                  (True, False)]
+    assert {b["response_format"]["type"] for b in bodies} == {"json_schema"}
+
+
+def test_a_streamed_call_to_an_endpoint_that_refuses_max_completion_tokens_switches_once(server):
+    server.refused_fields = {"max_completion_tokens"}
+    server.chat.extend(["first [1]", "second [1]"])
+    model = chat(server)
+    for expected in ("first [1]", "second [1]"):
+        assert model.stream_answer(request("generate", Answer), lambda piece: None)[0].answer == expected
+    assert [b.get("max_tokens") for b in server.chat_requests()] == [None, 1024, 1024]

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from .._accounting import cost_usd, new_usage
 from .._config import Config
 from .._errors import BudgetExceeded
-from ._protocol import Model, ModelRequest, cut_off, has_capability, prompt_tokens, reply_tokens
+from ._protocol import Model, ModelRequest, count_reply, has_capability, prompt_tokens
 
 __all__ = ["BudgetExceeded", "Meter", "new_usage", "margin"]
 
@@ -87,12 +87,7 @@ class Meter:
             else:
                 reply, reported = self.model.complete(request), None
             if not (reported and reported.get("prompt_tokens")):  # the model did not count: count its reply
-                completion = reply_tokens(reply.model_dump_json(), request.max_tokens)
-                reported = {"prompt_tokens": prompt, "completion_tokens": min(completion, request.max_tokens)}
-                if completion > request.max_tokens:
-                    error = cut_off(request)
-                    error.usage = reported
-                    raise error
+                reported = count_reply(request, prompt, reply.model_dump_json())
         except Exception as exc:  # a failed call is metered like any other
             counted = getattr(exc, "usage", None) or {"prompt_tokens": prompt, "completion_tokens": 0}
             self._record(request.task, counted, start)

@@ -1,21 +1,21 @@
 """OpenAI-compatible chat models (OpenAI, DeepSeek, Qwen/DashScope, vLLM, Ollama): structured
 output with fallbacks, a completion limit on every request, the SDK's retries, usage and cost from
-the API, clear errors."""
+the API, clear errors. The `openai` SDK is imported where a call is made, not at import."""
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
 
-import openai
 from pydantic import BaseModel
 
 from .._accounting import cost_usd
 from .._errors import ConfigurationError, ModelError
 from .._openai_api import Endpoint, call_error, make_client
-from ._protocol import ModelRequest, complete_with_repair, cut_off, prompt_tokens, reply_tokens
+from ._protocol import ModelRequest, complete_with_repair, count_reply, prompt_tokens
 
 JUDGE_TASKS = ("route", "grade", "judge", "decompose", "rewrite", "repair")
 _MODES = ("json_schema", "json_object", "text")  # tried in this order; a server that refuses one gets the next
+_MODE_WORDS = ("response_format", "json_schema", "json_object")  # what a 400 refusing an output mode names
 _LIMIT_FIELDS = ("max_completion_tokens", "max_tokens")  # the current name of the completion limit, then the old one
 
 
@@ -45,49 +45,58 @@ class OpenAIChatModel:
     def _temperature(self, task: str) -> float:
         return self.temperature.get(task, 0.0 if task in JUDGE_TASKS else self.default_temperature)
 
-    def _create(self, request: ModelRequest, last_resort: bool, **kwargs):
-        """One API call with the request's completion limit, in the field this endpoint takes: a 400
-        that names max_completion_tokens (or any 400 when nothing else is left to change) switches
-        this model object to max_tokens for good, as the output mode is kept."""
-        while True:
-            field = self._limit_field
-            try:
-                return self._client.chat.completions.create(**kwargs, **{field: request.max_tokens})
-            except openai.BadRequestError as exc:
-                refused = last_resort or field in str(getattr(exc, "message", exc))
-                if field == _LIMIT_FIELDS[-1] or not refused:
-                    raise
-                with self._lock:
-                    self._limit_field = _LIMIT_FIELDS[-1]
+    def _create(self, request: ModelRequest, **kwargs):
+        """One API call with the request's completion limit, in the field this endpoint takes. Only a
+        400 whose message names max_completion_tokens is retried, once, with max_tokens; a retry that
+        succeeds makes this model object send max_tokens from then on, as it keeps the output mode."""
+        import openai
+
+        field = self._limit_field
+        try:
+            return self._client.chat.completions.create(**kwargs, **{field: request.max_tokens})
+        except openai.BadRequestError as exc:
+            if field != _LIMIT_FIELDS[0] or not _names(exc, (field,)):
+                raise
+        response = self._client.chat.completions.create(**kwargs, **{_LIMIT_FIELDS[1]: request.max_tokens})
+        self._keep("_limit_field", _LIMIT_FIELDS, _LIMIT_FIELDS[1])
+        return response
+
+    def _keep(self, attribute: str, order: tuple, value: str) -> None:
+        """Remember a setting that worked; a later one in `order` another call found first stays."""
+        with self._lock:
+            if order.index(value) > order.index(getattr(self, attribute)):
+                setattr(self, attribute, value)
 
     def _chat(self, request: ModelRequest, messages: list[dict], usage: dict) -> str:
+        """One reply's text in the first output mode this server takes, starting from the one kept: a 400
+        that names the response format moves to the next mode; any other error is raised."""
+        import openai
+
+        mode = self._mode
         while True:
-            mode = self._mode
-            kwargs = {"model": self.model, "messages": messages, "temperature": self._temperature(request.task)}
-            if mode == "json_schema":
-                kwargs["response_format"] = {"type": "json_schema", "json_schema": {
-                    "name": request.schema.__name__, "schema": request.schema.model_json_schema()}}
-            elif mode == "json_object":
-                kwargs["response_format"] = {"type": "json_object"}
             try:
-                response = self._create(request, mode == "text", **kwargs)
+                response = self._create(request, **self._arguments(request, messages, mode))
+                break
             except openai.BadRequestError as exc:
-                if mode == "text":
+                if mode == _MODES[-1] or not _names(exc, _MODE_WORDS):
                     raise call_error(exc, f"the {request.task} call to {self.model}", self.endpoint) from None
-                with self._lock:  # this server does not take this output mode: use the next one from now on
-                    if self._mode == mode:
-                        self._mode = _MODES[_MODES.index(mode) + 1]
-                continue
+                mode = _MODES[_MODES.index(mode) + 1]
             except openai.OpenAIError as exc:
                 raise call_error(exc, f"the {request.task} call to {self.model}", self.endpoint) from None
-            choice = response.choices[0]
-            text = choice.message.content or ""
-            counted = _counted(request, messages, text, choice.finish_reason, response.usage)
-            usage["prompt_tokens"] += counted["prompt_tokens"]
-            usage["completion_tokens"] += counted["completion_tokens"]
-            if choice.finish_reason == "length" or counted["completion_tokens"] > request.max_tokens:
-                raise cut_off(request)  # the server cut it, or ignored the limit
-            return text
+        self._keep("_mode", _MODES, mode)
+        choice = response.choices[0]
+        text = choice.message.content or ""
+        _count(request, messages, text, choice.finish_reason, response.usage, usage)
+        return text
+
+    def _arguments(self, request: ModelRequest, messages: list[dict], mode: str) -> dict:
+        kwargs = {"model": self.model, "messages": messages, "temperature": self._temperature(request.task)}
+        if mode == "json_schema":
+            kwargs["response_format"] = {"type": "json_schema", "json_schema": {
+                "name": request.schema.__name__, "schema": request.schema.model_json_schema()}}
+        elif mode == "json_object":
+            kwargs["response_format"] = {"type": "json_object"}
+        return kwargs
 
     def _priced(self, usage: dict) -> dict:
         return dict(usage, cost_usd=cost_usd(self.model, usage["prompt_tokens"], usage["completion_tokens"],
@@ -110,11 +119,13 @@ class OpenAIChatModel:
 
     def stream_answer(self, request: ModelRequest, on_token) -> tuple[BaseModel, dict]:
         """Generate as plain text, handing each piece to `on_token` as it arrives (server-sent events)."""
+        import openai
+
         messages = request.messages + [{"role": "user", "content": "Reply with the answer text only, with its [n] "
                                                                     "citations; no JSON."}]
         pieces, finish, reported = [], None, None
         try:
-            stream = self._create(request, True, model=self.model, messages=messages, stream=True,
+            stream = self._create(request, model=self.model, messages=messages, stream=True,
                                   temperature=self._temperature(request.task), stream_options={"include_usage": True})
             for chunk in stream:
                 reported = chunk.usage or reported
@@ -125,19 +136,24 @@ class OpenAIChatModel:
                         on_token(choice.delta.content)
         except openai.OpenAIError as exc:
             raise call_error(exc, f"the streamed {request.task} call to {self.model}", self.endpoint) from None
-        text = "".join(pieces)
-        usage = self._priced(_counted(request, messages, text, finish, reported))
-        if finish == "length" or usage["completion_tokens"] > request.max_tokens:
-            error = cut_off(request)
-            error.usage = usage
-            raise error
-        return request.schema.model_validate({"answer": text.strip()}), usage
+        text, usage = "".join(pieces), {"prompt_tokens": 0, "completion_tokens": 0}
+        try:
+            _count(request, messages, text, finish, reported, usage)
+        except ModelError as exc:
+            exc.usage = self._priced(usage)
+            raise
+        return request.schema.model_validate({"answer": text.strip()}), self._priced(usage)
 
 
-def _counted(request: ModelRequest, messages: list[dict], text: str, finish: str | None, reported) -> dict:
-    """One request's tokens: the server's counts, or ours when it sends none (a reply cut off
-    counting as the limit)."""
-    if reported is not None and reported.prompt_tokens:
-        return {"prompt_tokens": reported.prompt_tokens, "completion_tokens": reported.completion_tokens or 0}
-    completion = request.max_tokens if finish == "length" else reply_tokens(text, request.max_tokens)
-    return {"prompt_tokens": prompt_tokens(messages), "completion_tokens": completion}
+def _names(exc: Exception, words: tuple[str, ...]) -> bool:
+    """Whether an error's message names one of `words` (a server refusing a field names it)."""
+    message = str(getattr(exc, "message", exc)).lower()
+    return any(word in message for word in words)
+
+
+def _count(request: ModelRequest, messages: list[dict], text: str, finish: str | None, reported, usage: dict) -> None:
+    """Add one request's tokens to `usage`: the server's counts, or tiktoken's when it sends none;
+    a reply the server cut off (finish "length") or past the limit raises (count_reply)."""
+    served = reported is not None and bool(reported.prompt_tokens)
+    count_reply(request, reported.prompt_tokens if served else prompt_tokens(messages), text,
+                reported=(reported.completion_tokens or 0) if served else None, cut=finish == "length", usage=usage)

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 
 from .._accounting import count_tokens
 from .._config import Config
-from .._errors import ModelOutputError
+from .._errors import ConfigurationError, ModelOutputError
 
 TASKS = ("route", "rewrite", "decompose", "grade", "generate", "judge", "repair", "extract")
 
@@ -56,7 +56,7 @@ CAPABILITIES = ("reports_usage", "streams")
 def has_capability(model, capability: str) -> bool:
     """Whether `model` declares an optional capability (one of CAPABILITIES); undeclared is False."""
     if capability not in CAPABILITIES:
-        raise ValueError(f"unknown model capability {capability!r}; capabilities: {', '.join(CAPABILITIES)}")
+        raise ConfigurationError(f"unknown model capability {capability!r}; capabilities: {', '.join(CAPABILITIES)}")
     return bool(getattr(model, capability, False))
 
 
@@ -73,9 +73,23 @@ def reply_tokens(text: str, limit: int) -> int:
     return tokens if tokens > limit or len(head) == len(text) else count_tokens(text)
 
 
-def cut_off(request: ModelRequest) -> ModelOutputError:
-    """The error for a reply that ran past the request's limit: it counts as the limit and is invalid."""
-    return ModelOutputError(f"the {request.task} reply was cut off at its limit of {request.max_tokens} tokens")
+def count_reply(request: ModelRequest, prompt: int, text: str, reported: int | None = None, cut: bool = False,
+                usage: dict | None = None) -> dict:
+    """One reply's tokens, {"prompt_tokens", "completion_tokens"}, added to `usage` when given. The
+    completion is `reported` (a server's count, kept as it is) or the reply's by tiktoken, a reply
+    past the request's limit counting as the limit. A reply past the limit, or `cut` (the server
+    stopped it there), is invalid: raise ModelOutputError carrying `usage` (or this count) as `.usage`."""
+    limit = request.max_tokens
+    tokens = reported if reported is not None else limit if cut else reply_tokens(text, limit)
+    counted = {"prompt_tokens": prompt, "completion_tokens": tokens if reported is not None else min(tokens, limit)}
+    if usage is not None:
+        usage["prompt_tokens"] += counted["prompt_tokens"]
+        usage["completion_tokens"] += counted["completion_tokens"]
+    if cut or tokens > limit:
+        error = ModelOutputError(f"the {request.task} reply was cut off at its limit of {limit} tokens")
+        error.usage = usage if usage is not None else counted
+        raise error
+    return counted
 
 
 def parse_reply(text: str, schema: type[BaseModel]) -> BaseModel:

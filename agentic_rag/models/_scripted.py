@@ -8,7 +8,7 @@ from collections import deque
 from pydantic import BaseModel
 
 from .._errors import ModelError
-from ._protocol import ModelRequest, complete_with_repair, cut_off, prompt_tokens, reply_tokens
+from ._protocol import ModelRequest, complete_with_repair, count_reply, prompt_tokens
 
 
 class ScriptedModel:
@@ -57,11 +57,7 @@ class ScriptedModel:
 
         def send(messages: list[dict]) -> str:
             text = _as_text(self._next(request.task))
-            tokens = reply_tokens(text, request.max_tokens)
-            usage["prompt_tokens"] += prompt_tokens(messages)
-            usage["completion_tokens"] += min(tokens, request.max_tokens)
-            if tokens > request.max_tokens:
-                raise cut_off(request)
+            count_reply(request, prompt_tokens(messages), text, usage=usage)
             return text
 
         try:
