@@ -35,6 +35,7 @@ from .kb import (
     LoadResult,
     OpenAIEmbedder,
     Reranker,
+    SymmetricEmbedder,
     USEEmbedder,
     chunk_text,
     load_documents,
@@ -90,7 +91,7 @@ __all__ = [
     "new_evidence",
     # knowledge bases
     "KnowledgeBase", "AddResult", "Hit", "Document", "LoadResult", "load_documents", "chunk_text", "tokenize",
-    "writer_lock", "Embedder", "HashingEmbedder", "USEEmbedder", "OpenAIEmbedder", "make_embedder",
+    "writer_lock", "Embedder", "SymmetricEmbedder", "HashingEmbedder", "USEEmbedder", "OpenAIEmbedder", "make_embedder",
     "LexicalReranker", "Reranker",
     # models
     "Model", "ModelRequest", "OfflineModel", "ScriptedModel", "OpenAIChatModel", "Endpoint", "endpoint_from_env",

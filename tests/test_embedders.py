@@ -20,6 +20,12 @@ def test_hashing_is_normalised_deterministic_and_lexical():
                                                                 "warehouse cut-off time", ""]))
 
 
+def test_symmetric_embedders_embed_queries_as_documents():
+    embedder = HashingEmbedder(128)
+    texts = ["认证失败 v2.3.1", "warehouse cut-off"]
+    assert np.array_equal(embedder.embed_query(texts), embedder.embed(texts))
+
+
 def test_hashing_handles_chinese():
     vectors = HashingEmbedder().embed(["登录认证失败", "认证失败了", "仓库发货规则"])
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]

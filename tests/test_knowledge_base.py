@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from agentic_rag import Config, ConfigurationError, KnowledgeBase, RetrievalError
+from agentic_rag import Config, ConfigurationError, HashingEmbedder, KnowledgeBase, RetrievalError
 from agentic_rag.kb import Document
 
 
@@ -132,3 +132,58 @@ def test_concurrent_searches_while_documents_are_added(tmp_path):
     assert "hnsw.bin" in json.loads((tmp_path / "kb" / "manifest.json").read_text())["files"]
     assert any(doc.startswith("new") for doc in seen)
     assert len(kb.search("new document 9 3 apples", k=110)) == 110
+
+
+class SpyEmbedder(HashingEmbedder):
+    """Hashing, recording which method embedded which texts."""
+
+    def __init__(self):
+        super().__init__(64)
+        self.documents, self.queries = [], []
+
+    def embed(self, texts):
+        self.documents.extend(texts)
+        return super().embed(texts)
+
+    def embed_query(self, texts):
+        self.queries.extend(texts)
+        return HashingEmbedder.embed(self, texts)
+
+
+def test_searches_embed_the_query_with_embed_query_and_documents_with_embed(tiny_docs):
+    spy = SpyEmbedder()
+    kb = KnowledgeBase(spy)
+    kb.add_documents(tiny_docs)
+    assert spy.queries == [] and len(spy.documents) == len(tiny_docs)
+    kb.search("authentication timeout", mode="vector")
+    kb.search("warehouse rules", mode="hybrid")
+    kb.search("pricing", mode="bm25")  # no vector asked for, nothing embedded
+    assert spy.queries == ["authentication timeout", "warehouse rules"]
+    assert len(spy.documents) == len(tiny_docs)
+
+
+def test_an_embedder_without_embed_query_embeds_queries_as_documents(tiny_docs):
+    class DocumentsOnly:  # a third-party embedder written before embed_query
+        name, dimension = "documents-only", 64
+
+        def embed(self, texts):
+            return HashingEmbedder(64).embed(texts)
+
+    kb = KnowledgeBase(DocumentsOnly())
+    kb.add_documents(tiny_docs)
+    reference = KnowledgeBase(HashingEmbedder(64))
+    reference.add_documents(tiny_docs)
+    found = kb.search("Team plan price per member", k=3, mode="vector")
+    assert [h.id for h in found] == [h.id for h in reference.search("Team plan price per member", k=3, mode="vector")]
+    assert found[0].doc_id == "pricing"
+
+
+def test_a_query_vector_of_the_wrong_shape_is_a_clear_error(tiny_docs):
+    class WrongQueries(HashingEmbedder):
+        def embed_query(self, texts):
+            return super().embed(list(texts) * 2)
+
+    kb = KnowledgeBase(WrongQueries(64))
+    kb.add_documents(tiny_docs)
+    with pytest.raises(ConfigurationError, match=r"returned shape \(2, 64\) for a query"):
+        kb.search("pricing", mode="vector")

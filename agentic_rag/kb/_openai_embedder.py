@@ -9,10 +9,10 @@ import numpy as np
 
 from .._errors import ConfigurationError, ModelError
 from .._openai_api import Endpoint, call_error, make_client
-from ._embedders import _l2_normalize
+from ._embedders import SymmetricEmbedder, _l2_normalize
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(SymmetricEmbedder):
     """Batched calls with the SDK's retries; vectors cached by content hash, so re-embedding an
     unchanged chunk costs no call. The dimension is asked of the server once, at construction."""
 
