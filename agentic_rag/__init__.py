@@ -27,6 +27,7 @@ from .eval import run_bench
 from .kb import (
     AddResult,
     Document,
+    E5Embedder,
     Embedder,
     HashingEmbedder,
     Hit,
@@ -91,8 +92,8 @@ __all__ = [
     "new_evidence",
     # knowledge bases
     "KnowledgeBase", "AddResult", "Hit", "Document", "LoadResult", "load_documents", "chunk_text", "tokenize",
-    "writer_lock", "Embedder", "SymmetricEmbedder", "HashingEmbedder", "USEEmbedder", "OpenAIEmbedder", "make_embedder",
-    "LexicalReranker", "Reranker",
+    "writer_lock", "Embedder", "SymmetricEmbedder", "HashingEmbedder", "USEEmbedder", "E5Embedder", "OpenAIEmbedder",
+    "make_embedder", "LexicalReranker", "Reranker",
     # models
     "Model", "ModelRequest", "OfflineModel", "ScriptedModel", "OpenAIChatModel", "Endpoint", "endpoint_from_env",
     "ModelSet", "Meter",

@@ -33,6 +33,16 @@ def example_kb():
 
 
 @pytest.fixture(scope="session")
+def example_kb_e5():
+    """The example knowledge base embedded with e5 (a few seconds), built once and shared read-only."""
+    from agentic_rag import E5Embedder, load_documents
+
+    kb = KnowledgeBase(E5Embedder())
+    kb.add_documents(load_documents(EXAMPLE_DATA).documents)
+    return kb
+
+
+@pytest.fixture(scope="session")
 def example_tools():
     from agentic_rag import CALCULATOR, shop_tools
 

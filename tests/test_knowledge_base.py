@@ -4,7 +4,8 @@ import threading
 import pytest
 
 from agentic_rag import Config, ConfigurationError, HashingEmbedder, KnowledgeBase, RetrievalError
-from agentic_rag.kb import Document
+from agentic_rag.kb import Document, load_documents, tokenize
+from helpers import EXAMPLE_DATA
 
 
 def test_version_forms_and_chinese_synonyms_are_found(tiny_kb):
@@ -187,3 +188,52 @@ def test_a_query_vector_of_the_wrong_shape_is_a_clear_error(tiny_docs):
     kb.add_documents(tiny_docs)
     with pytest.raises(ConfigurationError, match=r"returned shape \(2, 64\) for a query"):
         kb.search("pricing", mode="vector")
+
+
+# paraphrases that share no token with their document, two of them across languages
+PARAPHRASES = [
+    ("When can we expect a collaborative drawing board?", "release-notes/nimbus-2.4.0-roadmap.md"),
+    ("a customer could not invite one more colleague because the team is full", "NT-1189"),
+    ("which days are goods not dispatched during the spring festival", "warehouse/holidays-2026.md"),
+]
+
+
+@pytest.mark.parametrize(("query", "doc_id"), PARAPHRASES)
+def test_e5_finds_a_paraphrase_with_no_word_in_common(example_kb_e5, query, doc_id):
+    [doc] = [d for d in load_documents(EXAMPLE_DATA).documents if d.id == doc_id]
+    assert not set(tokenize(query)) & set(tokenize(f"{doc.title} {doc.text}"))
+    assert example_kb_e5.search(query, k=1, mode="vector")[0].doc_id == doc_id
+
+
+def test_concurrent_e5_searches_match_serial_ones(example_kb_e5):
+    queries = [q for q, _ in PARAPHRASES] + ["登录报错的问题在 2.3.1 版本里修复了吗？", "Team plan price per member"]
+    serial = {(q, mode): [h.id for h in example_kb_e5.search(q, k=5, mode=mode)]
+              for q in queries for mode in ("vector", "hybrid")}
+    results, errors = {}, []
+
+    def worker(offset):
+        try:
+            for i in range(len(serial)):
+                q, mode = list(serial)[(i + offset) % len(serial)]
+                results.setdefault((q, mode), []).append([h.id for h in example_kb_e5.search(q, k=5, mode=mode)])
+        except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert all(runs == [serial[key]] * 6 for key, runs in results.items()) and len(results) == len(serial)
+
+
+def test_an_e5_knowledge_base_saves_its_dimension_and_reopens(example_kb_e5, tmp_path):
+    example_kb_e5.save(tmp_path / "kb")
+    manifest = json.loads((tmp_path / "kb" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["embedder"] == {"name": "e5", "dimension": 384}
+    reopened = KnowledgeBase.load(tmp_path / "kb")
+    assert (reopened.embedder.name, reopened.embedder.dimension) == ("e5", 384)
+    query = PARAPHRASES[0][0]
+    expected = [h.id for h in example_kb_e5.search(query, mode="vector")]
+    assert [h.id for h in reopened.search(query, mode="vector")] == expected

