@@ -23,6 +23,7 @@ from agentic_rag import (
     run_agentic_rag,
 )
 from agentic_rag.kb import Document
+from agentic_rag.kb._openai_embedder import openai_embedder_name, parse_openai_embedder_name
 from agentic_rag.models._meter import margin
 from agentic_rag.models._protocol import prompt_tokens
 from agentic_rag.steps import verify_sufficiency
@@ -149,6 +150,45 @@ def test_embeddings_base64_batched_cached_and_checked(server):
     assert bodies[1]["encoding_format"] == "base64" and len(bodies[1]["input"]) == 2
     with pytest.raises(ConfigurationError, match="returns 16 dimensions, not 8"):
         OpenAIEmbedder("embed-model", Endpoint(base_url=server.url), dimension=8)
+
+
+def _embedding_bodies(server) -> list[dict]:
+    return [r["body"] for r in server.requests if r["path"].endswith("/embeddings")]
+
+
+def test_embeddings_of_queries_and_documents_apart_by_input_type_or_query_model(server):
+    alike = OpenAIEmbedder("embed-model", Endpoint(base_url=server.url))
+    alike.embed(["a"]), alike.embed_query(["a"])
+    assert all("input_type" not in b and b["model"] == "embed-model" for b in _embedding_bodies(server))
+    server.requests.clear()
+    typed = OpenAIEmbedder("embed-model", Endpoint(base_url=server.url), input_type=True)
+    typed.embed(["a"]), typed.embed_query(["a"]), typed.embed_query(["a"])  # cached apart from the passage
+    assert [b["input_type"] for b in _embedding_bodies(server)] == ["passage", "passage", "query"]
+    assert typed.name == "openai:embed-model+input_type"
+    server.requests.clear()
+    two = OpenAIEmbedder("embed-model", Endpoint(base_url=server.url), query_model="small-model", input_type=True)
+    two.embed(["a"]), two.embed_query(["a"])
+    assert [(b["model"], b["input_type"]) for b in _embedding_bodies(server)] == [
+        ("embed-model", "passage"), ("small-model", "query"), ("embed-model", "passage"), ("small-model", "query")]
+    assert two.name == "openai:embed-model+input_type+query=small-model"
+
+
+@pytest.mark.parametrize(("name", "parsed"), [
+    ("openai:embed-model", ("embed-model", None, False)),
+    ("openai:nomic-embed-text:latest", ("nomic-embed-text:latest", None, False)),
+    ("openai:e5+input_type", ("e5", None, True)),
+    ("openai:e5-passage+query=e5-query", ("e5-passage", "e5-query", False)),
+    ("openai:e5+input_type+query=q", ("e5", "q", True)),
+    ("openai:a+b", ("a+b", None, False)),  # no known option: an older name, all model
+])
+def test_embedder_names_parse_back_to_their_options(name, parsed):
+    assert tuple(parse_openai_embedder_name(name).values()) == parsed
+    assert openai_embedder_name(*parsed) == name
+
+
+def test_an_embedder_name_that_would_not_reopen_is_refused():
+    with pytest.raises(ConfigurationError, match="would not reopen"):
+        OpenAIEmbedder("e5+input_type", query_model="q")
 
 
 def test_embedding_failure_is_a_clear_error(server):
