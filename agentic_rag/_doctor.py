@@ -46,7 +46,9 @@ def run_doctor(settings: dict, kb: str | None = None) -> int:
     dimension = None
     if settings["embedding_model"]:
         try:
-            dimension = OpenAIEmbedder(settings["embedding_model"], endpoint).dimension
+            dimension = OpenAIEmbedder(settings["embedding_model"], endpoint,
+                                       query_model=settings.get("embedding_query_model"),
+                                       input_type=settings.get("embedding_input_type", False)).dimension
             report(True, f"embedding model {settings['embedding_model']} answers: {dimension} dimensions")
         except Exception as exc:
             report(False, f"embedding model {settings['embedding_model']}: {exc}", "check --embedding-model")

@@ -29,7 +29,10 @@ def model_settings(args) -> dict:
             "per_task": per_task, "temperature": file.get("temperature"), "prices": file.get("prices"),
             "endpoint": endpoint_from_env(environ, base_url=getattr(args, "base_url", None) or file.get("base_url")),
             "embedding_model": getattr(args, "embedding_model", None) or file.get("embedding_model")
-            or environ.get("AGENTIC_RAG_EMBEDDING_MODEL")}
+            or environ.get("AGENTIC_RAG_EMBEDDING_MODEL"),
+            "embedding_query_model": getattr(args, "embedding_query_model", None) or file.get("embedding_query_model"),
+            "embedding_input_type": bool(getattr(args, "embedding_input_type", False)
+                                         or file.get("embedding_input_type", False))}
 
 
 def make_model(settings: dict):
@@ -39,14 +42,17 @@ def make_model(settings: dict):
 
 
 def make_cli_embedder(name: str, settings: dict):
-    """An embedder by name; `openai` (or a saved `openai:MODEL`) calls the configured endpoint."""
+    """An embedder by name; `openai` calls the configured endpoint with the embedding settings, and a
+    saved `openai:MODEL[+input_type][+query=NAME]` with the options it was built with."""
     if name == "openai" or name.startswith("openai:"):
-        from .kb._openai_embedder import OpenAIEmbedder
+        from .kb._openai_embedder import OpenAIEmbedder, parse_openai_embedder_name
 
-        model = name.partition(":")[2] or settings["embedding_model"]
-        if not model:
+        options = parse_openai_embedder_name(name) if name.startswith("openai:") else {
+            "model": settings["embedding_model"], "query_model": settings.get("embedding_query_model"),
+            "input_type": settings.get("embedding_input_type", False)}
+        if not options["model"]:
             raise ConfigurationError("--embedder openai needs --embedding-model NAME (or AGENTIC_RAG_EMBEDDING_MODEL)")
-        return OpenAIEmbedder(model, settings["endpoint"])
+        return OpenAIEmbedder(options.pop("model"), settings["endpoint"], **options)
     return make_embedder(name)
 
 

