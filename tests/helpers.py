@@ -27,3 +27,10 @@ TINY = [
     Document("pricing", "The Team plan costs 8 USD per member and month. Annual billing gives 20% off.",
              title="Pricing", source="pricing.md", metadata={"type": "manual"}),
 ]
+
+# paraphrases that share no token with their document in examples/data, two of them across languages
+PARAPHRASES = [
+    ("When can we expect a collaborative drawing board?", "release-notes/nimbus-2.4.0-roadmap.md"),
+    ("a customer could not invite one more colleague because the team is full", "NT-1189"),
+    ("which days are goods not dispatched during the spring festival", "warehouse/holidays-2026.md"),
+]

@@ -5,7 +5,7 @@ import pytest
 
 from agentic_rag import Config, ConfigurationError, HashingEmbedder, KnowledgeBase, RetrievalError
 from agentic_rag.kb import Document, load_documents, tokenize
-from helpers import EXAMPLE_DATA
+from helpers import EXAMPLE_DATA, PARAPHRASES
 
 
 def test_version_forms_and_chinese_synonyms_are_found(tiny_kb):
@@ -188,14 +188,6 @@ def test_a_query_vector_of_the_wrong_shape_is_a_clear_error(tiny_docs):
     kb.add_documents(tiny_docs)
     with pytest.raises(ConfigurationError, match=r"returned shape \(2, 64\) for a query"):
         kb.search("pricing", mode="vector")
-
-
-# paraphrases that share no token with their document, two of them across languages
-PARAPHRASES = [
-    ("When can we expect a collaborative drawing board?", "release-notes/nimbus-2.4.0-roadmap.md"),
-    ("a customer could not invite one more colleague because the team is full", "NT-1189"),
-    ("which days are goods not dispatched during the spring festival", "warehouse/holidays-2026.md"),
-]
 
 
 @pytest.mark.parametrize(("query", "doc_id"), PARAPHRASES)
