@@ -18,10 +18,13 @@ class Config:
     # Okapi BM25 parameters, by their paper names
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
-    # reciprocal-rank fusion: k from Cormack et al. (2009), weights chosen on the dev splits
+    # hybrid search: "rrf" (reciprocal-rank fusion, k from Cormack et al. 2009) or "score" (min-max
+    # normalised scores); fusion and vector_weight left None take the embedder's measured defaults
+    # (HashingEmbedder.fusion, E5Embedder.fusion; docs/benchmarks.md)
+    fusion: str | None = None
     rrf_k: int = 60
     bm25_weight: float = 1.0
-    vector_weight: float = 0.1
+    vector_weight: float | None = None
     candidates: int = 50  # how deep each retriever ranks before fusion
     rerank: bool = False
     # hnswlib graph; below exact_search_below vectors an exact numpy search is used instead
@@ -67,6 +70,9 @@ class Config:
         if self.bm25_weight == 0 and self.vector_weight == 0:
             raise ConfigurationError(
                 "Config.bm25_weight and vector_weight are both 0; give at least one a weight above 0")
+        if self.fusion not in (None, "rrf", "score"):
+            raise ConfigurationError(f"Config.fusion = {self.fusion!r}; choose 'rrf' or 'score' "
+                                     "(or None: the embedder's default)")
         if not 0 <= self.bm25_b <= 1:
             raise ConfigurationError(f"Config.bm25_b = {self.bm25_b} must lie in [0, 1]")
         if self.candidates < 1 or self.hnsw_m < 2:

@@ -1,4 +1,5 @@
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -82,9 +83,14 @@ def test_make_embedder_rejects_unknown_names():
 
 def test_embed_batched_checks_shapes(capsys):
     embedder = HashingEmbedder(32)
+    embedder.batch_size = 8
     texts = [f"text {i}" for i in range(50)]
-    assert np.array_equal(embed_batched(embedder, texts, batch_size=8), embedder.embed(texts))
-    assert "embedding 50/50" in capsys.readouterr().err
+    assert np.array_equal(embed_batched(embedder, texts), embedder.embed(texts))
+    err = capsys.readouterr().err
+    assert "embedding 8/50 chunks, " in err and "embedding 50/50 chunks, " in err
+    assert re.search(r"[\d.]+ chunks/s, 0m00s left", err)
+    embed_batched(embedder, texts[:8])
+    assert capsys.readouterr().err == ""  # one batch: no progress line
 
     class Broken:
         name, dimension = "broken", 8

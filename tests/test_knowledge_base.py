@@ -5,6 +5,7 @@ import pytest
 
 from agentic_rag import Config, ConfigurationError, HashingEmbedder, KnowledgeBase, RetrievalError
 from agentic_rag.kb import Document, load_documents, tokenize
+from agentic_rag.kb._embedders import SEMANTIC_FUSION
 from helpers import EXAMPLE_DATA, PARAPHRASES
 
 
@@ -229,3 +230,55 @@ def test_an_e5_knowledge_base_saves_its_dimension_and_reopens(example_kb_e5, tmp
     query = PARAPHRASES[0][0]
     expected = [h.id for h in example_kb_e5.search(query, mode="vector")]
     assert [h.id for h in reopened.search(query, mode="vector")] == expected
+
+
+def test_hybrid_fusion_follows_the_embedder_unless_the_config_names_one(tiny_docs):
+    kb = KnowledgeBase(HashingEmbedder(64))
+    assert kb.fusion == ("rrf", 0.1)  # the hashing embedder's measured defaults
+    kb.add_documents(tiny_docs)
+    kb.config = Config(fusion="score", vector_weight=2.0)
+    assert kb.fusion == ("score", 2.0)
+    hit = kb.search("authentication timeout", k=1)[0]
+    assert hit.ranks == {"bm25": 1, "vector": 1} and hit.score == pytest.approx(3.0)  # both normalised to 1
+
+    class Unnamed:  # an embedder that names no fusion, e.g. a hosted one, gets the semantic default
+        name, dimension = "unnamed", 64
+
+        def embed(self, texts):
+            return HashingEmbedder(64).embed(texts)
+
+    assert KnowledgeBase(Unnamed()).fusion == SEMANTIC_FUSION == ("score", 1.0)
+    with pytest.raises(ConfigurationError, match="Config.fusion = 'max'; choose 'rrf' or 'score'"):
+        Config(fusion="max")
+
+
+def test_readding_a_changed_document_embeds_only_its_new_chunks():
+    spy = SpyEmbedder()
+    kb = KnowledgeBase(spy, Config(chunk_size=100, chunk_overlap=0))
+    paragraphs = [f"Paragraph {n} of the handbook says rule {n} applies on day {n}." for n in range(6)]
+    kb.add_documents([Document(id="handbook", text="\n\n".join(paragraphs))])
+    first = len(spy.documents)
+    assert first == len(kb) >= 4
+    paragraphs[-1] = "The last paragraph now says something new about holidays."
+    kb.add_documents([Document(id="handbook", text="\n\n".join(paragraphs))])
+    assert 1 <= len(spy.documents) - first < first  # only chunks whose text changed were embedded
+    fresh = KnowledgeBase(HashingEmbedder(64), Config(chunk_size=100, chunk_overlap=0))
+    fresh.add_documents([Document(id="handbook", text="\n\n".join(paragraphs))])
+    query = "holidays paragraph"
+    assert [(h.id, round(h.score, 6)) for h in kb.search(query, mode="vector")] == \
+        [(h.id, round(h.score, 6)) for h in fresh.search(query, mode="vector")]
+
+
+def test_vectors_are_reused_from_a_saved_knowledge_base_of_the_same_embedder(tiny_docs, tmp_path):
+    saved = KnowledgeBase(HashingEmbedder(64))
+    saved.add_documents(tiny_docs)
+    saved.save(tmp_path / "old")
+    other = KnowledgeBase(HashingEmbedder(128))
+    other.add_documents(tiny_docs[:2])
+    other.save(tmp_path / "other")
+    spy = SpyEmbedder()
+    kb = KnowledgeBase(spy)
+    kb.add_documents(tiny_docs + [Document(id="new", text="A page no saved base holds.")],
+                     reuse_from=[tmp_path / "other", tmp_path / "old"])
+    assert spy.documents == ["A page no saved base holds."]  # 128-dim vectors were not taken
+    assert [h.id for h in kb.search("pricing", mode="vector")] == [h.id for h in saved.search("pricing", mode="vector")]

@@ -25,19 +25,23 @@ MODES = ("linear", "agentic")
 
 
 def cached_kb(folder: Path, embedder: Embedder | str, config: Config, cache: Path) -> KnowledgeBase:
-    """The set's knowledge base, built once per corpus content, embedder and settings, then loaded."""
+    """The set's knowledge base, built once per corpus content, embedder and settings, then loaded.
+    A build copies the vectors of chunks that earlier builds in the cache embedded with the same
+    embedder, so changing the tokenizer or the corpus re-embeds only new text."""
     embedder = make_embedder(embedder) if isinstance(embedder, str) else embedder
     corpus_bytes = (folder / "corpus.jsonl").read_bytes()
     settings = json.dumps([embedder.name, config.chunk_size, config.chunk_overlap, TOKENIZER_SETTINGS, FORMAT_VERSION])
     key = hashlib.sha256(corpus_bytes + settings.encode()).hexdigest()[:16]
-    path = cache / f"{folder.name}-{embedder.name.replace(':', '-').replace('/', '-')}-{key}"
+    tag = embedder.name.replace(":", "-").replace("/", "-")
+    path = cache / f"{folder.name}-{tag}-{key}"
     if (path / "manifest.json").is_file():
         return KnowledgeBase.load(path, embedder, config=config)
     corpus, _ = load_set(folder)
     kb = KnowledgeBase(embedder, config)
     print(f"building the {folder.name} knowledge base ({len(corpus)} passages, {embedder.name}) ...",
           file=sys.stderr)
-    kb.add_documents(corpus, progress=True)
+    earlier = [p for p in sorted(cache.glob(f"*-{tag}-*")) if (p / "manifest.json").is_file()]
+    kb.add_documents(corpus, progress=True, reuse_from=earlier)
     kb.save(path)
     return kb
 

@@ -2,10 +2,10 @@
 
     python -m agentic_rag.eval.retrieval --data ../shared/data --out reports/retrieval
 
-For each set and embedder it builds a knowledge base from the corpus, then measures recall@5,
-all-relevant@5 and MRR@10 (corpus-entry level, answerable questions only) for bm25, vector and
-hybrid search at several fusion weights, with 95% bootstrap intervals, index time and query
-latency. `--chunk-sizes` adds a sweep of chunk sizes.
+For each set and embedder it builds a knowledge base from the corpus (or loads it from `--cache`),
+then measures recall@5, all-relevant@5 and MRR@10 (corpus-entry level, answerable questions only,
+of one `--half` if given) for bm25, vector, the default hybrid and hybrid search at each fusion
+method and vector weight, with 95% bootstrap intervals, index time and query latency.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from pathlib import Path
 from .._config import Config
 from ..kb import KnowledgeBase, make_embedder
 from ..kb._tokenize import tokenize
+from ._bench import cached_kb, half_of
 from ._datasets import load_set
 from ._metrics import all_relevant_at_k, bootstrap_ci, mrr_at_k, percentile, recall_at_k
 
@@ -64,20 +65,46 @@ def peer_bm25s(kb: KnowledgeBase, questions, k1: float, b: float) -> dict:
     return {name: sum(v) / len(v) for name, v in values.items()}
 
 
-def bench_set(folder: Path, embedder: str, config: Config, weights: list[float], limit: int | None) -> dict:
-    """Build one set's knowledge base and run every mode on it."""
+class _QueryMemo:
+    """An embedder that embeds each distinct query once: every fusion setting searches the same questions."""
+
+    def __init__(self, embedder):
+        self._embedder, self._queries = embedder, {}
+
+    def __getattr__(self, name):
+        return getattr(self._embedder, name)
+
+    def embed_query(self, texts):
+        key = tuple(texts)
+        if key not in self._queries:
+            embed = getattr(self._embedder, "embed_query", None) or self._embedder.embed
+            self._queries[key] = embed(list(texts))
+        return self._queries[key]
+
+
+def bench_set(folder: Path, embedder: str, config: Config, weights: list[float], limit: int | None,
+              fusions: tuple[str, ...] = ("rrf",), half: int | None = None, cache: Path | None = None) -> dict:
+    """Build (or load from `cache`) one set's knowledge base and run every mode on the answerable
+    questions (of one half, if given)."""
     corpus, questions = load_set(folder)
-    questions = [q for q in questions if q.relevant_ids][:limit]
-    kb = KnowledgeBase(make_embedder(embedder), config)
+    questions = [q for q in questions if q.relevant_ids and (half is None or half_of(q.id) == half)][:limit]
     start = time.perf_counter()
-    kb.add_documents(corpus, progress=True)
-    result = {"set": folder.name, "embedder": embedder, "documents": len(corpus), "chunks": len(kb),
-              "index_s": time.perf_counter() - start, "modes": {}}
+    if cache:
+        kb = cached_kb(folder, embedder, config, cache)
+    else:
+        kb = KnowledgeBase(make_embedder(embedder), config)
+        kb.add_documents(corpus, progress=True)
+    result = {"set": folder.name, "embedder": embedder, "half": half, "documents": len(corpus), "chunks": len(kb),
+              "index_s": None if cache else time.perf_counter() - start, "modes": {}}
+    kb.embedder = _QueryMemo(kb.embedder)
     for mode in ("bm25", "vector"):
         result["modes"][mode] = run_queries(kb, questions, mode)
-    for weight in weights:
-        kb.config = replace(config, vector_weight=weight)
-        result["modes"][f"hybrid w={weight:g}"] = run_queries(kb, questions, "hybrid")
+    method, weight = kb.fusion
+    result["modes"][f"hybrid default ({method} w={weight:g})"] = run_queries(kb, questions, "hybrid")
+    for fusion in fusions:
+        for weight in weights:
+            kb.config = replace(config, fusion=fusion, vector_weight=weight)
+            result["modes"][f"{fusion} w={weight:g}"] = run_queries(kb, questions, "hybrid")
     kb.config = config
     result["modes"]["hybrid+rerank"] = run_queries(kb, questions, "hybrid", rerank=True)
     result["peer_bm25s"] = peer_bm25s(kb, questions, config.bm25_k1, config.bm25_b)
@@ -92,7 +119,8 @@ def _table(results: list[dict], modes: list[str]) -> list[str]:
             m = r["modes"].get(mode)
             if m:
                 lo, hi = m["r@5_ci"]
-                lines.append(f"| {r['set']} | {r['embedder']} | {r['chunks']} | {r['index_s']:.1f} | {mode} | "
+                index_s = "cached" if r["index_s"] is None else f"{r['index_s']:.1f}"
+                lines.append(f"| {r['set']} | {r['embedder']} | {r['chunks']} | {index_s} | {mode} | "
                              f"{m['r@5']:.3f} [{lo:.2f}, {hi:.2f}] | {m['all@5']:.3f} | {m['mrr@10']:.3f} | "
                              f"{m['p50_ms']:.1f} | {m['p95_ms']:.1f} |")
     return lines
@@ -119,8 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", default="../shared/data", help="folder holding the set folders")
     parser.add_argument("--sets", default=",".join(SETS))
-    parser.add_argument("--embedders", default="hashing,use")
+    parser.add_argument("--embedders", default="hashing,e5")
     parser.add_argument("--weights", default="0.25,0.5,1", help="vector weights to try (bm25 weight 1)")
+    parser.add_argument("--fusions", default="rrf,score", help="fusion methods to try at each weight")
+    parser.add_argument("--half", type=int, choices=(1, 2), help="only the questions in this half (as bench --half)")
+    parser.add_argument("--cache", metavar="DIR", help="keep built knowledge bases here and reuse them (as bench)")
     parser.add_argument("--chunk-size", type=int, default=Config().chunk_size)
     parser.add_argument("--limit", type=int, help="at most this many questions per set")
     parser.add_argument("--out", default="reports/retrieval")
@@ -131,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.sets.split(","):
         for embedder in args.embedders.split(","):
             print(f"{name} / {embedder} ...", file=sys.stderr)
-            results.append(bench_set(Path(args.data) / name, embedder, config, weights, args.limit))
+            cache = Path(args.cache) if args.cache else None
+            results.append(bench_set(Path(args.data) / name, embedder, config, weights, args.limit,
+                                     tuple(args.fusions.split(",")), args.half, cache))
             write_report(results, Path(args.out), config)
     print((Path(args.out) / "report.md").read_text())
     return 0

@@ -6,6 +6,7 @@ import hashlib
 import math
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
@@ -28,6 +29,11 @@ class Embedder(Protocol):
 
     def embed_query(self, texts: Sequence[str]) -> np.ndarray:
         """One L2-normalised float32 row per search query."""
+
+
+# Hybrid search's (fusion, vector weight) for an embedder that names none, such as a hosted one:
+# those measured for e5, the semantic embedder we could measure (docs/benchmarks.md)
+SEMANTIC_FUSION = ("score", 1.0)
 
 
 class SymmetricEmbedder:
@@ -53,6 +59,8 @@ class HashingEmbedder(SymmetricEmbedder):
     """
 
     name = "hashing"
+    fusion = ("rrf", 0.1)  # lexical like BM25: a light second vote that does not hurt BM25 (docs/benchmarks.md)
+    batch_size = 1024
 
     def __init__(self, dimension: int = 2048):
         if dimension < 16:
@@ -109,6 +117,8 @@ class E5Embedder:
 
     name = "e5"
     dimension = 384
+    fusion = SEMANTIC_FUSION  # chosen on half 1 of the dev sets, confirmed on half 2 (docs/benchmarks.md)
+    batch_size = 32  # about two seconds of work: progress and time left stay current
 
     def __init__(self, threads: int | None = None):
         try:
@@ -155,20 +165,29 @@ def embed_query(embedder: Embedder, query: str) -> np.ndarray:
     return vectors[0]
 
 
-def embed_batched(embedder: Embedder, texts: Sequence[str], batch_size: int = 256,
-                  progress: bool = True) -> np.ndarray:
-    """Embed in batches, checking shapes; long jobs print a progress line on stderr."""
+def content_key(text: str) -> bytes:
+    """The key an embedding is kept under: a hash of exactly the text embedded."""
+    return hashlib.sha256(text.encode("utf-8")).digest()[:16]
+
+
+def embed_batched(embedder: Embedder, texts: Sequence[str], progress: bool = True) -> np.ndarray:
+    """Embed in batches of the embedder's `batch_size` (256 if it names none), checking shapes; with
+    progress and more than one batch, a line on stderr: chunks done, chunks per second, time left."""
+    size = getattr(embedder, "batch_size", 256)
     parts = []
-    show = progress and len(texts) > 4 * batch_size
-    for start in range(0, len(texts), batch_size):
-        batch = embedder.embed(texts[start:start + batch_size])
-        if batch.shape != (min(batch_size, len(texts) - start), embedder.dimension):
-            raise ConfigurationError(
-                f"embedder {embedder.name!r} returned shape {batch.shape}; expected "
-                f"({min(batch_size, len(texts) - start)}, {embedder.dimension})")
+    show = progress and len(texts) > size
+    started = time.perf_counter()
+    for start in range(0, len(texts), size):
+        expected = (min(size, len(texts) - start), embedder.dimension)
+        batch = embedder.embed(texts[start:start + size])
+        if batch.shape != expected:
+            raise ConfigurationError(f"embedder {embedder.name!r} returned shape {batch.shape}; expected {expected}")
         parts.append(batch)
         if show:
-            print(f"\rembedding {min(start + batch_size, len(texts))}/{len(texts)}",
+            done = start + expected[0]
+            rate = done / max(time.perf_counter() - started, 1e-9)
+            left = int((len(texts) - done) / rate)
+            print(f"\rembedding {done}/{len(texts)} chunks, {rate:.1f} chunks/s, {left // 60}m{left % 60:02d}s left ",
                   end="", file=sys.stderr, flush=True)
     if show:
         print(file=sys.stderr)

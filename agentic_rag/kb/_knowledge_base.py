@@ -18,9 +18,9 @@ from . import _store as store
 from ._bm25 import BM25
 from ._chunking import chunk_text
 from ._documents import Document
-from ._embedders import Embedder, embed_batched, embed_query, make_embedder
+from ._embedders import SEMANTIC_FUSION, Embedder, content_key, embed_batched, embed_query, make_embedder
 from ._filters import check_filters, filter_mask
-from ._fusion import reciprocal_rank_fusion
+from ._fusion import reciprocal_rank_fusion, score_fusion
 from ._graph import KnowledgeGraph
 from ._hit import Hit
 from ._rerank import LexicalReranker, Reranker
@@ -77,8 +77,11 @@ class KnowledgeBase:
         """Number of documents held."""
         return len(self._docs)
 
-    def add_documents(self, documents: Iterable[Document], progress: bool = False) -> AddResult:
-        """Index documents; a known id with changed content replaces that document's chunks."""
+    def add_documents(self, documents: Iterable[Document], progress: bool = False,
+                      reuse_from: Iterable[str | Path] = ()) -> AddResult:
+        """Index documents; a known id with changed content replaces that document's chunks.
+        A chunk whose text this knowledge base (or a saved one in `reuse_from` built with the same
+        embedder) already holds takes that vector instead of being embedded again."""
         latest = {doc.id: doc for doc in documents}
         result = AddResult()
         if self.graph_method != "names" and self.extract_triples is None:
@@ -94,7 +97,7 @@ class KnowledgeBase:
                                                                           self.config.chunk_overlap))]
             texts = [_index_text(c) for c in chunks]
             tokens = [tokenize(t) for t in texts]
-            vectors = embed_batched(self.embedder, texts, progress=progress)
+            vectors = self._embed(texts, progress, reuse_from)
             triples = [self.extract_triples(c["title"], c["text"]) for c in chunks] if self.extract_triples else None
             with self._lock.write():
                 for doc in todo:
@@ -117,6 +120,19 @@ class KnowledgeBase:
                         self._graph.add_triples(row, triples[i])
         result.chunks = len(chunks)
         return result
+
+    def _embed(self, texts: list[str], progress: bool, reuse_from: Iterable[str | Path]) -> np.ndarray:
+        """The texts' vectors: copied where the same text was embedded before, embedded once otherwise."""
+        keys = [content_key(t) for t in texts]
+        known: dict[bytes, np.ndarray] = {}
+        for folder in reuse_from:
+            known.update(_saved_vectors(Path(folder), self.embedder))
+        with self._lock.read():
+            known.update((content_key(_index_text(c)), self._vectors.vectors[row])
+                         for row, c in enumerate(self._chunks) if c is not None)
+        todo = {key: text for key, text in zip(keys, texts, strict=True) if key not in known}
+        known.update(zip(todo, embed_batched(self.embedder, list(todo.values()), progress), strict=True))
+        return np.array([known[key] for key in keys], np.float32).reshape(len(texts), self.embedder.dimension)
 
     def delete_documents(self, doc_ids: Iterable[str]) -> int:
         """Remove documents and all their chunks; returns how many were found."""
@@ -144,8 +160,9 @@ class KnowledgeBase:
             raise ConfigurationError(f"k = {k!r}; ask for at least one hit (k >= 1)")
         filters = check_filters(filters)
         c = self.config
+        fusion, vector_weight = self.fusion
         weights = {"bm25": c.bm25_weight if mode == "hybrid" else 1.0,
-                   "vector": c.vector_weight if mode == "hybrid" else 1.0}
+                   "vector": vector_weight if mode == "hybrid" else 1.0}
         use = [name for name in ("bm25", "vector") if mode in (name, "hybrid") and weights[name] > 0]
         query_vector = embed_query(self.embedder, query) if "vector" in use else None
         depth = max(k, c.candidates)
@@ -159,7 +176,10 @@ class KnowledgeBase:
                 found["bm25"] = self._bm25.top(tokenize(query), depth, allowed)
             if "vector" in use:
                 found["vector"] = self._vectors.search(query_vector, depth, allowed)
-            fused = reciprocal_rank_fusion({n: [row for row, _ in f] for n, f in found.items()}, weights, c.rrf_k)
+            if fusion == "score":
+                fused = score_fusion(found, weights)
+            else:
+                fused = reciprocal_rank_fusion({n: [row for row, _ in f] for n, f in found.items()}, weights, c.rrf_k)
             if len(use) == 1:  # a single retriever keeps its own score
                 raw = dict(found[use[0]])
                 fused = [(row, raw[row], ranks) for row, _, ranks in fused]
@@ -168,6 +188,14 @@ class KnowledgeBase:
         if c.rerank if rerank is None else rerank:
             hits = self.reranker.rerank(query, hits, term_weights)
         return hits[:k]
+
+    @property
+    def fusion(self) -> tuple[str, float]:
+        """Hybrid search's (fusion method, vector weight): the config's where set, else the embedder's
+        measured defaults (its `fusion` attribute; SEMANTIC_FUSION for an embedder without one)."""
+        method, weight = getattr(self.embedder, "fusion", SEMANTIC_FUSION)
+        c = self.config
+        return c.fusion or method, weight if c.vector_weight is None else c.vector_weight
 
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
         """Chunks behind the graph edges within `hops` of the names in the query, nearest first
@@ -292,6 +320,19 @@ class KnowledgeBase:
             index.load_index(str(generation / "hnsw.bin"), max_elements=max(rows, 1))
             index.set_ef(self.config.hnsw_ef)
             self._vectors.hnsw = index
+
+
+def _saved_vectors(directory: Path, embedder: Embedder) -> dict[bytes, np.ndarray]:
+    """content_key(text) -> vector of every chunk saved in `directory`, if it was built with this embedder."""
+    manifest, generation = store.read_generation(directory)
+    if (manifest["embedder"]["name"], manifest["embedder"]["dimension"]) != (embedder.name, embedder.dimension):
+        return {}
+    vectors = np.load(generation / "vectors.npy", allow_pickle=False)
+    out = {}
+    for line in (generation / "chunks.jsonl").read_text(encoding="utf-8").splitlines():
+        chunk = json.loads(line)
+        out[content_key(_index_text(chunk))] = vectors[chunk["row"]]
+    return out
 
 
 def _check_rows(docs: dict, chunks: list, counts: dict) -> None:
