@@ -37,7 +37,6 @@ from .kb import (
     OpenAIEmbedder,
     Reranker,
     SymmetricEmbedder,
-    USEEmbedder,
     chunk_text,
     load_documents,
     make_embedder,
@@ -92,7 +91,7 @@ __all__ = [
     "new_evidence",
     # knowledge bases
     "KnowledgeBase", "AddResult", "Hit", "Document", "LoadResult", "load_documents", "chunk_text", "tokenize",
-    "writer_lock", "Embedder", "SymmetricEmbedder", "HashingEmbedder", "USEEmbedder", "E5Embedder", "OpenAIEmbedder",
+    "writer_lock", "Embedder", "SymmetricEmbedder", "HashingEmbedder", "E5Embedder", "OpenAIEmbedder",
     "make_embedder", "LexicalReranker", "Reranker",
     # models
     "Model", "ModelRequest", "OfflineModel", "ScriptedModel", "OpenAIChatModel", "Endpoint", "endpoint_from_env",

@@ -137,7 +137,7 @@ def test_settings_that_conflict_with_an_existing_kb_are_refused(capsys, tmp_path
     kb = str(tmp_path / "kb")
     run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb)
     before = (tmp_path / "kb" / "manifest.json").read_text()
-    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "policies"), "--kb", kb, "--embedder", "use")
+    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "policies"), "--kb", kb, "--embedder", "e5")
     assert code == 1 and "built with embedder 'hashing'" in err
     code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "policies"), "--kb", kb, "--chunk-size", "300")
     assert code == 1 and "drop --chunk-size" in err

@@ -38,7 +38,10 @@ def test_index_and_ask_with_openai_models(server, capsys, tmp_path):
                          "--models-config", str(models), "--json")
     result = json.loads(out)
     assert code == 0, err
-    assert result["citations"][0]["doc_id"] == "contract-b.md" and result["stop_reason"] == "sufficient"
+    # the fake's embeddings are random and a hosted embedder gets the semantic fusion default, which lets
+    # vectors weigh as much as BM25: which contract leads is the fake's chance, that one is cited is not
+    assert result["citations"][0]["doc_id"] in {"contract-a.md", "contract-b.md"}
+    assert result["stop_reason"] == "sufficient"
     assert [r["model"] for r in server.chat_requests()] == ["small-model", "big-model"]
     assert result["usage"]["cost_usd"] == pytest.approx((11 * 0.1 + 7 * 0.4 + 11 * 2.0 + 7 * 8.0) / 1e6)
     code, out, _ = run(capsys, "search", "违约金", "--kb", kb, "--base-url", server.url, "--json")

@@ -92,7 +92,7 @@ def test_the_quickstart_puts_agentic_rag_on_path_before_running_it():
 
 
 def test_every_page_a_source_comment_cites_exists():
-    cited = {word.strip("()[]\"'`,.;:").rstrip(".") for path in sorted((ROOT / "agentic_rag").rglob("*.py"))
+    cited = {word.strip("()[]{}\"'`,.;:").rstrip(".") for path in sorted((ROOT / "agentic_rag").rglob("*.py"))
              for word in path.read_text(encoding="utf-8").split() if ".md" in word}
     pages = {name for name in cited if name.startswith("docs/") or name.endswith(".md") and name[:-3].isupper()}
     assert "docs/concepts/loop.md" in pages and [name for name in pages if not (ROOT / name).exists()] == []

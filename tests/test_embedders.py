@@ -1,4 +1,5 @@
 import ast
+import json
 import re
 import sys
 from pathlib import Path
@@ -7,7 +8,7 @@ import numpy as np
 import pytest
 
 import agentic_rag.kb
-from agentic_rag import ConfigurationError, E5Embedder, HashingEmbedder, USEEmbedder, make_embedder
+from agentic_rag import ConfigurationError, E5Embedder, HashingEmbedder, KnowledgeBase, make_embedder
 from agentic_rag.kb._embedders import embed_batched
 
 
@@ -33,13 +34,18 @@ def test_hashing_handles_chinese():
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
 
 
-def test_use_loads_offline_and_embeds_both_languages():
-    embedder = USEEmbedder()
-    vectors = embedder.embed(["The login failed with an authentication error.", "登录时提示认证失败。",
-                              "The warehouse ships on business days."])
-    assert vectors.shape == (3, 512)
-    assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-4)
-    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]  # cross-lingual: same meaning is closer
+def test_the_removed_use_embedder_is_refused_with_its_replacement(tiny_docs, tmp_path):
+    with pytest.raises(ConfigurationError, match=r"no longer the 'use' embedder .*; use --embedder e5$"):
+        make_embedder("use")
+    kb = KnowledgeBase(HashingEmbedder(64))
+    kb.add_documents(tiny_docs)
+    kb.save(tmp_path / "kb")
+    manifest = tmp_path / "kb" / "manifest.json"  # as a knowledge base built with use was saved
+    manifest.write_text(json.dumps(dict(json.loads(manifest.read_text()), embedder={"name": "use", "dimension": 512})))
+    for embedder in (None, make_embedder("e5")):
+        with pytest.raises(ConfigurationError, match=r"built with the 'use' embedder .*agentic-rag index PATH "
+                                                     r"--kb NEW_DIR --embedder e5$"):
+            KnowledgeBase.load(tmp_path / "kb", embedder)
 
 
 def test_e5_encodes_queries_and_passages_apart(example_kb_e5):

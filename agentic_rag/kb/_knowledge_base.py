@@ -18,7 +18,7 @@ from . import _store as store
 from ._bm25 import BM25
 from ._chunking import chunk_text
 from ._documents import Document
-from ._embedders import SEMANTIC_FUSION, Embedder, content_key, embed_batched, embed_query, make_embedder
+from ._embedders import REMOVED, SEMANTIC_FUSION, Embedder, content_key, embed_batched, embed_query, make_embedder
 from ._filters import check_filters, filter_mask
 from ._fusion import reciprocal_rank_fusion, score_fusion
 from ._graph import KnowledgeGraph
@@ -272,6 +272,9 @@ class KnowledgeBase:
         directory = Path(directory)
         manifest, generation = store.read_generation(directory)
         built = manifest["embedder"]
+        if built["name"] in REMOVED:
+            raise ConfigurationError(f"{directory} was built with {REMOVED[built['name']]}; rebuild it with "
+                                     f"e5: agentic-rag index PATH --kb NEW_DIR --embedder e5")
         embedder = embedder or make_embedder(built["name"], built["dimension"])
         if (embedder.name, embedder.dimension) != (built["name"], built["dimension"]):
             raise ConfigurationError(
