@@ -247,7 +247,7 @@ def test_hybrid_fusion_follows_the_embedder_unless_the_config_names_one(tiny_doc
         def embed(self, texts):
             return HashingEmbedder(64).embed(texts)
 
-    assert KnowledgeBase(Unnamed()).fusion == SEMANTIC_FUSION == ("score", 1.0)
+    assert KnowledgeBase(Unnamed()).fusion == SEMANTIC_FUSION == ("score", 1.5)
     with pytest.raises(ConfigurationError, match="Config.fusion = 'max'; choose 'rrf' or 'score'"):
         Config(fusion="max")
 
