@@ -27,7 +27,7 @@ def test_every_mode_finds_the_obvious_document(tiny_kb, mode):
 def test_hybrid_records_rank_in_each_retriever(tiny_kb):
     hit = tiny_kb.search("authentication timeout", k=1)[0]
     assert hit.ranks == {"bm25": 1, "vector": 1}
-    assert hit.score == pytest.approx(1.0 + 0.05)  # first in both: normalised 1 each, bm25 weight 1, vector 0.05
+    assert hit.score == pytest.approx(1.0 + 0.02)  # first in both: normalised 1 each, bm25 weight 1, vector 0.02
 
 
 def test_filters_apply_before_ranking(tiny_kb):
@@ -234,7 +234,7 @@ def test_an_e5_knowledge_base_saves_its_dimension_and_reopens(example_kb_e5, tmp
 
 def test_hybrid_fusion_follows_the_embedder_unless_the_config_names_one(tiny_docs):
     kb = KnowledgeBase(HashingEmbedder(64))
-    assert kb.fusion == ("score", 0.05)  # the hashing embedder's measured defaults
+    assert kb.fusion == ("score", 0.02)  # the hashing embedder's measured defaults
     kb.add_documents(tiny_docs)
     kb.config = Config(fusion="score", vector_weight=2.0)
     assert kb.fusion == ("score", 2.0)
