@@ -282,3 +282,25 @@ def test_vectors_are_reused_from_a_saved_knowledge_base_of_the_same_embedder(tin
                      reuse_from=[tmp_path / "other", tmp_path / "old"])
     assert spy.documents == ["A page no saved base holds."]  # 128-dim vectors were not taken
     assert [h.id for h in kb.search("pricing", mode="vector")] == [h.id for h in saved.search("pricing", mode="vector")]
+    spy = SpyEmbedder()
+    KnowledgeBase(spy).add_documents(tiny_docs, reuse_from=tmp_path / "old")  # one folder alone
+    assert spy.documents == []
+    # a folder that is no knowledge base, and a base tokenized otherwise: hashing re-embeds
+    manifest = tmp_path / "old" / "manifest.json"
+    manifest.write_text(json.dumps(dict(json.loads(manifest.read_text()), tokenizer={"version": 0})))
+    for reuse_from in (tmp_path / "old", str(tmp_path / "nothing-here"), [tmp_path / "other"]):
+        spy = SpyEmbedder()
+        KnowledgeBase(spy).add_documents(tiny_docs, reuse_from=reuse_from)
+        assert len(spy.documents) == len(tiny_docs)
+
+
+def test_reused_vectors_are_reported_and_follow_deletes(tiny_docs, capsys):
+    spy = SpyEmbedder()
+    kb = KnowledgeBase(spy)
+    kb.add_documents(tiny_docs[:2], progress=True)
+    assert "reusing" not in capsys.readouterr().err
+    kb.add_documents([Document(id="copy", text=tiny_docs[0].text, title=tiny_docs[0].title)], progress=True)
+    assert "reusing the vectors of 1 of 1 chunks" in capsys.readouterr().err and len(spy.documents) == 2
+    kb.delete_documents([tiny_docs[0].id, "copy"])
+    kb.add_documents(tiny_docs[:1])  # no live chunk holds its text any more: embedded again
+    assert len(spy.documents) == 3

@@ -27,7 +27,7 @@ MODES = ("linear", "agentic")
 def cached_kb(folder: Path, embedder: Embedder | str, config: Config, cache: Path) -> KnowledgeBase:
     """The set's knowledge base, built once per corpus content, embedder and settings, then loaded.
     A build copies the vectors of chunks that earlier builds in the cache embedded with the same
-    embedder, so changing the tokenizer or the corpus re-embeds only new text."""
+    embedder (see KnowledgeBase.add_documents), so a changed corpus re-embeds only new text."""
     embedder = make_embedder(embedder) if isinstance(embedder, str) else embedder
     corpus_bytes = (folder / "corpus.jsonl").read_bytes()
     settings = json.dumps([embedder.name, config.chunk_size, config.chunk_overlap, TOKENIZER_SETTINGS, FORMAT_VERSION])

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .._config import Config
 from ..kb import KnowledgeBase, make_embedder
+from ..kb._fusion import FUSIONS
 from ..kb._tokenize import tokenize
 from ._bench import cached_kb, half_of
 from ._datasets import load_set
@@ -142,6 +143,13 @@ def write_report(results: list[dict], out: Path, config: Config) -> None:
     (out / "report.md").write_text("\n".join(lines) + "\n")
 
 
+def _fusions(text: str) -> tuple[str, ...]:
+    names = tuple(name for name in text.split(",") if name)
+    if not names or set(names) - set(FUSIONS):
+        raise argparse.ArgumentTypeError(f"{text!r}: give fusion methods among {', '.join(FUSIONS)}, comma-separated")
+    return names
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command-line entry: run the benchmark and write the report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -149,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sets", default=",".join(SETS))
     parser.add_argument("--embedders", default="hashing,e5")
     parser.add_argument("--weights", default="0.25,0.5,1", help="vector weights to try (bm25 weight 1)")
-    parser.add_argument("--fusions", default="rrf,score", help="fusion methods to try at each weight")
+    parser.add_argument("--fusions", default="rrf,score", type=_fusions, help="fusion methods to try at each weight")
     parser.add_argument("--half", type=int, choices=(1, 2), help="only the questions in this half (as bench --half)")
     parser.add_argument("--cache", metavar="DIR", help="keep built knowledge bases here and reuse them (as bench)")
     parser.add_argument("--chunk-size", type=int, default=Config().chunk_size)
@@ -164,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name} / {embedder} ...", file=sys.stderr)
             cache = Path(args.cache) if args.cache else None
             results.append(bench_set(Path(args.data) / name, embedder, config, weights, args.limit,
-                                     tuple(args.fusions.split(",")), args.half, cache))
+                                     args.fusions, args.half, cache))
             write_report(results, Path(args.out), config)
     print((Path(args.out) / "report.md").read_text())
     return 0

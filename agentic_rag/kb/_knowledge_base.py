@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import zipfile
 from collections.abc import Iterable
@@ -63,6 +64,7 @@ class KnowledgeBase:
         self._lock = ReadWriteLock()
         self._writer = threading.Lock()       # one add, delete or save at a time; searches go on meanwhile
         self._generations: dict[str, str] = {}  # folder -> the generation loaded from or last saved there
+        self._rows_by_content: dict[bytes, int] | None = None  # see _content_rows
 
     def _new_vector_index(self) -> VectorIndex:
         c = self.config
@@ -81,7 +83,7 @@ class KnowledgeBase:
                       reuse_from: Iterable[str | Path] = ()) -> AddResult:
         """Index documents; a known id with changed content replaces that document's chunks.
         A chunk whose text this knowledge base (or a saved one in `reuse_from` built with the same
-        embedder) already holds takes that vector instead of being embedded again."""
+        embedder; other folders are skipped) already holds takes that vector instead of being embedded again."""
         latest = {doc.id: doc for doc in documents}
         result = AddResult()
         if self.graph_method != "names" and self.extract_triples is None:
@@ -96,8 +98,9 @@ class KnowledgeBase:
                       for doc in todo for i, text in enumerate(chunk_text(doc.text, self.config.chunk_size,
                                                                           self.config.chunk_overlap))]
             texts = [_index_text(c) for c in chunks]
+            keys = [content_key(t) for t in texts]
             tokens = [tokenize(t) for t in texts]
-            vectors = self._embed(texts, progress, reuse_from)
+            vectors = self._embed(texts, keys, progress, reuse_from)
             triples = [self.extract_triples(c["title"], c["text"]) for c in chunks] if self.extract_triples else None
             with self._lock.write():
                 for doc in todo:
@@ -113,6 +116,7 @@ class KnowledgeBase:
                     self._docs[chunk["doc_id"]]["rows"].append(row)
                 self._bm25.add(rows, tokens)
                 self._vectors.add(rows, vectors)
+                self._content_rows().update(zip(keys, rows, strict=True))
                 for i, (row, chunk) in enumerate(zip(rows, chunks, strict=True)):
                     if triples is None:
                         self._graph.add(row, chunk["title"], chunk["text"])
@@ -121,18 +125,31 @@ class KnowledgeBase:
         result.chunks = len(chunks)
         return result
 
-    def _embed(self, texts: list[str], progress: bool, reuse_from: Iterable[str | Path]) -> np.ndarray:
-        """The texts' vectors: copied where the same text was embedded before, embedded once otherwise."""
-        keys = [content_key(t) for t in texts]
-        known: dict[bytes, np.ndarray] = {}
-        for folder in reuse_from:
-            known.update(_saved_vectors(Path(folder), self.embedder))
+    def _embed(self, texts: list[str], keys: list[bytes], progress: bool,
+               reuse_from: Iterable[str | Path] | str | Path) -> np.ndarray:
+        """The texts' vectors: copied where the same text was embedded before (here, or in a saved
+        knowledge base of `reuse_from`), embedded once otherwise."""
         with self._lock.read():
-            known.update((content_key(_index_text(c)), self._vectors.vectors[row])
-                         for row, c in enumerate(self._chunks) if c is not None)
+            held = self._content_rows()
+            known = {key: self._vectors.vectors[held[key]] for key in set(keys) if key in held}
+        wanted = set(keys) - known.keys()
+        for folder in [reuse_from] if isinstance(reuse_from, (str, Path)) else reuse_from:
+            if wanted:
+                found = _saved_vectors(Path(folder), self.embedder, wanted)
+                known.update(found)
+                wanted -= found.keys()
         todo = {key: text for key, text in zip(keys, texts, strict=True) if key not in known}
+        if progress and known:
+            print(f"reusing the vectors of {len(texts) - len(todo)} of {len(texts)} chunks", file=sys.stderr)
         known.update(zip(todo, embed_batched(self.embedder, list(todo.values()), progress), strict=True))
         return np.array([known[key] for key in keys], np.float32).reshape(len(texts), self.embedder.dimension)
+
+    def _content_rows(self) -> dict[bytes, int]:
+        """content_key of its text -> a live row: built by the first add that asks, then kept by adds and deletes."""
+        if self._rows_by_content is None:
+            self._rows_by_content = {content_key(_index_text(c)): row for row, c in enumerate(self._chunks)
+                                     if c is not None}
+        return self._rows_by_content
 
     def delete_documents(self, doc_ids: Iterable[str]) -> int:
         """Remove documents and all their chunks; returns how many were found."""
@@ -146,7 +163,10 @@ class KnowledgeBase:
         self._bm25.delete(rows)
         self._vectors.delete(rows)
         self._graph.delete(set(rows))
+        held = self._content_rows()
         for row in rows:
+            if held.get(key := content_key(_index_text(self._chunks[row]))) == row:
+                del held[key]
             self._chunks[row] = None
 
     def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
@@ -325,17 +345,24 @@ class KnowledgeBase:
             self._vectors.hnsw = index
 
 
-def _saved_vectors(directory: Path, embedder: Embedder) -> dict[bytes, np.ndarray]:
-    """content_key(text) -> vector of every chunk saved in `directory`, if it was built with this embedder."""
-    manifest, generation = store.read_generation(directory)
-    if (manifest["embedder"]["name"], manifest["embedder"]["dimension"]) != (embedder.name, embedder.dimension):
+def _saved_vectors(directory: Path, embedder: Embedder, wanted: set[bytes]) -> dict[bytes, np.ndarray]:
+    """content_key -> vector of the wanted texts that a knowledge base saved in `directory` holds, if it
+    was built with this embedder (and this tokenizer, for an embedder whose vectors depend on it);
+    nothing from a folder that is not a readable knowledge base: reuse only saves time."""
+    try:
+        manifest, generation = store.read_generation(directory)
+        if (manifest["embedder"]["name"], manifest["embedder"]["dimension"]) != (embedder.name, embedder.dimension) \
+                or getattr(embedder, "tokenized", False) and manifest["tokenizer"] != TOKENIZER_SETTINGS:
+            return {}
+        vectors = np.load(generation / "vectors.npy", mmap_mode="r", allow_pickle=False)
+        out = {}
+        for line in (generation / "chunks.jsonl").read_text(encoding="utf-8").splitlines():
+            chunk = json.loads(line)
+            if (key := content_key(_index_text(chunk))) in wanted:
+                out[key] = np.array(vectors[chunk["row"]], np.float32)
+        return out
+    except (RetrievalError, ConfigurationError, OSError, ValueError, KeyError, IndexError, TypeError):
         return {}
-    vectors = np.load(generation / "vectors.npy", allow_pickle=False)
-    out = {}
-    for line in (generation / "chunks.jsonl").read_text(encoding="utf-8").splitlines():
-        chunk = json.loads(line)
-        out[content_key(_index_text(chunk))] = vectors[chunk["row"]]
-    return out
 
 
 def _check_rows(docs: dict, chunks: list, counts: dict) -> None:
