@@ -1,10 +1,8 @@
 """run_agentic_rag: the hand-written loop over a plain dict, and the only code that changes it.
 
-Each pass runs the step the state's `phase` names and sets the next phase:
-
-    route -> search | tool | generate(direct) ; search -> verify ; tool -> generate | route
-    verify -> generate (sufficient) | route (another round) | stop (converged, low confidence...)
-    generate -> check ; check -> done | route (incomplete answer, one more round) | abstain
+Each pass asks stop_condition whether the run may go on; if it may, it runs the handler of the
+state's phase (GRAPH below), which calls its step functions and returns the next phase. Every
+stop is decided in stop_condition, in the order it checks them.
 """
 from __future__ import annotations
 
@@ -20,6 +18,39 @@ from .kb import KnowledgeBase
 from .models._meter import Meter
 from .models._protocol import Model
 from .tools._registry import ToolRegistry
+
+# phase -> its handler; the step functions each calls, and the phases it can return
+GRAPH: dict[str, Callable[[AgentState, phases.Run], str]] = {
+    "route": phases.route,        # route_query                             -> search | tool | generate (direct)
+    "search": phases.search,      # rewrite_query, decompose_query, then
+                                  # vector_search | graph_search | web      -> verify | route (nothing left)
+    "tool": phases.tool,          # call_tool                               -> generate | route (it failed)
+    "verify": phases.verify,      # verify_sufficiency                      -> generate | route (another round)
+    "generate": phases.generate,  # generate_answer, verify_citations       -> check | done
+    "check": phases.check,        # check_faithfulness, repair_answer       -> done | route (a part is missing)
+}
+
+
+def stop_condition(state: AgentState, run: phases.Run, now: float) -> str | None:
+    """Why the run may not start another round, or None. Asked before every phase; only a round's
+    start ("route") can stop. Pure given the clock `now`; checked in this order."""
+    if state["phase"] != "route":
+        return None
+    last = state["rounds"][-1] if state["rounds"] else {}
+    if run.meter.tokens_used >= run.config.token_budget:
+        return "token_budget"    # nothing left for another call (a call that would pass it raises BudgetExceeded)
+    if last.get("exhausted"):
+        return "exhausted"       # no query, strategy or source left to try
+    if state["low_rounds"] >= 2:
+        return "low_confidence"  # two rounds in a row graded below low_confidence_floor
+    if last.get("converged") and not last.get("incomplete_answer") and not (state["grade"] or {}).get("sufficient"):
+        return "converged"       # the last round found nothing new, or what it found overlaps the one before
+    if state["round"] >= run.config.max_rounds:
+        return "max_rounds"
+    if now > run.deadline:
+        return "deadline"
+    return None
+
 
 Hook = Callable[[dict, dict], object]  # (event, state) -> False or "stop" to stop the run
 
@@ -39,15 +70,12 @@ def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(), co
     while state["phase"] != "done":
         events = len(state["trace"])
         try:
-            if state["phase"] == "route" and state["round"] >= config.max_rounds:
-                phases.settle(state, run, "max_rounds")
-            elif state["phase"] == "route" and time.monotonic() > run.deadline:
-                phases.settle(state, run, "deadline")
-            else:
-                phases.STEPS[state["phase"]](state, run)
+            stop = stop_condition(state, run, time.monotonic())
+            # a stop answers from what there is or abstains (settle); otherwise the phase's handler runs
+            state["phase"] = phases.settle(state, run, stop) if stop else GRAPH[state["phase"]](state, run)
         except BudgetExceeded as exc:
             state["stop_reason"] = "token_budget"  # whatever the grade said, the budget is why the run stops
-            phases.abstain(state, "token_budget", f"the token budget ran out: {exc}")
+            state["phase"] = phases.abstain(state, "token_budget", f"the token budget ran out: {exc}")
         except Exception as exc:  # a model failing past its retries, or anything unexpected: recorded, not raised
             _fail(state, exc)
         state["usage"] = copy.deepcopy(run.meter.usage)

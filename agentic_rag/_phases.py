@@ -1,13 +1,15 @@
-"""The loop's phase handlers: each runs one step, writes its result into the state, records a
-trace event and names the next phase. With run_agentic_rag, the only code that changes a state."""
+"""The loop's phase handlers: each calls its step functions, writes their results into the state,
+records a trace event per step and returns the next phase. With run_agentic_rag, the only code
+that changes a state; which phase follows which is spelled out in _loop.py."""
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ._config import Config
-from ._schemas import RouteDecision, SubQuery
+from ._schemas import Faithfulness, RouteDecision, SubQuery
 from ._state import AgentState
 from .kb import KnowledgeBase
 from .kb._tokenize import has_cjk
@@ -50,18 +52,20 @@ def record(state: AgentState, step: str, summary: str, detail: dict, ms: float, 
     state["timings_ms"][step] = round(state["timings_ms"].get(step, 0) + ms, 2)
 
 
-def _timed(state: AgentState, run: Run, step: str, fn, *args, summary=None, detail=None, **kwargs):
-    """Run a step function, then record it (summary and detail drawn from the result)."""
+@contextmanager
+def traced(state: AgentState, run: Run, step: str):
+    """Time the block and record it as one trace event with the tokens and cost it used. The block
+    fills in the event: `summary` (the trace line's word; the step's name unless set) and `detail`.
+    A block that raises records nothing."""
+    event = {"summary": step, "detail": {}}
     tokens, cost, start = run.meter.tokens_used, run.meter.usage["cost_usd"], time.perf_counter()
-    result = fn(*args, **kwargs)
-    detail = detail(result) if detail else result.model_dump() if hasattr(result, "model_dump") else {"result": result}
-    record(state, step, summary(result) if summary else step, detail, (time.perf_counter() - start) * 1000,
+    yield event
+    record(state, step, event["summary"], event["detail"], (time.perf_counter() - start) * 1000,
            run.meter.tokens_used - tokens, run.meter.usage["cost_usd"] - cost)
-    return result
 
 
-def abstain(state: AgentState, stop_reason: str, why: str) -> None:
-    """End the run with a clear refusal that says what was searched and how well it scored."""
+def abstain(state: AgentState, stop_reason: str, why: str) -> str:
+    """End the run with a clear refusal that says what was searched and how well it scored; "done"."""
     searched = "; ".join(state["queries_tried"][:4]) or "nothing"
     score = state["grade"]["score"] if state["grade"] else 0.0
     if has_cjk(state["question"]):
@@ -69,37 +73,44 @@ def abstain(state: AgentState, stop_reason: str, why: str) -> None:
     else:
         message = (f"The knowledge base does not hold a reliable answer to this. Why: {why}. Searched for: "
                    f"{searched}; best evidence score {score:.2f}.")
-    state.update(answer=message, citations=[], abstained=True, abstain_reason=why, phase="done",
+    state.update(answer=message, citations=[], abstained=True, abstain_reason=why,
                  stop_reason=state["stop_reason"] or stop_reason)
     record(state, "abstain", "abstain", {"why": why}, 0.0, 0)
+    return "done"
 
 
-def settle(state: AgentState, run: Run, stop_reason: str) -> None:
-    """Retrieval stops without a sufficient grade: answer from what there is, or abstain when it is too weak."""
+def settle(state: AgentState, run: Run, stop_reason: str) -> str:
+    """Retrieval stopped (stop_condition said why) without a sufficient grade: answer from what there
+    is ("generate"), or abstain ("done") on low confidence, a spent budget, or a grade too weak."""
     state["stop_reason"] = stop_reason
     score = state["grade"]["score"] if state["grade"] else 0.0
+    if stop_reason == "token_budget":
+        return abstain(state, stop_reason, "the token budget ran out before another round")
     gives_up = stop_reason == "exhausted" and not run.config.answer_when_exhausted
     if stop_reason == "low_confidence" or gives_up or score < run.config.answer_floor or not state["evidence"]:
         grade = f": {state['grade']['reason']}" if state["grade"] and state["grade"].get("reason") else ""
-        abstain(state, stop_reason, f"evidence stayed insufficient (last score {score:.2f}, needs "
-                                    f"{run.config.min_context_score:.2f}){grade}; retrieval stopped: {stop_reason}")
-    else:
-        state["phase"] = "generate"
+        return abstain(state, stop_reason, f"evidence stayed insufficient (last score {score:.2f}, needs "
+                                           f"{run.config.min_context_score:.2f}){grade}; retrieval stopped: "
+                                           f"{stop_reason}")
+    return "generate"
 
 
-def _route(state: AgentState, run: Run) -> None:
+def route(state: AgentState, run: Run) -> str:
+    """Start a round: route_query picks the route (direct, vector, multi_hop, tool) and the source.
+    Next: "generate" for a direct reply, "tool", or "search"."""
     state["round"] += 1
-    decision = _timed(state, run, "route", route_query, state["question"], run.meter, run.tools,
-                      state["evidence"][:run.config.evidence_k], tuple(state["used_tools"]), _sources(run),
-                      tuple(state["sources_tried"]),
-                      summary=lambda d: f"route:{d.route}" + (f"({d.tool})" if d.tool else "")
-                      + (f"@{d.source}" if d.source != "vector" and d.route != "tool" else ""))
+    with traced(state, run, "route") as event:
+        decision = route_query(state["question"], run.meter, run.tools, state["evidence"][:run.config.evidence_k],
+                               tuple(state["used_tools"]), _sources(run), tuple(state["sources_tried"]))
+        event.update(detail=decision.model_dump(), summary=f"route:{decision.route}"
+                     + (f"({decision.tool})" if decision.tool else "")
+                     + (f"@{decision.source}" if decision.source != "vector" and decision.route != "tool" else ""))
     state["route"] = decision.model_dump()
     _tool_failures(state, run)
     if decision.route == "direct":
-        state.update(stop_reason="direct", phase="generate")
-    else:
-        state["phase"] = "tool" if decision.route == "tool" else "search"
+        state["stop_reason"] = "direct"
+        return "generate"
+    return "tool" if decision.route == "tool" else "search"
 
 
 def _tool_failures(state: AgentState, run: Run) -> None:
@@ -125,9 +136,11 @@ def _plan(state: AgentState, run: Run) -> list[SubQuery]:
         return [SubQuery(query=question)]
     if not first and not multi and (rewrite := _rewrite(state, run)):
         return [rewrite]
-    plan = _timed(state, run, "decompose", decompose_query, question, state["queries_tried"],
-                  state["evidence"][:c.evidence_k], run.meter, c.max_subqueries,
-                  summary=lambda d: f"decompose:{len(d.subqueries)}").subqueries
+    with traced(state, run, "decompose") as event:
+        decomposition = decompose_query(question, state["queries_tried"], state["evidence"][:c.evidence_k],
+                                        run.meter, c.max_subqueries)
+        plan = decomposition.subqueries
+        event.update(summary=f"decompose:{len(plan)}", detail=decomposition.model_dump())
     if plan:
         state["subqueries"] = [q.model_dump() for q in plan]
     if first:
@@ -143,9 +156,11 @@ def _rewrite(state: AgentState, run: Run) -> SubQuery | None:
     if state["rewrites"] >= run.config.max_rewrites:
         return None
     state["rewrites"] += 1
-    rewrite = _timed(state, run, "rewrite", rewrite_query, state["question"], state["missing"],
-                     state["queries_tried"], state["evidence"][:run.config.evidence_k], run.meter,
-                     summary=lambda r: "rewrite" if r else "rewrite:none")
+    with traced(state, run, "rewrite") as event:
+        rewrite = rewrite_query(state["question"], state["missing"], state["queries_tried"],
+                                state["evidence"][:run.config.evidence_k], run.meter)
+        event.update(summary="rewrite" if rewrite else "rewrite:none",
+                     detail=rewrite.model_dump() if rewrite else {"result": None})
     return SubQuery(query=rewrite.query) if rewrite else None
 
 
@@ -154,30 +169,38 @@ def _found(outcome: SearchOutcome) -> str:
     return ",".join(dict.fromkeys(i.split("#")[0] for i in outcome.new_ids[:4])) or "nothing new"
 
 
-def _search(state: AgentState, run: Run) -> None:
+def search(state: AgentState, run: Run) -> str:
+    """Retrieve from the routed source into the evidence pool: graph_search, the web_search tool, or
+    vector_search over a plan (the question; later rounds rewrite_query, then decompose_query).
+    Next: "verify"; "route" with the round marked exhausted when no query is left to try."""
     source, question, c = state["route"].get("source", "vector"), state["question"], run.config
     if source == "graph":
-        outcome = _timed(state, run, "graph", graph_search, question, run.kb, state["evidence"], c.search_k,
-                         summary=lambda o: f"graph:{_found(o)}",
-                         detail=lambda o: {"new": o.new_ids, "paths": {e["id"]: e.get("path", []) for e in o.pool
-                                                                      if e["id"] in o.new_ids}})
+        with traced(state, run, "graph") as event:
+            outcome = graph_search(question, run.kb, state["evidence"], c.search_k)
+            event.update(summary=f"graph:{_found(outcome)}", detail={
+                "new": outcome.new_ids, "paths": {e["id"]: e.get("path", []) for e in outcome.pool
+                                                  if e["id"] in outcome.new_ids}})
     elif source == "web":
-        call = RouteDecision(route="tool", tool="web_search", arguments={"query": question})
-        items, error = _timed(state, run, "web", call_tool, call, run.tools,
-                              summary=lambda r: "web:" + (f"{len(r[0])} results" if not r[1] else "error"),
-                              detail=lambda r: {"results": [i["source"] for i in r[0]], "error": r[1]})
+        with traced(state, run, "web") as event:
+            items, error = call_tool(RouteDecision(route="tool", tool="web_search", arguments={"query": question}),
+                                     run.tools)
+            event.update(summary="web:" + (f"{len(items)} results" if not error else "error"),
+                         detail={"results": [i["source"] for i in items], "error": error})
         outcome = merge_into_pool([items], run.kb, question, state["evidence"], [f"web: {question}"])
     else:
         plan = _plan(state, run)
-        if not plan:
-            return settle(state, run, "exhausted")
+        if not plan:  # stop_condition ends the run with "exhausted"
+            state["rounds"].append({"round": state["round"], "route": state["route"]["route"], "source": source,
+                                    "queries": [], "new": 0, "converged": False, "exhausted": True})
+            return "route"
         filters, dropped = usable_filters(state["route"].get("filters"))
         if dropped:  # a filter the model invented: search without it, and say so
             record(state, "filters", f"filters:-{len(dropped)}", {"dropped": dropped}, 0.0, 0)
-        outcome = _timed(state, run, "search", vector_search, plan, run.kb, question, state["evidence"], c.search_k,
-                         filters, c.parallel_searches,
-                         summary=lambda o: f"search:{_found(o)}",
-                         detail=lambda o: {"queries": o.queries_run, "new": o.new_ids, "top": o.round_ids[:8]})
+        with traced(state, run, "search") as event:
+            outcome = vector_search(plan, run.kb, question, state["evidence"], c.search_k, filters,
+                                    c.parallel_searches)
+            event.update(summary=f"search:{_found(outcome)}", detail={
+                "queries": outcome.queries_run, "new": outcome.new_ids, "top": outcome.round_ids[:8]})
     if source not in state["sources_tried"]:
         state["sources_tried"].append(source)
     top = outcome.round_ids[:c.evidence_k]
@@ -186,88 +209,99 @@ def _search(state: AgentState, run: Run) -> None:
     state["queries_tried"] += outcome.queries_run
     state["rounds"].append({"round": state["round"], "route": state["route"]["route"], "source": source,
                             "queries": outcome.queries_run, "new": len(outcome.new_ids), "converged": converged})
-    state.update(evidence=outcome.pool, last_top=top, phase="verify")
+    state.update(evidence=outcome.pool, last_top=top)
+    return "verify"
 
 
-def _tool(state: AgentState, run: Run) -> None:
+def tool(state: AgentState, run: Run) -> str:
+    """Call the routed tool (call_tool); its result becomes evidence that needs no grading.
+    Next: "generate", or "route" (without this tool) when it failed."""
     decision = state["route"]
-    items, error = _timed(state, run, "tool", call_tool, RouteDecision(**decision), run.tools,
-                          summary=lambda r: f"tool:{decision['tool']}" + (":error" if r[1] else ""),
-                          detail=lambda r: {"results": [i["text"][:300] for i in r[0]], "error": r[1]})
+    with traced(state, run, "tool") as event:
+        items, error = call_tool(RouteDecision(**decision), run.tools)
+        event.update(summary=f"tool:{decision['tool']}" + (":error" if error else ""),
+                     detail={"results": [i["text"][:300] for i in items], "error": error})
     state["used_tools"].append(decision["tool"])
     state["rounds"].append({"round": state["round"], "route": "tool", "tool": decision["tool"], "error": error})
     if error:
-        state["phase"] = "route"  # the next round routes again, without this tool
-        return
+        return "route"
     ids = {i["id"] for i in items}
     state["evidence"] = items + [e for e in state["evidence"] if e["id"] not in ids]
-    state.update(stop_reason="sufficient", phase="generate",
+    state.update(stop_reason="sufficient",
                  grade={"score": 1.0, "sufficient": True, "missing": [], "reason": "a tool answered", "by": "tool"})
+    return "generate"
 
 
-def _verify(state: AgentState, run: Run) -> None:
+def verify(state: AgentState, run: Run) -> str:
+    """Grade the evidence (verify_sufficiency: a deterministic check first, the model for the rest).
+    Next: "generate" when sufficient; "route" for another round (stop_condition decides whether
+    there is one), or first for a tool that the evidence now gives its arguments."""
     c = run.config
     kb_weights = run.kb.term_weights(state["question"])
-    grade = _timed(state, run, "verify", verify_sufficiency, state["question"], state["evidence"][:c.evidence_k],
-                   run.meter, c.min_context_score, question_weights(state["question"], kb_weights),
-                   unseen_terms(state["question"], kb_weights), summary=lambda g: f"verify:{g.score:.2f}")
+    with traced(state, run, "verify") as event:
+        grade = verify_sufficiency(state["question"], state["evidence"][:c.evidence_k], run.meter,
+                                   c.min_context_score, question_weights(state["question"], kb_weights),
+                                   unseen_terms(state["question"], kb_weights))
+        event.update(summary=f"verify:{grade.score:.2f}", detail=grade.model_dump())
     state.update(grade=grade.model_dump(), missing=grade.missing)
     state["rounds"][-1]["grade"] = grade.score
     state["low_rounds"] = state["low_rounds"] + 1 if grade.score < c.low_confidence_floor else 0
     wants_tool = grade.sufficient and state["round"] < c.max_rounds and \
         run.tools.select(state["question"], state["evidence"][:c.evidence_k], tuple(state["used_tools"]))
     _tool_failures(state, run)
-    if wants_tool:
-        state["phase"] = "route"  # the evidence now gives a tool the question asks for its arguments: use it first
-    elif grade.sufficient:
-        state.update(stop_reason="sufficient", phase="generate")
-    elif state["low_rounds"] >= 2:
-        settle(state, run, "low_confidence")
-    elif state["rounds"][-1].get("converged"):
-        settle(state, run, "converged")
-    else:
-        state["phase"] = "route"
+    if grade.sufficient and not wants_tool:
+        state["stop_reason"] = "sufficient"
+        return "generate"
+    return "route"
 
 
-def _generate(state: AgentState, run: Run) -> None:
+def generate(state: AgentState, run: Run) -> str:
+    """Draft the answer from the best evidence (generate_answer) and drop citations that point
+    nowhere (verify_citations). Next: "check"; "done" for a direct reply or an abstention."""
     shown = [] if state["stop_reason"] == "direct" else state["evidence"][:run.config.evidence_k]
     weights = question_weights(state["question"], run.kb.term_weights(state["question"]))
-    draft = _timed(state, run, "generate", generate_answer, state["question"], shown, run.meter, state["parts"],
-                   weights, run.on_token)
+    with traced(state, run, "generate") as event:
+        draft = generate_answer(state["question"], shown, run.meter, state["parts"], weights, run.on_token)
+        event["detail"] = draft.model_dump()
     answer, citations, removed = verify_citations(draft.answer, shown)
     state.update(draft_answer=draft.answer, answer=answer, citations=citations, removed_citations=removed)
     if removed:
         record(state, "citations", f"citations:-{len(removed)}", {"removed": removed}, 0.0, 0)
     if state["stop_reason"] == "direct":
-        state["phase"] = "done"
-    elif not answer:
-        abstain(state, "exhausted", f"no answer could be drawn from the evidence ({draft.reason})")
-    else:
-        state["phase"] = "check"
+        return "done"
+    if not answer:
+        return abstain(state, "exhausted", f"no answer could be drawn from the evidence ({draft.reason})")
+    return "check"
 
 
-def _check(state: AgentState, run: Run) -> None:
+def _faithfulness(state: AgentState, run: Run, answer: str, shown: list) -> Faithfulness:
+    with traced(state, run, "faithfulness") as event:
+        verdict = check_faithfulness(state["question"], answer, shown, run.meter, state["parts"])
+        event.update(summary=f"faithfulness:{verdict.score:.2f}", detail=verdict.model_dump())
+    return verdict
+
+
+def check(state: AgentState, run: Run) -> str:
+    """Check the answer against the evidence (check_faithfulness); repair an unsupported one once
+    (repair_answer). Next: "done" (answered, or abstained when still unsupported), or "route" for
+    one more round aimed at a part the answer left out."""
     c, shown = run.config, state["evidence"][:run.config.evidence_k]
-    verdict = _timed(state, run, "faithfulness", check_faithfulness, state["question"], state["answer"], shown,
-                     run.meter, state["parts"], summary=lambda f: f"faithfulness:{f.score:.2f}")
+    verdict = _faithfulness(state, run, state["answer"], shown)
     if verdict.score < c.min_faithfulness and verdict.unsupported and state["repairs"] < c.max_repairs:
         state["repairs"] += 1
-        fixed = _timed(state, run, "repair", repair_answer, state["question"], state["answer"], verdict.unsupported,
-                       shown, run.meter)
+        with traced(state, run, "repair") as event:
+            fixed = repair_answer(state["question"], state["answer"], verdict.unsupported, shown, run.meter)
+            event["detail"] = fixed.model_dump()
         answer, citations, _ = verify_citations(fixed.answer, shown)
         state.update(answer=answer, citations=citations)
-        verdict = _timed(state, run, "faithfulness", check_faithfulness, state["question"], answer, shown, run.meter,
-                         state["parts"], summary=lambda f: f"faithfulness:{f.score:.2f}")
+        verdict = _faithfulness(state, run, answer, shown)
     state["faithfulness"] = verdict.model_dump()
     if not state["answer"] or verdict.score < c.abstain_floor:
-        abstain(state, state["stop_reason"] or "exhausted",
-                f"the answer was not supported by the evidence (faithfulness {verdict.score:.2f})")
-    elif not verdict.complete and state["reflections"] < 1 and state["round"] < c.max_rounds:
+        return abstain(state, state["stop_reason"] or "exhausted",
+                       f"the answer was not supported by the evidence (faithfulness {verdict.score:.2f})")
+    if not verdict.complete and state["reflections"] < 1 and state["round"] < c.max_rounds:
         state["reflections"] += 1  # reflect: one more round aimed at what the answer left out
-        state.update(missing=verdict.missing, stop_reason=None, phase="route")
-    else:
-        state["phase"] = "done"
-
-
-STEPS: dict[str, Callable[[AgentState, Run], None]] = {
-    "route": _route, "search": _search, "tool": _tool, "verify": _verify, "generate": _generate, "check": _check}
+        state["rounds"][-1]["incomplete_answer"] = True  # this round's convergence no longer stops the run
+        state.update(missing=verdict.missing, stop_reason=None)
+        return "route"
+    return "done"

@@ -288,7 +288,8 @@ def test_every_source_tried_and_nothing_left_is_exhausted(tiny_kb):
     config = Config(sources=("vector", "graph"), max_rounds=5, answer_when_exhausted=False)
     state = run_agentic_rag(question, tiny_kb, scripted(grade=[{"score": 0.4, "sufficient": False}] * 5,
                                                         rewrite=[{"query": question}]), config=config)
-    assert [r["source"] for r in state["rounds"]] == ["graph", "vector"]
+    assert [(r["source"], r.get("exhausted", False)) for r in state["rounds"]] == \
+        [("graph", False), ("vector", False), ("vector", True)]  # the third round found no query left to try
     assert state["stop_reason"] == "exhausted" and state["abstained"]
     answered = run_agentic_rag(question, tiny_kb, scripted(grade=[{"score": 0.4, "sufficient": False}] * 5,
                                                            rewrite=[{"query": question}],
@@ -398,3 +399,31 @@ def test_input_errors_raise_before_the_run_starts(tiny_kb):
         run_agentic_rag(Q2, tiny_kb, "gpt-4o")
     with pytest.raises(ConfigurationError, match="max_completion_tokens"):
         run_agentic_rag(Q2, tiny_kb, OfflineModel(), config=Config(max_completion_tokens=0))
+
+
+def test_stop_condition_holds_every_stop_in_its_order(tiny_kb):
+    from agentic_rag._loop import stop_condition
+    from agentic_rag._phases import Run
+    from agentic_rag.models import Meter
+    from agentic_rag.tools import ToolRegistry
+
+    config = Config(max_rounds=3, token_budget=1000)
+    run = Run(tiny_kb, Meter(OfflineModel(), config.token_budget), ToolRegistry(()), config, deadline=100.0)
+    state = new_state("q", config)
+    insufficient = {"score": 0.4, "sufficient": False}
+    assert stop_condition(state, run, now=0.0) is None
+    assert stop_condition(dict(state, phase="verify", round=9), run, now=999.0) is None  # only a round's start stops
+    cases = [  # (changes to the state, the clock, the reason); each row also meets every condition below it
+        ({"rounds": [{"exhausted": True, "converged": True}], "low_rounds": 2, "round": 3}, 999.0, "exhausted"),
+        ({"rounds": [{"converged": True}], "low_rounds": 2, "round": 3, "grade": insufficient}, 999.0,
+         "low_confidence"),
+        ({"rounds": [{"converged": True}], "round": 3, "grade": insufficient}, 999.0, "converged"),
+        ({"rounds": [{"converged": True}], "round": 3, "grade": {"score": 0.9, "sufficient": True}}, 999.0,
+         "max_rounds"),
+        ({"rounds": [{"converged": True, "incomplete_answer": True}], "round": 2, "grade": insufficient}, 999.0,
+         "deadline"),  # the answer asked for another round: convergence no longer stops, the clock does
+    ]
+    for changes, now, reason in cases:
+        assert stop_condition(dict(state, **changes), run, now) == reason, reason
+    run.meter.usage["prompt_tokens"] = 1000
+    assert run.meter.tokens_used >= 1000 and stop_condition(state, run, 0.0) == "token_budget"
