@@ -65,7 +65,8 @@ def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(), co
     config, state = _prepare(question, kb, model, config, state)
     meter = Meter(model, config.token_budget, copy.deepcopy(state["usage"]),
                   max_completion_tokens=config.max_completion_tokens)
-    run = phases.Run(kb, meter, ToolRegistry(tools), config, time.monotonic() + config.deadline_s, on_token)
+    run = phases.Run(kb, meter, ToolRegistry(tools), config, time.monotonic() + config.deadline_s, on_token,
+                     fold_grades=_grader_is_generator(model))
     started = time.perf_counter()
     while state["phase"] != "done":
         events = len(state["trace"])
@@ -106,6 +107,13 @@ def _prepare(question: str, kb: KnowledgeBase, model: Model, config: Config | No
     if len(kb) == 0:
         raise RetrievalError("the knowledge base is empty; index documents first (agentic-rag index PATH --kb DIR)")
     return config, state
+
+
+def _grader_is_generator(model: Model) -> bool:
+    """Whether grading and generation go to one model, so that an unsure grade can come in the answer's
+    reply; a models set that gives grading a model of its own keeps it as the grader."""
+    model_for = getattr(model, "model_for", None)
+    return model_for is None or model_for("grade") is model_for("generate")
 
 
 def _fail(state: AgentState, exc: Exception) -> None:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ._config import Config
-from ._schemas import Faithfulness, RouteDecision, SubQuery
+from ._schemas import Faithfulness, Grade, GradedAnswer, RouteDecision, SubQuery
 from ._state import AgentState
 from .kb import KnowledgeBase
 from .kb._tokenize import has_cjk
@@ -28,7 +28,7 @@ from .steps import (
     verify_sufficiency,
 )
 from .steps._search import SearchOutcome, merge_into_pool, usable_filters
-from .steps._verify import question_weights, unseen_terms
+from .steps._verify import folded_grade, question_weights, unseen_terms
 from .tools._registry import ToolRegistry
 
 
@@ -42,6 +42,9 @@ class Run:
     config: Config
     deadline: float             # time.monotonic() after which no new round starts
     on_token: Callable[[str], object] | None = None
+    # ask for an unsure grade with the answer (not when streaming: only a graded answer streams);
+    # off once the model answers without one
+    fold_grades: bool = True
 
 
 def record(state: AgentState, step: str, summary: str, detail: dict, ms: float, tokens: int,
@@ -233,16 +236,28 @@ def tool(state: AgentState, run: Run) -> str:
 
 
 def verify(state: AgentState, run: Run) -> str:
-    """Grade the evidence (verify_sufficiency: a deterministic check first, the model for the rest).
-    Next: "generate" when sufficient; "route" for another round (stop_condition decides whether
+    """Grade the evidence with verify_sufficiency, which costs no model call when its deterministic
+    check is confident. Next: "generate" when sufficient, or unsure (the answer's reply then grades
+    too, and can still send the run on); "route" for another round (stop_condition decides whether
     there is one), or first for a tool that the evidence now gives its arguments."""
     c = run.config
     kb_weights = run.kb.term_weights(state["question"])
     with traced(state, run, "verify") as event:
         grade = verify_sufficiency(state["question"], state["evidence"][:c.evidence_k], run.meter,
                                    c.min_context_score, question_weights(state["question"], kb_weights),
-                                   unseen_terms(state["question"], kb_weights))
-        event.update(summary=f"verify:{grade.score:.2f}", detail=grade.model_dump())
+                                   unseen_terms(state["question"], kb_weights),
+                                   defer=run.fold_grades and run.on_token is None)  # stream only graded answers
+        event.update(summary=f"verify:{grade.score:.2f}" if grade else "verify:?",
+                     detail=grade.model_dump() if grade else {"unsure": "graded with the answer"})
+    if grade is None:
+        state["grade"] = None  # generate asks for the grade in the same reply
+        return "generate"
+    return _after_grade(state, run, grade)
+
+
+def _after_grade(state: AgentState, run: Run, grade: Grade) -> str:
+    """Take a grade into the state: "generate" when sufficient (and no tool is wanted first), else "route"."""
+    c = run.config
     state.update(grade=grade.model_dump(), missing=grade.missing)
     state["rounds"][-1]["grade"] = grade.score
     state["low_rounds"] = state["low_rounds"] + 1 if grade.score < c.low_confidence_floor else 0
@@ -257,14 +272,40 @@ def verify(state: AgentState, run: Run) -> str:
 
 def generate(state: AgentState, run: Run) -> str:
     """Draft the answer from the best evidence (generate_answer) and drop citations that point
-    nowhere (verify_citations). Next: "check"; "done" for a direct reply or an abstention."""
+    nowhere (verify_citations). When verify was unsure, the same reply grades the evidence: a grade
+    below the threshold sends the run on ("route") and keeps the draft, which a stop then answers
+    with instead of generating again. Next: "check"; "done" for a direct reply or an abstention."""
     shown = [] if state["stop_reason"] == "direct" else state["evidence"][:run.config.evidence_k]
-    weights = question_weights(state["question"], run.kb.term_weights(state["question"]))
-    with traced(state, run, "generate") as event:
-        draft = generate_answer(state["question"], shown, run.meter, state["parts"], weights, run.on_token)
-        event["detail"] = draft.model_dump()
+    grading = state["grade"] is None and state["stop_reason"] != "direct"
+    if shown and state["rounds"] and state["rounds"][-1].get("drafted") and state["draft_answer"]:
+        draft = GradedAnswer(answer=state["draft_answer"], reason="drafted this round, before the grade")
+        record(state, "generate", "generate:kept", {"answer": draft.answer}, 0.0, 0)
+        if run.on_token:
+            run.on_token(draft.answer)
+    else:
+        with traced(state, run, "generate") as event:
+            draft = generate_answer(state["question"], shown, run.meter, state["parts"],
+                                    question_weights(state["question"], run.kb.term_weights(state["question"])),
+                                    None if grading else run.on_token, grade=grading)
+            event["detail"] = draft.model_dump()
+    state["draft_answer"] = draft.answer
+    if grading:
+        grade = folded_grade(draft, run.config.min_context_score)
+        if grade is None:  # the model gave no grade: ask for it apart, now and for the rest of the run
+            run.fold_grades = False
+            with traced(state, run, "verify") as event:
+                grade = verify_sufficiency(state["question"], shown, run.meter, run.config.min_context_score,
+                                           question_weights(state["question"], run.kb.term_weights(state["question"])))
+                event.update(summary=f"verify:{grade.score:.2f}", detail=grade.model_dump())
+        else:
+            record(state, "verify", f"verify:{grade.score:.2f}", grade.model_dump(), 0.0, 0)
+        if _after_grade(state, run, grade) == "route":
+            state["rounds"][-1]["drafted"] = True  # the draft stands for this round's evidence
+            return "route"
+        if run.on_token:
+            run.on_token(draft.answer)
     answer, citations, removed = verify_citations(draft.answer, shown)
-    state.update(draft_answer=draft.answer, answer=answer, citations=citations, removed_citations=removed)
+    state.update(answer=answer, citations=citations, removed_citations=removed)
     if removed:
         record(state, "citations", f"citations:-{len(removed)}", {"removed": removed}, 0.0, 0)
     if state["stop_reason"] == "direct":

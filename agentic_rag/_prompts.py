@@ -31,7 +31,7 @@ TEMPLATES = {
     "generate": ("Answer the question from the evidence only, in 1 to 3 sentences, citing each claim "
                  "with its evidence number like [1]. Where sources disagree, say so and cite both. If the "
                  "evidence does not hold the answer, say that. With no evidence at all (a greeting, a translation, "
-                 "or a message that asks nothing), reply briefly and ask for a question if none was asked.\n\n"
+                 "or a message that asks nothing), reply briefly and ask for a question if none was asked.{grading}\n\n"
                  "Question: {question}\nEvidence:\n{evidence}"),
     "judge": ("For each sentence of the answer, decide whether the evidence supports it. Score = share "
               "of supported sentences. List the unsupported sentences verbatim. complete = the answer "
@@ -44,6 +44,12 @@ TEMPLATES = {
                "citations; never add anything; the result must be shorter.\n\nQuestion: {question}\n"
                "Answer: {answer}\nUnsupported: {unsupported}\nEvidence:\n{evidence}"),
 }
+
+
+GRADING = (" Also grade the evidence as a separate judge would, before relying on it: evidence_score in [0, 1] "
+           "says whether it is enough to answer (does it name the entities asked about and hold the kind of "
+           "answer asked for; evidence not about the question's subject scores 0), missing lists what it lacks, "
+           "grade_reason says why.")
 
 
 def format_evidence(evidence: list[dict]) -> str:

@@ -56,6 +56,17 @@ class Answer(BaseModel):
     reason: str = ""
 
 
+class GradedAnswer(Answer):
+    """An answer and, in the same reply, a grade of the evidence it was drawn from: asked for when
+    the deterministic check is unsure, so that grading costs no call of its own. The grade can only
+    send the loop on to another round or a refusal (a generator cannot say yes to itself: the
+    answer still has to pass the faithfulness check). No score: the model did not grade."""
+
+    evidence_score: float | None = Field(default=None, ge=0.0, le=1.0)
+    missing: list[str] = Field(default_factory=list)
+    grade_reason: str = ""
+
+
 class Faithfulness(BaseModel):
     """How well the evidence supports the answer, and whether it answers everything asked."""
 

@@ -103,6 +103,6 @@ def test_benchmark_py(tmp_path):
     assert linear["accuracy"] == agentic["accuracy"] == 1.0                       # both answer what the set holds
     assert linear["evidence recall"] == agentic["evidence recall"] == 1.0
     assert linear["abstain recall"] == 0.0 and agentic["abstain recall"] == 1.0   # only the loop refuses ...
-    assert linear["model calls"] == 1.0 < agentic["model calls"]                  # ... and pays in calls for it
+    assert linear["model calls"] == 1.0 and agentic["model calls"] <= 1.2        # ... at about linear's price
     missing = run("benchmark.py", str(tmp_path / "nowhere"))
     assert missing.startswith(f"no evaluation set at {tmp_path / 'nowhere'}")

@@ -274,13 +274,14 @@ def test_low_grades_reroute_to_the_next_untried_source(routes_kb, sources, tools
     low = [{"score": 0.4, "sufficient": False, "missing": ["when"]}] * 3
     model = scripted(grade=low, rewrite=[{"query": "weekend ship rules"}],
                      decompose=[{"subqueries": [{"query": "business day orders"}]}],
-                     generate=[{"answer": "Orders paid on weekends ship on Monday from Harbor Depot. [1]"}])
+                     generate=[{"answer": "Orders paid on weekends ship on Monday from Harbor Depot. [1]"}] * 2)
     state = run_agentic_rag(Q3, routes_kb, model, tools, config=Config(sources=sources, search_k=3))
     assert [(r["source"], r["queries"], r["new"], r["converged"], r["grade"]) for r in state["rounds"]] == \
         [(source, [query], new, False, 0.4) for source, query, new in rounds]
     assert state["sources_tried"] == list(dict.fromkeys(source for source, _, _ in rounds))
     assert state["stop_reason"] == "max_rounds" and not state["abstained"]      # 0.4 is above answer_floor
-    assert model.tasks().count("grade") == 3
+    # the first reply drafted without a grade, so grades were asked apart from then on; the last round answered
+    assert model.tasks().count("grade") == 3 and model.tasks().count("generate") == 2
 
 
 def test_every_source_tried_and_nothing_left_is_exhausted(tiny_kb):
@@ -293,7 +294,7 @@ def test_every_source_tried_and_nothing_left_is_exhausted(tiny_kb):
     assert state["stop_reason"] == "exhausted" and state["abstained"]
     answered = run_agentic_rag(question, tiny_kb, scripted(grade=[{"score": 0.4, "sufficient": False}] * 5,
                                                            rewrite=[{"query": question}],
-                                                           generate=[{"answer": "New sign-in page in 2_3_0. [1]"}]),
+                                                           generate=[{"answer": "New sign-in page in 2_3_0. [1]"}] * 2),
                                config=Config(sources=("vector", "graph"), max_rounds=5))
     assert answered["stop_reason"] == "exhausted" and not answered["abstained"]   # answers from what it has
     assert "decompose:0 -> generate" in format_trace(answered)
@@ -330,7 +331,7 @@ def test_a_budget_stop_reads_token_budget_whatever_the_grade_said(tiny_kb):
                          ids=["out of range", "wrong schema", "invalid json", "not an object"])
 def test_a_reply_that_breaks_the_schema_falls_back_and_is_metered(tiny_kb, reply):
     state = run_agentic_rag(Q2, tiny_kb, scripted(grade=[reply, reply]))
-    verify = next(e for e in state["trace"] if e["step"] == "verify")
+    verify = next(e for e in state["trace"] if e["step"] == "verify" and "by" in e["detail"])  # after "verify:?"
     assert verify["detail"]["by"] == "fallback" and state["phase"] == "done" and state["stop_reason"] != "error"
     assert state["usage"]["by_task"]["grade"]["calls"] >= 1 and verify["tokens"] > 0
 
@@ -427,3 +428,33 @@ def test_stop_condition_holds_every_stop_in_its_order(tiny_kb):
         assert stop_condition(dict(state, **changes), run, now) == reason, reason
     run.meter.usage["prompt_tokens"] = 1000
     assert run.meter.tokens_used >= 1000 and stop_condition(state, run, 0.0) == "token_budget"
+
+
+def test_an_unsure_check_is_graded_in_the_answers_reply_at_linears_price(tiny_kb):
+    model = scripted(generate=[{"answer": SUPPORTED, "evidence_score": 0.8, "missing": []}])
+    state = run_agentic_rag(Q2, tiny_kb, model)  # the deterministic check is unsure about Q2
+    assert format_trace(state).endswith("verify:? -> generate -> verify:0.80 -> faithfulness:1.00")
+    assert state["stop_reason"] == "sufficient" and state["grade"]["by"] == "with the answer"
+    assert model.tasks() == ["generate"] or model.tasks() == ["generate", "judge"]  # linear's call, at most one more
+
+
+def test_a_low_grade_in_the_answers_reply_sends_the_run_on_and_a_stop_keeps_the_draft(tiny_kb):
+    low = {"answer": SUPPORTED, "evidence_score": 0.4, "missing": ["weekend"], "grade_reason": "no weekend rule"}
+    model = scripted(generate=[low])
+    state = run_agentic_rag(Q2, tiny_kb, model, config=Config(max_rounds=1))
+    assert format_trace(state).endswith("verify:? -> generate -> verify:0.40 -> generate:kept -> faithfulness:1.00")
+    assert state["stop_reason"] == "max_rounds" and state["answer"] == SUPPORTED
+    assert model.tasks().count("generate") == 1 and "grade" not in model.tasks()
+    refused = run_agentic_rag(Q2, tiny_kb, scripted(generate=[dict(low, evidence_score=0.1)]),
+                              config=Config(max_rounds=1))
+    assert refused["abstained"] and "no weekend rule" in refused["abstain_reason"]  # the folded grade may refuse
+
+
+def test_a_models_set_with_its_own_grader_keeps_grading_apart(tiny_kb):
+    from agentic_rag import ModelSet
+
+    grader = scripted(grade=[{"score": 0.9, "sufficient": True}])
+    writer = scripted(generate=[{"answer": SUPPORTED, "evidence_score": 0.1}])
+    state = run_agentic_rag(Q2, tiny_kb, ModelSet(writer, grade=grader))
+    assert grader.tasks() == ["grade"] and writer.tasks()[0] == "generate"  # the writer's own score is not asked
+    assert state["stop_reason"] == "sufficient" and "verify:0.90 -> generate" in format_trace(state)

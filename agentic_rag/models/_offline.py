@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from .._errors import ModelError
-from .._schemas import Triples
+from .._schemas import GradedAnswer, Triples
 from ..kb._chunking import split_sentences
 from ..kb._names import names
 from . import _extractive as extractive
@@ -23,8 +23,17 @@ def _extract(inputs: dict) -> Triples:
     return Triples.model_validate({"triples": found})
 
 
+def _generate(inputs: dict) -> GradedAnswer:
+    """The extractive answer; asked to grade too, the offline grade of the same evidence with it."""
+    answer = extractive.generate(inputs).model_dump()
+    if inputs.get("grading") and inputs.get("evidence"):
+        grade = extractive.grade(inputs)
+        answer.update(evidence_score=grade.score, missing=grade.missing, grade_reason=grade.reason)
+    return GradedAnswer(**answer)
+
+
 _TASKS = {"route": planning.route, "rewrite": planning.rewrite, "decompose": planning.decompose,
-          "grade": extractive.grade, "generate": extractive.generate, "judge": extractive.judge,
+          "grade": extractive.grade, "generate": _generate, "judge": extractive.judge,
           "repair": extractive.repair, "extract": _extract}
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 import re
 
 from .._errors import ModelOutputError
-from .._schemas import Answer
+from .._prompts import GRADING
+from .._schemas import Answer, GradedAnswer
 from ..models._protocol import Model
 from ._ask import ask
 
@@ -12,14 +13,17 @@ _CITATION = re.compile(r"\s?\[(\d+)\]")
 
 
 def generate_answer(question: str, evidence: list[dict], model: Model, parts: list[str] = (),
-                    weights: dict[str, float] | None = None, on_token=None) -> Answer:
+                    weights: dict[str, float] | None = None, on_token=None, grade: bool = False) -> Answer:
     """An answer citing the evidence as [1] [2]...; `parts` are the sub-questions it must cover,
-    `weights` the key terms' idf; `on_token` receives the draft as it is generated."""
+    `weights` the key terms' idf; `on_token` receives the draft as it is generated. With `grade`,
+    the same reply grades the evidence too (a GradedAnswer; see folded_grade)."""
+    schema = GradedAnswer if grade else Answer
     try:
-        return ask(model, "generate", Answer, {"question": question, "evidence": evidence, "parts": list(parts),
-                                               "weights": weights or {}}, on_token)
+        return ask(model, "generate", schema, {"question": question, "evidence": evidence, "parts": list(parts),
+                                               "weights": weights or {}, "grading": GRADING if grade else ""},
+                   on_token)
     except ModelOutputError as exc:
-        return Answer(answer="", reason=f"fallback: {exc}")
+        return schema(answer="", reason=f"fallback: {exc}")
 
 
 def verify_citations(answer: str, evidence: list[dict]) -> tuple[str, list[dict], list[int]]:

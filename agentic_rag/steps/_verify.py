@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from .._errors import ModelOutputError
 from .._lexical import absent_terms, answer_type, coverage, entities, evidence_texts, has_answer_type, key_terms
-from .._schemas import Grade
+from .._schemas import Grade, GradedAnswer
 from ..kb._tokenize import tokenize
 from ..models._protocol import Model
 from ._ask import ask
@@ -59,14 +59,27 @@ def quick_grade(question: str, evidence: list[dict], weights: dict[str, float] |
 
 
 def verify_sufficiency(question: str, evidence: list[dict], model: Model, threshold: float = 0.6,
-                       weights: dict[str, float] | None = None, unseen: Iterable[str] = ()) -> Grade:
-    """Score in [0, 1], sufficient or not, and what is missing; `weights` rank the key terms (idf)."""
+                       weights: dict[str, float] | None = None, unseen: Iterable[str] = (),
+                       defer: bool = False) -> Grade | None:
+    """Score in [0, 1], sufficient or not, and what is missing; `weights` rank the key terms (idf).
+    The deterministic check (quick_grade) settles clear cases; the model grades the rest, unless
+    `defer`: then None, and the grade comes with the answer (generate_answer(..., grade=True))."""
     grade = quick_grade(question, evidence, weights, unseen)
     if grade is not None:
         return grade.model_copy(update={"sufficient": grade.sufficient and grade.score >= threshold})
+    if defer:
+        return None
     try:
         grade = ask(model, "grade", Grade, {"question": question, "evidence": evidence, "threshold": threshold,
                                             "weights": weights or {}})
     except ModelOutputError as exc:
         return Grade(score=0.0, sufficient=False, reason=f"fallback: {exc}", by="fallback")
     return grade.model_copy(update={"sufficient": grade.score >= threshold, "by": "model"})
+
+
+def folded_grade(reply: GradedAnswer, threshold: float = 0.6) -> Grade | None:
+    """The grade that came in an answer's reply, or None when the model gave none."""
+    if reply.evidence_score is None:
+        return None
+    return Grade(score=reply.evidence_score, sufficient=reply.evidence_score >= threshold, missing=reply.missing,
+                 reason=reply.grade_reason or "graded with the answer", by="with the answer")
