@@ -216,7 +216,9 @@ def test_the_whole_loop_runs_against_the_server(server):
     assert sum(e["cost_usd"] for e in state["trace"]) == pytest.approx(state["usage"]["cost_usd"])
     assert [e["tokens"] for e in state["trace"] if e["step"] in ("route", "verify", "generate")] == [18, 0, 18, 0]
     assert [r["temperature"] for r in server.chat_requests()] == [0.0, 0.2]
-    assert "evidence_score" in server.chat_requests()[1]["messages"][1]["content"]  # the schema asks for the grade
+    merged = server.chat_requests()[1]["response_format"]  # one structured output holds the answer and the grade
+    assert merged["type"] == "json_schema" and merged["json_schema"]["name"] == "GradedAnswer"
+    assert {"answer", "evidence_score", "missing"} <= set(merged["json_schema"]["schema"]["properties"])
 
 
 def test_a_model_failure_mid_run_ends_with_error(server):
