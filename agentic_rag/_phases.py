@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ._config import Config
+from ._lexical import bridge_entities
 from ._schemas import Faithfulness, Grade, GradedAnswer, RouteDecision, SubQuery
 from ._state import AgentState
 from .kb import KnowledgeBase
@@ -204,6 +205,8 @@ def search(state: AgentState, run: Run) -> str:
                                     c.parallel_searches)
             event.update(summary=f"search:{_found(outcome)}", detail={
                 "queries": outcome.queries_run, "new": outcome.new_ids, "top": outcome.round_ids[:8]})
+        if state["route"]["route"] == "multi_hop":
+            outcome = _bridge(state, run, outcome)
     if source not in state["sources_tried"]:
         state["sources_tried"].append(source)
     top = outcome.round_ids[:c.evidence_k]
@@ -214,6 +217,22 @@ def search(state: AgentState, run: Run) -> str:
                             "queries": outcome.queries_run, "new": len(outcome.new_ids), "converged": converged})
     state.update(evidence=outcome.pool, last_top=top)
     return "verify"
+
+
+def _bridge(state: AgentState, run: Run, outcome: SearchOutcome) -> SearchOutcome:
+    """A multi-hop question's next hop, with no model call: the names that the best passages hold and
+    the question does not (a passage's title, a name in its text), each searched on its own, so that
+    the passage about that entity joins the pool (two names, three hits each: chosen on half 1)."""
+    tried = set(state["queries_tried"]) | set(outcome.queries_run)
+    names = [n for n in bridge_entities(state["question"], outcome.pool[:run.config.evidence_k], 2) if n not in tried]
+    if not names:
+        return outcome
+    with traced(state, run, "bridge") as event:
+        bridged = vector_search([SubQuery(query=n) for n in names], run.kb, state["question"], outcome.pool, 3)
+        event.update(summary=f"bridge:{_found(bridged)}", detail={"names": names, "new": bridged.new_ids})
+    return SearchOutcome(pool=bridged.pool, new_ids=outcome.new_ids + bridged.new_ids,
+                         round_ids=outcome.round_ids + [i for i in bridged.round_ids if i not in outcome.round_ids],
+                         queries_run=outcome.queries_run + bridged.queries_run)
 
 
 def tool(state: AgentState, run: Run) -> str:

@@ -458,3 +458,17 @@ def test_a_models_set_with_its_own_grader_keeps_grading_apart(tiny_kb):
     state = run_agentic_rag(Q2, tiny_kb, ModelSet(writer, grade=grader))
     assert grader.tasks() == ["grade"] and writer.tasks()[0] == "generate"  # the writer's own score is not asked
     assert state["stop_reason"] == "sufficient" and "verify:0.90 -> generate" in format_trace(state)
+
+
+def test_a_multi_hop_round_searches_the_bridge_name_without_a_model_call():
+    kb = KnowledgeBase()
+    kb.add_documents([Document("film", "The film Quiet Harbor was directed by Anna Berg in 2019.",
+                               title="Quiet Harbor"),
+                      Document("berg", "Anna Berg was born in Tromsø and studied in Oslo.", title="Anna Berg"),
+                      Document("other", "Many directors were born in Bergen, a city of festivals.", title="Bergen")])
+    question = "Where was the person born who directed the film Quiet Harbor?"   # nested: multi_hop
+    state = run_agentic_rag(question, kb, OfflineModel(), config=Config(search_k=1))  # one hit a search
+    bridge = next(e for e in state["trace"] if e["step"] == "bridge")
+    assert "Anna Berg" in bridge["detail"]["names"] and "berg#0" in bridge["detail"]["new"] and bridge["tokens"] == 0
+    assert "Tromsø" in state["answer"] and "berg" in [c["doc_id"] for c in state["citations"]]
+    assert "bridge" not in state["usage"]["by_task"]
