@@ -21,7 +21,18 @@ from ._errors import (
     ToolError,
 )
 from ._loop import run_agentic_rag
-from ._schemas import Answer, Decomposition, Faithfulness, Grade, Rewrite, RouteDecision, SubQuery, Triple, Triples
+from ._schemas import (
+    Answer,
+    Decomposition,
+    Faithfulness,
+    Grade,
+    GradedAnswer,
+    Rewrite,
+    RouteDecision,
+    SubQuery,
+    Triple,
+    Triples,
+)
 from ._state import STOP_REASONS, AgentState, Evidence, format_trace, new_evidence, new_state
 from .eval import run_bench
 from .kb import (
@@ -102,7 +113,7 @@ __all__ = [
     "route_query", "rewrite_query", "decompose_query", "vector_search", "graph_search", "call_tool",
     "verify_sufficiency", "question_weights", "unseen_terms", "generate_answer", "verify_citations",
     "check_faithfulness", "repair_answer", "triple_extractor", "SearchOutcome", "RouteDecision", "Rewrite",
-    "SubQuery", "Decomposition", "Grade", "Answer",
+    "SubQuery", "Decomposition", "Grade", "Answer", "GradedAnswer",
     "Faithfulness", "Triple", "Triples",
     # tools
     "Tool", "ToolRegistry", "tool_from_function", "CALCULATOR", "date_tools", "shop_tools", "SQLDatabase",

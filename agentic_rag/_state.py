@@ -49,7 +49,7 @@ class AgentState(TypedDict):
     phase: str                  # the next step: route, search, tool, verify, generate, check or done
     round: int                  # retrieval rounds run so far
     route: dict | None          # the latest routing decision
-    rounds: list[dict]          # per round: route, queries, new passages, grade, strategy
+    rounds: list[dict]          # per round: route, source, queries, new passages, grade, converged (state.md)
     queries_tried: list[str]    # every search query run, so none is repeated
     subqueries: list[dict]      # the latest decomposition (query, depends_on)
     parts: list[str]            # the parts an answer must cover (comparisons, sub-questions)
