@@ -6,6 +6,7 @@ import threading
 import pytest
 
 from agentic_rag import (
+    CALCULATOR,
     STOP_REASONS,
     Config,
     ConfigurationError,
@@ -121,7 +122,7 @@ def test_bad_input_is_a_clear_error_or_a_recorded_event(tiny_kb):
         run_agentic_rag("anything?", KnowledgeBase(), OfflineModel())
     model = scripted(route=["not json", "still not json"])
     state = run_agentic_rag("Who was the president of the company which built the sign-in page of 2_3_0?",
-                            tiny_kb, model)
+                            tiny_kb, model, [CALCULATOR])  # a tool to weigh: the model routes the nested question
     route = state["trace"][0]
     assert route["detail"]["by"] == "fallback" and "fallback" in route["detail"]["reason"]
     assert state["phase"] == "done"
@@ -336,12 +337,13 @@ def test_a_reply_that_breaks_the_schema_falls_back_and_is_metered(tiny_kb, reply
     assert state["usage"]["by_task"]["grade"]["calls"] >= 1 and verify["tokens"] > 0
 
 
-NESTED = "Who was the president of the company which built the sign-in page of 2_3_0?"   # routed by the model
+NESTED = "Who was the president of the company which built the sign-in page of 2_3_0?"   # nested: with a tool
+# registered the model routes it (with none, the rules send it multi_hop)
 
 
 def test_a_filter_with_an_invented_operator_is_dropped_and_traced(tiny_kb):
     route = {"route": "vector", "filters": {"date": {"near": "2026"}, "type": "release_note"}}
-    state = run_agentic_rag(NESTED, tiny_kb, scripted(route=[route], repair=[{"answer": ""}]))
+    state = run_agentic_rag(NESTED, tiny_kb, scripted(route=[route], repair=[{"answer": ""}]), [CALCULATOR])
     dropped = next(e for e in state["trace"] if e["step"] == "filters")
     assert dropped["summary"] == "filters:-1" and "near" in dropped["detail"]["dropped"][0]
     assert any(e["step"] == "search" for e in state["trace"]) and state["stop_reason"] != "error"

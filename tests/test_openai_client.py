@@ -202,8 +202,8 @@ def test_the_whole_loop_runs_against_the_server(server):
     kb = KnowledgeBase(embedder=OpenAIEmbedder("embed-model", Endpoint(base_url=server.url)))
     kb.add_documents([Document("b", "Contract B: late delivery costs 1% per week, capped at 5%.", title="Contract B"),
                       Document("w", "The warehouse ships orders paid before 15:00 the same day.", title="Warehouse")])
-    server.chat.extend([
-        json.dumps({"route": "vector", "reason": "a fact"}),                          # route (nested question)
+    server.chat.extend([  # the nested question is routed multi_hop by the rules (no tool to weigh)
+        json.dumps({"subqueries": [{"query": "packaging contract"}]}),               # decompose
         json.dumps({"answer": "Late delivery costs 1% per week, capped at 5%. [1]",    # generate, grading too:
                     "evidence_score": 0.9, "missing": []}),                           # the check was unsure
     ])
@@ -214,7 +214,8 @@ def test_the_whole_loop_runs_against_the_server(server):
     assert state["usage"]["model_calls"] == 2 and state["usage"]["prompt_tokens"] == 22
     assert state["usage"]["cost_usd"] == pytest.approx(2 * (11 + 14) / 1e6)
     assert sum(e["cost_usd"] for e in state["trace"]) == pytest.approx(state["usage"]["cost_usd"])
-    assert [e["tokens"] for e in state["trace"] if e["step"] in ("route", "verify", "generate")] == [18, 0, 18, 0]
+    assert [e["tokens"] for e in state["trace"] if e["step"] in ("route", "decompose", "verify", "generate")] == \
+        [0, 18, 0, 18, 0]
     assert [r["temperature"] for r in server.chat_requests()] == [0.0, 0.2]
     merged = server.chat_requests()[1]["response_format"]  # one structured output holds the answer and the grade
     assert merged["type"] == "json_schema" and merged["json_schema"]["name"] == "GradedAnswer"

@@ -57,14 +57,18 @@ def test_route_rules_need_no_model():
 
 def test_route_asks_the_model_only_when_rules_cannot_place_it():
     nested = "Who was the first president of the association which published the journal?"
+    silent = ScriptedModel({})
+    by_rule = route_query(nested, silent)  # no tool to weigh: a nested question is multi-hop, no call
+    assert (by_rule.route, by_rule.by) == ("multi_hop", "rules") and silent.calls == []
+    tools = ToolRegistry([CALCULATOR])     # with a tool the model may choose, the model routes it
     model = ScriptedModel({"route": [{"route": "multi_hop", "reason": "bridge"},
                                      {"route": "tool", "tool": "sql", "arguments": {}},
                                      {"route": "direct"}, "not json", "still not json"]})
-    assert route_query(nested, model).route == "multi_hop"
-    unknown = route_query(nested, model)
+    assert route_query(nested, model, tools).route == "multi_hop"
+    unknown = route_query(nested, model, tools)
     assert unknown.route == "vector" and "unknown tool 'sql'" in unknown.reason
-    assert route_query(nested, model).route == "vector"          # a factual question never goes direct
-    fallback = route_query(nested, model)
+    assert route_query(nested, model, tools).route == "vector"          # a factual question never goes direct
+    fallback = route_query(nested, model, tools)
     assert fallback.by == "fallback" and fallback.route == "vector"
     assert model.tasks() == ["route"] * 4
 

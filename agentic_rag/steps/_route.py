@@ -1,4 +1,4 @@
-"""route_query: rules first (direct, tools, comparisons, plain questions), the model for the rest."""
+"""route_query: rules first (direct, tools, comparisons, nested and plain questions), the model for the rest."""
 from __future__ import annotations
 
 import re
@@ -70,6 +70,8 @@ def _route(question: str, model: Model, tools: ToolRegistry | None, evidence: li
     filters = _filters(question)
     if is_comparison(question):
         return RouteDecision(route="multi_hop", filters=filters, reason="comparison: one search per item")
+    if is_nested(question) and not tools.tools:  # with no tool to weigh, the model could only say the same
+        return RouteDecision(route="multi_hop", filters=filters, reason="nested: a bridge fact is needed first")
     if not is_nested(question) and len(key_terms(question)) <= 12 and len(entities(question)) <= 2:
         return RouteDecision(route="vector", filters=filters, reason="a plain factual question")
     try:
