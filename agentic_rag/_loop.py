@@ -26,7 +26,7 @@ GRAPH: dict[str, Callable[[AgentState, phases.Run], str]] = {
                                   # vector_search | graph_search | web      -> verify | route (nothing left)
     "tool": phases.tool,          # call_tool                               -> generate | route (it failed)
     "verify": phases.verify,      # verify_sufficiency                      -> generate | route (another round)
-    "generate": phases.generate,  # generate_answer, verify_citations       -> check | done
+    "generate": phases.generate,  # generate_answer, verify_citations       -> check | done | route (graded low)
     "check": phases.check,        # check_faithfulness, repair_answer       -> done | route (a part is missing)
 }
 

@@ -228,7 +228,8 @@ def _bridge(state: AgentState, run: Run, outcome: SearchOutcome) -> SearchOutcom
     if not names:
         return outcome
     with traced(state, run, "bridge") as event:
-        bridged = vector_search([SubQuery(query=n) for n in names], run.kb, state["question"], outcome.pool, 3)
+        bridged = vector_search([SubQuery(query=n) for n in names], run.kb, state["question"], outcome.pool, 3,
+                                usable_filters(state["route"].get("filters"))[0], run.config.parallel_searches)
         event.update(summary=f"bridge:{_found(bridged)}", detail={"names": names, "new": bridged.new_ids})
     return SearchOutcome(pool=bridged.pool, new_ids=outcome.new_ids + bridged.new_ids,
                          round_ids=outcome.round_ids + [i for i in bridged.round_ids if i not in outcome.round_ids],
@@ -269,7 +270,7 @@ def verify(state: AgentState, run: Run) -> str:
         event.update(summary=f"verify:{grade.score:.2f}" if grade else "verify:?",
                      detail=grade.model_dump() if grade else {"unsure": "graded with the answer"})
     if grade is None:
-        state["grade"] = None  # generate asks for the grade in the same reply
+        state["rounds"][-1]["grade"] = None  # pending: generate asks for it in the same reply
         return "generate"
     return _after_grade(state, run, grade)
 
@@ -295,34 +296,35 @@ def generate(state: AgentState, run: Run) -> str:
     below the threshold sends the run on ("route") and keeps the draft, which a stop then answers
     with instead of generating again. Next: "check"; "done" for a direct reply or an abstention."""
     shown = [] if state["stop_reason"] == "direct" else state["evidence"][:run.config.evidence_k]
-    grading = state["grade"] is None and state["stop_reason"] != "direct"
-    if shown and state["rounds"] and state["rounds"][-1].get("drafted") and state["draft_answer"]:
-        draft = GradedAnswer(answer=state["draft_answer"], reason="drafted this round, before the grade")
+    pending = bool(shown) and "grade" in state["rounds"][-1] and state["rounds"][-1]["grade"] is None
+    weights = question_weights(state["question"], run.kb.term_weights(state["question"]))
+    if pending and not (run.fold_grades and run.on_token is None):  # e.g. a resumed run that may not fold
+        return _after_grade(state, run, _grade_apart(state, run, shown))
+    kept = next((r["drafted"] for r in reversed(state["rounds"]) if "drafted" in r), None)
+    reused = bool(shown) and kept == [e["id"] for e in shown] and bool(state["draft_answer"])
+    if reused:
+        for r in state["rounds"]:
+            r.pop("drafted", None)  # used up: a later stop drafts anew
+        draft = GradedAnswer(answer=state["draft_answer"], reason="drafted for this evidence before its grade")
         record(state, "generate", "generate:kept", {"answer": draft.answer}, 0.0, 0)
-        if run.on_token:
-            run.on_token(draft.answer)
     else:
         with traced(state, run, "generate") as event:
-            draft = generate_answer(state["question"], shown, run.meter, state["parts"],
-                                    question_weights(state["question"], run.kb.term_weights(state["question"])),
-                                    None if grading else run.on_token, grade=grading)
+            draft = generate_answer(state["question"], shown, run.meter, state["parts"], weights,
+                                    None if pending else run.on_token, grade=pending)
             event["detail"] = draft.model_dump()
     state["draft_answer"] = draft.answer
-    if grading:
+    if pending:
         grade = folded_grade(draft, run.config.min_context_score)
         if grade is None:  # the model gave no grade: ask for it apart, now and for the rest of the run
             run.fold_grades = False
-            with traced(state, run, "verify") as event:
-                grade = verify_sufficiency(state["question"], shown, run.meter, run.config.min_context_score,
-                                           question_weights(state["question"], run.kb.term_weights(state["question"])))
-                event.update(summary=f"verify:{grade.score:.2f}", detail=grade.model_dump())
+            grade = _grade_apart(state, run, shown)
         else:
             record(state, "verify", f"verify:{grade.score:.2f}", grade.model_dump(), 0.0, 0)
         if _after_grade(state, run, grade) == "route":
-            state["rounds"][-1]["drafted"] = True  # the draft stands for this round's evidence
+            state["rounds"][-1]["drafted"] = [e["id"] for e in shown]  # the draft stands for this evidence
             return "route"
-        if run.on_token:
-            run.on_token(draft.answer)
+    if (pending or reused) and run.on_token:
+        run.on_token(draft.answer)  # not streamed while ungraded: handed over whole once it stands
     answer, citations, removed = verify_citations(draft.answer, shown)
     state.update(answer=answer, citations=citations, removed_citations=removed)
     if removed:
@@ -332,6 +334,17 @@ def generate(state: AgentState, run: Run) -> str:
     if not answer:
         return abstain(state, "exhausted", f"no answer could be drawn from the evidence ({draft.reason})")
     return "check"
+
+
+def _grade_apart(state: AgentState, run: Run, shown: list) -> Grade:
+    """The model's grade in a call of its own (verify_sufficiency without defer)."""
+    kb_weights = run.kb.term_weights(state["question"])
+    with traced(state, run, "verify") as event:
+        grade = verify_sufficiency(state["question"], shown, run.meter, run.config.min_context_score,
+                                   question_weights(state["question"], kb_weights),
+                                   unseen_terms(state["question"], kb_weights))
+        event.update(summary=f"verify:{grade.score:.2f}", detail=grade.model_dump())
+    return grade
 
 
 def _faithfulness(state: AgentState, run: Run, answer: str, shown: list) -> Faithfulness:

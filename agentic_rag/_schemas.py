@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 
 class RouteDecision(BaseModel):
@@ -58,13 +58,20 @@ class Answer(BaseModel):
 
 class GradedAnswer(Answer):
     """An answer and, in the same reply, a grade of the evidence it was drawn from: asked for when
-    the deterministic check is unsure, so that grading costs no call of its own. The grade can only
-    send the loop on to another round or a refusal (a generator cannot say yes to itself: the
-    answer still has to pass the faithfulness check). No score: the model did not grade."""
+    the deterministic check is unsure, so that grading costs no call of its own. A score below the
+    threshold sends the loop on to another round or a refusal; at or above it the loop answers, as
+    a separate grader's would, and the answer must still pass the faithfulness check. No score:
+    the model did not grade."""
 
     evidence_score: float | None = Field(default=None, ge=0.0, le=1.0)
     missing: list[str] = Field(default_factory=list)
     grade_reason: str = ""
+
+    @field_validator("evidence_score", mode="before")
+    @classmethod
+    def _unusable_score_is_none(cls, value):
+        """A score that is no number in [0, 1] is no grade (it is asked apart); the answer still counts."""
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1 else None
 
 
 class Faithfulness(BaseModel):

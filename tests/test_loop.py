@@ -474,3 +474,31 @@ def test_a_multi_hop_round_searches_the_bridge_name_without_a_model_call():
     assert "Anna Berg" in bridge["detail"]["names"] and "berg#0" in bridge["detail"]["new"] and bridge["tokens"] == 0
     assert "Tromsø" in state["answer"] and "berg" in [c["doc_id"] for c in state["citations"]]
     assert "bridge" not in state["usage"]["by_task"]
+
+
+def test_an_unusable_folded_score_keeps_the_answer_and_is_graded_apart(tiny_kb):
+    model = scripted(generate=[{"answer": SUPPORTED, "evidence_score": 8}], grade=[{"score": 0.9, "sufficient": True}])
+    state = run_agentic_rag(Q2, tiny_kb, model)
+    assert state["answer"] == SUPPORTED and state["stop_reason"] == "sufficient"
+    assert model.tasks()[:2] == ["generate", "grade"]
+
+
+def test_a_kept_draft_outlives_an_exhausted_round_and_is_used_once(tiny_kb):
+    low = {"answer": SUPPORTED, "evidence_score": 0.4}
+    model = scripted(generate=[low], rewrite=[{"query": Q2}])  # the rewrite repeats the question: nothing left
+    state = run_agentic_rag(Q2, tiny_kb, model, config=Config(sources=("vector",)))
+    assert state["stop_reason"] == "exhausted" and "generate:kept" in format_trace(state)
+    assert model.tasks().count("generate") == 1 and not any("drafted" in r for r in state["rounds"])
+
+
+def test_a_resumed_run_keeps_its_separate_grader(tiny_kb):
+    from agentic_rag import ModelSet
+
+    stop_at_unsure = lambda event, state: "stop" if event["summary"] == "verify:?" else None  # noqa: E731
+    stopped = run_agentic_rag(Q2, tiny_kb, scripted(), on_step=stop_at_unsure)
+    assert stopped["stop_reason"] == "stopped" and stopped["phase"] == "generate"
+    grader = scripted(grade=[{"score": 0.1, "sufficient": False}])
+    writer = scripted(generate=[{"answer": SUPPORTED, "evidence_score": 0.9}])
+    resumed = run_agentic_rag(Q2, tiny_kb, ModelSet(writer, grade=grader), state=stopped,
+                              config=Config(max_rounds=1))
+    assert grader.tasks()[0] == "grade" and resumed["abstained"]  # the grader's 0.1, not the writer's 0.9

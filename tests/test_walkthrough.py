@@ -13,9 +13,12 @@ NOTEBOOK = ROOT / "examples" / "walkthrough.ipynb"
 
 
 def texts(cell: dict) -> list[str]:
-    """What a code cell showed: printed text and displayed values (no timings are printed)."""
-    return ["".join(o["text"]) if o["output_type"] == "stream" else "".join(o["data"]["text/plain"])
-            for o in cell["outputs"] if o["output_type"] in ("stream", "execute_result")]
+    """What a code cell showed: its printed text as one string (a busy kernel may send it in several
+    pieces), then its displayed values; no timings are printed, and stderr (warnings) is not compared."""
+    printed = "".join("".join(o["text"]) for o in cell["outputs"]
+                      if o["output_type"] == "stream" and o.get("name") == "stdout")
+    shown = ["".join(o["data"]["text/plain"]) for o in cell["outputs"] if o["output_type"] == "execute_result"]
+    return ([printed] if printed else []) + shown
 
 
 @pytest.fixture(scope="module")
