@@ -43,9 +43,12 @@ class Run:
     config: Config
     deadline: float             # time.monotonic() after which no new round starts
     on_token: Callable[[str], object] | None = None
-    # ask for an unsure grade with the answer (not when streaming: only a graded answer streams);
-    # off once the model answers without one
-    fold_grades: bool = True
+    fold_grades: bool = True    # off once the model answers without a grade, or when grading has its own model
+
+    @property
+    def folds(self) -> bool:
+        """Whether an unsure grade is asked for with the answer (not when streaming: only a graded answer streams)."""
+        return self.fold_grades and self.on_token is None
 
 
 def record(state: AgentState, step: str, summary: str, detail: dict, ms: float, tokens: int,
@@ -206,7 +209,7 @@ def search(state: AgentState, run: Run) -> str:
             event.update(summary=f"search:{_found(outcome)}", detail={
                 "queries": outcome.queries_run, "new": outcome.new_ids, "top": outcome.round_ids[:8]})
         if state["route"]["route"] == "multi_hop":
-            outcome = _bridge(state, run, outcome)
+            outcome = _bridge(state, run, outcome, filters)
     if source not in state["sources_tried"]:
         state["sources_tried"].append(source)
     top = outcome.round_ids[:c.evidence_k]
@@ -219,7 +222,7 @@ def search(state: AgentState, run: Run) -> str:
     return "verify"
 
 
-def _bridge(state: AgentState, run: Run, outcome: SearchOutcome) -> SearchOutcome:
+def _bridge(state: AgentState, run: Run, outcome: SearchOutcome, filters: dict) -> SearchOutcome:
     """A multi-hop question's next hop, with no model call: the names that the best passages hold and
     the question does not (a passage's title, a name in its text), each searched on its own, so that
     the passage about that entity joins the pool (two names, three hits each: chosen on half 1)."""
@@ -229,7 +232,7 @@ def _bridge(state: AgentState, run: Run, outcome: SearchOutcome) -> SearchOutcom
         return outcome
     with traced(state, run, "bridge") as event:
         bridged = vector_search([SubQuery(query=n) for n in names], run.kb, state["question"], outcome.pool, 3,
-                                usable_filters(state["route"].get("filters"))[0], run.config.parallel_searches)
+                                filters, run.config.parallel_searches)
         event.update(summary=f"bridge:{_found(bridged)}", detail={"names": names, "new": bridged.new_ids})
     return SearchOutcome(pool=bridged.pool, new_ids=outcome.new_ids + bridged.new_ids,
                          round_ids=outcome.round_ids + [i for i in bridged.round_ids if i not in outcome.round_ids],
@@ -260,15 +263,7 @@ def verify(state: AgentState, run: Run) -> str:
     check is confident. Next: "generate" when sufficient, or unsure (the answer's reply then grades
     too, and can still send the run on); "route" for another round (stop_condition decides whether
     there is one), or first for a tool that the evidence now gives its arguments."""
-    c = run.config
-    kb_weights = run.kb.term_weights(state["question"])
-    with traced(state, run, "verify") as event:
-        grade = verify_sufficiency(state["question"], state["evidence"][:c.evidence_k], run.meter,
-                                   c.min_context_score, question_weights(state["question"], kb_weights),
-                                   unseen_terms(state["question"], kb_weights),
-                                   defer=run.fold_grades and run.on_token is None)  # stream only graded answers
-        event.update(summary=f"verify:{grade.score:.2f}" if grade else "verify:?",
-                     detail=grade.model_dump() if grade else {"unsure": "graded with the answer"})
+    grade = _grade(state, run, state["evidence"][:run.config.evidence_k], defer=run.folds)
     if grade is None:
         state["rounds"][-1]["grade"] = None  # pending: generate asks for it in the same reply
         return "generate"
@@ -297,9 +292,8 @@ def generate(state: AgentState, run: Run) -> str:
     with instead of generating again. Next: "check"; "done" for a direct reply or an abstention."""
     shown = [] if state["stop_reason"] == "direct" else state["evidence"][:run.config.evidence_k]
     pending = bool(shown) and "grade" in state["rounds"][-1] and state["rounds"][-1]["grade"] is None
-    weights = question_weights(state["question"], run.kb.term_weights(state["question"]))
-    if pending and not (run.fold_grades and run.on_token is None):  # e.g. a resumed run that may not fold
-        return _after_grade(state, run, _grade_apart(state, run, shown))
+    if pending and not run.folds:  # e.g. a resumed run that may not fold
+        return _after_grade(state, run, _grade(state, run, shown))
     kept = next((r["drafted"] for r in reversed(state["rounds"]) if "drafted" in r), None)
     reused = bool(shown) and kept == [e["id"] for e in shown] and bool(state["draft_answer"])
     if reused:
@@ -309,7 +303,8 @@ def generate(state: AgentState, run: Run) -> str:
         record(state, "generate", "generate:kept", {"answer": draft.answer}, 0.0, 0)
     else:
         with traced(state, run, "generate") as event:
-            draft = generate_answer(state["question"], shown, run.meter, state["parts"], weights,
+            draft = generate_answer(state["question"], shown, run.meter, state["parts"],
+                                    question_weights(state["question"], run.kb.term_weights(state["question"])),
                                     None if pending else run.on_token, grade=pending)
             event["detail"] = draft.model_dump()
     state["draft_answer"] = draft.answer
@@ -317,7 +312,7 @@ def generate(state: AgentState, run: Run) -> str:
         grade = folded_grade(draft, run.config.min_context_score)
         if grade is None:  # the model gave no grade: ask for it apart, now and for the rest of the run
             run.fold_grades = False
-            grade = _grade_apart(state, run, shown)
+            grade = _grade(state, run, shown)
         else:
             record(state, "verify", f"verify:{grade.score:.2f}", grade.model_dump(), 0.0, 0)
         if _after_grade(state, run, grade) == "route":
@@ -336,14 +331,16 @@ def generate(state: AgentState, run: Run) -> str:
     return "check"
 
 
-def _grade_apart(state: AgentState, run: Run, shown: list) -> Grade:
-    """The model's grade in a call of its own (verify_sufficiency without defer)."""
+def _grade(state: AgentState, run: Run, shown: list, defer: bool = False) -> Grade | None:
+    """verify_sufficiency with the knowledge base's word weights, traced; with `defer`, None when its
+    deterministic check is unsure (the grade then comes with the answer)."""
     kb_weights = run.kb.term_weights(state["question"])
     with traced(state, run, "verify") as event:
         grade = verify_sufficiency(state["question"], shown, run.meter, run.config.min_context_score,
                                    question_weights(state["question"], kb_weights),
-                                   unseen_terms(state["question"], kb_weights))
-        event.update(summary=f"verify:{grade.score:.2f}", detail=grade.model_dump())
+                                   unseen_terms(state["question"], kb_weights), defer=defer)
+        event.update(summary=f"verify:{grade.score:.2f}" if grade else "verify:?",
+                     detail=grade.model_dump() if grade else {"unsure": "graded with the answer"})
     return grade
 
 
