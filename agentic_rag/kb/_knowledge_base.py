@@ -6,7 +6,7 @@ import os
 import sys
 import threading
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -324,8 +324,7 @@ class KnowledgeBase:
     def _restore(self, generation: Path, manifest: dict) -> None:
         rows = manifest["counts"]["rows"]
         self._chunks = [None] * rows
-        for line in (generation / "chunks.jsonl").read_text(encoding="utf-8").splitlines():
-            chunk = json.loads(line)
+        for chunk in _saved_chunks(generation):
             self._chunks[chunk.pop("row")] = chunk
         self._docs = json.loads((generation / "documents.json").read_text(encoding="utf-8"))
         with np.load(generation / "bm25.npz", allow_pickle=False) as arrays:
@@ -345,6 +344,12 @@ class KnowledgeBase:
             self._vectors.hnsw = index
 
 
+def _saved_chunks(generation: Path) -> Iterator[dict]:
+    """The live chunks a saved generation holds (chunks.jsonl), each with its row."""
+    for line in (generation / "chunks.jsonl").read_text(encoding="utf-8").splitlines():
+        yield json.loads(line)
+
+
 def _saved_vectors(directory: Path, embedder: Embedder, wanted: set[bytes]) -> dict[bytes, np.ndarray]:
     """content_key -> vector of the wanted texts that a knowledge base saved in `directory` holds, if it
     was built with this embedder (and this tokenizer, for an embedder whose vectors depend on it);
@@ -356,8 +361,7 @@ def _saved_vectors(directory: Path, embedder: Embedder, wanted: set[bytes]) -> d
             return {}
         vectors = np.load(generation / "vectors.npy", mmap_mode="r", allow_pickle=False)
         out = {}
-        for line in (generation / "chunks.jsonl").read_text(encoding="utf-8").splitlines():
-            chunk = json.loads(line)
+        for chunk in _saved_chunks(generation):
             if (key := content_key(_index_text(chunk))) in wanted:
                 out[key] = np.array(vectors[chunk["row"]], np.float32)
         return out
