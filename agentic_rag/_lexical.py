@@ -212,6 +212,16 @@ def bridge_entities(question: str, evidence: list[dict], limit: int = 3) -> list
     return [name for name, _ in found.most_common(limit)]
 
 
+def adds_needed(question: str, missing: list[str], before: list[dict], after: list[dict]) -> bool:
+    """Whether a passage that `after` shows and `before` did not holds a key term of the question, or
+    of what a grade found missing, that no passage of `before` holds. If none does, the new passages
+    add nothing a grade of `before` lacked, and grading again would say the same."""
+    held = set(tokenize("\n".join(evidence_texts(before))))
+    wanted = {t for text in [question, *missing] for t in key_terms(text)} - held
+    shown = {item["id"] for item in before}
+    return any(wanted & set(tokenize(text)) for text in evidence_texts([e for e in after if e["id"] not in shown]))
+
+
 def missing_parts(answer: str, evidence: list[dict], parts: list[str]) -> list[str]:
     """Parts of the question the answer leaves out; a cited passage's title counts as said."""
     cited = " ".join(evidence[int(n) - 1].get("title", "") for n in re.findall(r"\[(\d+)\]", answer)

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ._config import Config
-from ._lexical import bridge_entities
+from ._lexical import adds_needed, bridge_entities
 from ._schemas import Faithfulness, Grade, GradedAnswer, RouteDecision, SubQuery
 from ._state import AgentState
 from .kb import KnowledgeBase
@@ -218,6 +218,15 @@ def search(state: AgentState, run: Run) -> str:
     state["queries_tried"] += outcome.queries_run
     state["rounds"].append({"round": state["round"], "route": state["route"]["route"], "source": source,
                             "queries": outcome.queries_run, "new": len(outcome.new_ids), "converged": converged})
+    shown, graded = state["evidence"][:c.evidence_k], state["grade"]
+    if graded and not graded["sufficient"] and not adds_needed(state["question"], state["missing"], shown,
+                                                                   outcome.pool[:c.evidence_k]):
+        # nothing the grade lacked came in: the graded evidence stays as it was and its grade stands for
+        # this round too, with no call; stop_condition ends retrieval (low_confidence or converged)
+        state["rounds"][-1].update(converged=True, stalled=True)
+        record(state, "verify", "verify:stalled", dict(graded, why="no new passage holds what the evidence lacked"),
+               0.0, 0)
+        return _after_grade(state, run, Grade(**graded))
     state.update(evidence=outcome.pool, last_top=top)
     return "verify"
 

@@ -4,6 +4,7 @@ import pytest
 
 from agentic_rag._lexical import (
     absent_terms,
+    adds_needed,
     answer_type,
     entities,
     has_content,
@@ -78,3 +79,16 @@ def test_comparisons_and_nested_questions():
     assert not is_comparison("When was Nimbus 2.3.1 released?")
     assert is_nested("Who founded the company that makes the Model S?") and is_nested("公司的年假的天数的上限")
     assert not is_nested("From which country does Nimbus come?")
+
+
+def test_a_new_passage_adds_what_is_needed_only_when_it_holds_a_missing_or_unheld_key_term():
+    before = [{"id": "a", "title": "Weekend orders", "text": "Orders paid on weekends ship on Monday."}]
+    q = "When do orders paid on weekends leave Harbor Depot?"
+    depot = {"id": "b", "title": "Depot", "text": "Harbor Depot hands its parcels to Atlas Freight."}
+    again = {"id": "c", "title": "More", "text": "Weekend orders are paid and ship later."}
+    assert adds_needed(q, [], before, before + [depot])                 # "harbor", "depot" were held nowhere
+    assert not adds_needed(q, [], before, before + [again])             # only terms the evidence held
+    assert adds_needed(q, ["pick-up time"], before + [depot], before + [depot, dict(again, text="Pick-up at noon.")])
+    assert not adds_needed(q, ["pick-up time"], before + [depot], before + [depot])  # nothing new shown
+    assert adds_needed("周末付款的订单什么时候从港口仓库发货？", [], [{"id": "a", "text": "周末付款的订单周一发货。"}],
+                       [{"id": "b", "text": "港口仓库每天中午交给承运商。"}])

@@ -237,7 +237,7 @@ def test_a_failing_tool_is_recorded_and_the_loop_goes_on(tiny_kb):
 # the business-day rule and the depot; the graph walks from Harbor Depot on to its carrier; a
 # rewrite finds the rules page, a decomposition the carrier; a web tool (no patterns, so never
 # routed to as a tool) adds a page of its own. The scripted grade stays at 0.4: above the
-# low-confidence floor, below sufficient, so only max_rounds ends the run.
+# low-confidence floor, below sufficient, and names what is missing, so only max_rounds ends the run.
 ROUTES_DOCS = [
     Document("weekend", "Orders paid on weekends ship on Monday from Harbor Depot.", title="Weekend orders"),
     Document("depot", "Harbor Depot hands its parcels to Atlas Freight.", title="Depot"),
@@ -272,7 +272,9 @@ def routes_kb():
 @pytest.mark.parametrize("sources, tools, rounds", REROUTES,
                          ids=["+".join(r[0]) + ("+web tool" if r[1] else "") for r in REROUTES])
 def test_low_grades_reroute_to_the_next_untried_source(routes_kb, sources, tools, rounds):
-    low = [{"score": 0.4, "sufficient": False, "missing": ["when"]}] * 3
+    # each round brings a passage that holds something the grade names as missing (else it would stall)
+    missing = ["carrier calendar", "collection at noon", "carrier blog"]
+    low = [{"score": 0.4, "sufficient": False, "missing": missing}] * 3
     model = scripted(grade=low, rewrite=[{"query": "weekend ship rules"}],
                      decompose=[{"subqueries": [{"query": "business day orders"}]}],
                      generate=[{"answer": "Orders paid on weekends ship on Monday from Harbor Depot. [1]"}] * 2)
@@ -283,6 +285,18 @@ def test_low_grades_reroute_to_the_next_untried_source(routes_kb, sources, tools
     assert state["stop_reason"] == "max_rounds" and not state["abstained"]      # 0.4 is above answer_floor
     # the first reply drafted without a grade, so grades were asked apart from then on; the last round answered
     assert model.tasks().count("grade") == 3 and model.tasks().count("generate") == 2
+
+
+def test_a_round_that_brings_nothing_the_grade_lacked_stalls_without_a_call(routes_kb):
+    low = {"answer": "Orders paid on weekends ship on Monday from Harbor Depot. [1]", "evidence_score": 0.4,
+           "missing": ["public holidays"]}  # no passage holds it: no later round can bring it
+    model = scripted(generate=[low])
+    state = run_agentic_rag(Q3, routes_kb, model, config=Config(sources=("vector", "graph"), search_k=3))
+    assert format_trace(state).endswith("verify:0.40 -> route:vector@graph -> graph:freight -> verify:stalled "
+                                        "-> generate:kept -> faithfulness:1.00")
+    assert state["rounds"][-1]["stalled"] and state["rounds"][-1]["grade"] == 0.4
+    assert state["stop_reason"] == "converged" and model.tasks().count("generate") == 1
+    assert "freight#0" not in [e["id"] for e in state["evidence"]]  # the graded evidence stands as it was
 
 
 def test_every_source_tried_and_nothing_left_is_exhausted(tiny_kb):

@@ -217,7 +217,7 @@ def test_a_low_grade_reroutes_to_the_web_when_a_search_tool_is_configured(search
     from agentic_rag import Config
     from test_loop import scripted
 
-    model = scripted(grade=[{"score": 0.4, "sufficient": False}] * 3)
+    model = scripted(grade=[{"score": 0.4, "sufficient": False, "missing": ["whiteboards"]}] * 3)  # the web has it
     state = run_agentic_rag("When do orders paid on weekends ship?", tiny_kb, model, [web_search_tool(search_url)],
                             config=Config(sources=("vector", "web"), max_rounds=2))
     assert [r["source"] for r in state["rounds"]] == ["vector", "web"]
