@@ -2,6 +2,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentic_rag.kb import BM25
 
@@ -74,3 +76,47 @@ def test_from_arrays_rejects_mismatched_vocabulary():
     arrays, vocab = index.to_arrays()
     with pytest.raises(ValueError):
         BM25.from_arrays(arrays, vocab + ["extra"], 1.2, 0.75)
+
+
+# Pruned top-k (MaxScore) against the exhaustive ranking of every row's score: the same rows, in
+# the same order, with the same scores, on random Zipf-like corpora (so that common terms are
+# looked up for candidates only) with deletions, unmerged additions and filters. Bounded and
+# derandomized, so it cannot fail by luck.
+def zipf_docs(rng, count: int) -> list[list[str]]:
+    words = np.array([f"w{i}" for i in range(40)] + ["中文", "知识"], dtype=object)
+    weights = 1.0 / np.arange(1, len(words) + 1) ** 1.2
+    return [rng.choice(words, size=rng.integers(1, 15), p=weights / weights.sum()).tolist() for _ in range(count)]
+
+
+@settings(max_examples=150, derandomize=True, deadline=None, database=None)
+@given(seed=st.integers(0, 10_000), count=st.integers(1, 800), later=st.integers(0, 20),
+       deleted=st.sets(st.integers(0, 819), max_size=40), query=st.lists(st.integers(0, 41), min_size=1, max_size=6),
+       k=st.integers(1, 12), filtered=st.booleans())
+def test_pruned_top_k_equals_the_exhaustive_ranking(seed, count, later, deleted, query, k, filtered):
+    rng = np.random.default_rng(seed)
+    index = BM25()
+    index.add(list(range(count)), zipf_docs(rng, count))
+    index.merge()
+    index.add(list(range(count, count + later)), zipf_docs(rng, later))  # unmerged: the tail
+    index.delete([row for row in deleted if row < count + later])
+    allowed = rng.random(len(index.alive)) < 0.5 if filtered else None
+    tokens = [f"w{i}" if i < 40 else ["中文", "知识"][i - 40] for i in query]
+    scores = index.scores(tokens)
+    rows = [r for r in np.flatnonzero(scores > 0) if allowed is None or allowed[r]]
+    expected = sorted(rows, key=lambda r: (-scores[r], r))[:k]
+    assert index.top(tokens, k, allowed) == [(int(r), float(scores[r])) for r in expected]
+
+
+def test_impacts_follow_every_change_of_the_index():
+    index = BM25()
+    index.add([0, 1, 2], DOCS)
+    before = index.top(["a"], 3)
+    index.add([3], [["a", "a", "b"]])      # N, df and the average length change: so do the scores
+    fresh = BM25()
+    fresh.add([0, 1, 2, 3], DOCS + [["a", "a", "b"]])
+    assert index.top(["a"], 4) == fresh.top(["a"], 4)
+    assert index.scores(["a"])[0] != before[0][1]
+    index.merge()
+    index.delete([3])
+    assert index.top(["a"], 4) == before
+    assert index.idf(["a"]) == BM25.from_arrays(*index.to_arrays(), 1.2, 0.75).idf(["a"])

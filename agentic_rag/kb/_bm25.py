@@ -7,13 +7,20 @@ The ranking function is Robertson & Zaragoza, "The Probabilistic Relevance Frame
 Beyond" (2009), eq. 3.13 with the Robertson/Sparck Jones idf; the `1 +` inside the log is Lucene's
 guard against negative idf for terms in more than half the documents.
 
-Postings live in a compressed base (CSR: one run of rows per term) plus a small tail of recent
-additions that is merged into the base when it grows, so adding one document does not rebuild
-the index. Deleted rows are masked at once and their postings dropped at the next merge.
+Postings live in a compressed base (CSR: one run of rows per term, rows ascending) plus a small
+tail of recent additions that is merged into the base when it grows, so adding one document does
+not rebuild the index. Deleted rows are masked at once and their postings dropped at the next merge.
+
+Queries read impact scores: each posting's whole term score, idf included, computed for the
+index as it is (for all postings at a merge, else per term at its first use) and thrown away by
+any add or delete, since N, df and the average length change. `top` prunes with MaxScore (Turtle
+& Flood 1995): terms are taken highest impact (rarest) first. Once the most a row could still
+gain from the terms left is below a lower bound of the k-th best score (the k-th best score so
+far), only rows already reached whose score so far plus that gain reaches the bound remain
+candidates, and the terms left are looked up for them alone. The ranking is exactly the
+exhaustive one (a property test checks it).
 """
 from __future__ import annotations
-
-from collections import Counter
 
 import numpy as np
 
@@ -34,6 +41,8 @@ class BM25:
         self.post_rows = np.zeros(0, np.int32)
         self.post_tf = np.zeros(0, np.float32)
         self._tail = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32))
+        self._impacts: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}  # term -> rows, impacts, max
+        self._base_impacts: np.ndarray | None = None  # every base posting's impact, while the index is unchanged
 
     @property
     def size(self) -> int:
@@ -42,34 +51,47 @@ class BM25:
 
     def add(self, rows: list[int], token_lists: list[list[str]]) -> None:
         """Index each row's tokens; a row must be new (delete it first to replace it)."""
-        terms, post_rows, tfs = [], [], []
-        for row, tokens in zip(rows, token_lists, strict=True):
-            for term, tf in Counter(tokens).items():
-                terms.append(self.vocab.setdefault(term, len(self.vocab)))
-                post_rows.append(row)
-                tfs.append(tf)
-        needed = max(rows, default=-1) + 1
-        if needed > len(self.alive):  # grow by half at least, so many small adds stay cheap
-            grow = max(needed, len(self.alive) * 3 // 2) - len(self.alive)
+        flat = [token for tokens in token_lists for token in tokens]
+        fresh = [term for term in dict.fromkeys(flat) if term not in self.vocab]  # ids in order of first use
+        self.vocab.update({term: i for i, term in enumerate(fresh, len(self.vocab))})
+        ids = np.fromiter(map(self.vocab.__getitem__, flat), np.int64, len(flat))
+        span = max(rows, default=0) + 1
+        owner = np.repeat(np.asarray(rows, np.int64), [len(tokens) for tokens in token_lists])
+        pairs, tfs = np.unique(ids * span + owner, return_counts=True)  # (term, row) pairs, term-major
+        terms, post_rows = (pairs // span).astype(np.int32), (pairs % span).astype(np.int32)
+        if rows and span > len(self.alive):  # grow by half at least, so many small adds stay cheap
+            grow = max(span, len(self.alive) * 3 // 2) - len(self.alive)
             self.lengths = np.concatenate([self.lengths, np.zeros(grow, np.float32)])
             self.alive = np.concatenate([self.alive, np.zeros(grow, bool)])
         self.lengths[rows] = [len(tokens) for tokens in token_lists]
         self.alive[rows] = True
         tail_terms, tail_rows, tail_tf = self._tail
-        self._tail = (np.concatenate([tail_terms, np.asarray(terms, np.int32)]),
-                      np.concatenate([tail_rows, np.asarray(post_rows, np.int32)]),
-                      np.concatenate([tail_tf, np.asarray(tfs, np.float32)]))
+        self._tail = (np.concatenate([tail_terms, terms]), np.concatenate([tail_rows, post_rows]),
+                      np.concatenate([tail_tf, tfs.astype(np.float32)]))
+        self._changed()
         if len(self._tail[0]) > _TAIL_LIMIT:
             self.merge()
 
     def delete(self, rows: list[int]) -> None:
         """Remove rows from every ranking at once."""
         self.alive[np.asarray(rows, np.int64)] = False
+        self._changed()
+
+    def _changed(self) -> None:
+        """N, df and the average length may have moved: every impact is recomputed when next needed."""
+        self._impacts, self._base_impacts = {}, None
 
     def merge(self) -> None:
-        """Fold the tail into the base and drop postings of deleted rows."""
+        """Fold the tail into the base, drop postings of deleted rows and compute every impact."""
         self.indptr, self.post_rows, self.post_tf = self._merged()
         self._tail = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32))
+        self._fill_impacts()
+
+    def _fill_impacts(self) -> None:
+        """Every base posting's impact at once (the tail must be empty and every base row live)."""
+        self._changed()
+        df = np.diff(self.indptr)
+        self._base_impacts = self._impact(np.repeat(self._df_idf(df), df), self.post_rows, self.post_tf)
 
     def _merged(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         base_terms = np.repeat(np.arange(len(self.indptr) - 1, dtype=np.int32), np.diff(self.indptr))
@@ -79,11 +101,15 @@ class BM25:
         keep = self.alive[rows]
         terms, rows, tfs = terms[keep], rows[keep], tfs[keep]
         order = np.argsort(terms, kind="stable")
+        step = np.diff(rows[order])
+        if (step[np.diff(terms[order]) == 0] <= 0).any():  # rows added out of order: sort them within terms
+            order = np.lexsort((rows, terms))
         indptr = np.zeros(len(self.vocab) + 1, np.int64)
         np.cumsum(np.bincount(terms, minlength=len(self.vocab)), out=indptr[1:])
         return indptr, rows[order], tfs[order]
 
     def _postings(self, term_id: int) -> tuple[np.ndarray, np.ndarray]:
+        """A term's live postings (rows ascending, with their term frequencies)."""
         rows, tfs = self.post_rows[:0], self.post_tf[:0]
         if term_id < len(self.indptr) - 1:
             start, end = self.indptr[term_id], self.indptr[term_id + 1]
@@ -92,52 +118,96 @@ class BM25:
         if in_tail.any():
             rows = np.concatenate([rows, self._tail[1][in_tail]])
             tfs = np.concatenate([tfs, self._tail[2][in_tail]])
+            order = np.argsort(rows, kind="stable")
+            rows, tfs = rows[order], tfs[order]
         keep = self.alive[rows]
         return rows[keep], tfs[keep]
 
-    def _idf(self, df: int, n: int) -> float:
-        return float(np.log1p((n - df + 0.5) / (df + 0.5)))
+    def _df_idf(self, df: np.ndarray | int) -> np.ndarray:
+        n = self.size
+        return np.log1p((n - np.asarray(df, np.float64) + 0.5) / (np.asarray(df, np.float64) + 0.5))
+
+    def _impact(self, idf: np.ndarray, rows: np.ndarray, tfs: np.ndarray) -> np.ndarray:
+        """Each posting's term score: idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * |d| / avgdl))."""
+        avgdl = max(float(self.lengths[self.alive].mean()), 1e-9) if self.size else 1.0
+        norm = self.k1 * (1 - self.b + self.b * self.lengths[rows] / avgdl)
+        return (idf * tfs * (self.k1 + 1) / (tfs + norm)).astype(np.float32)
+
+    def _term(self, term: str) -> tuple[np.ndarray, np.ndarray, float] | None:
+        """A known term's live rows (ascending), their impacts and the largest; None if no live row holds it."""
+        term_id = self.vocab.get(term)
+        if term_id is None:
+            return None
+        found = self._impacts.get(term_id)
+        if found is None:
+            base = self._base_impacts  # read once: a merge may replace it meanwhile
+            if base is not None and term_id < len(self.indptr) - 1:
+                start, end = self.indptr[term_id], self.indptr[term_id + 1]
+                rows, impacts = self.post_rows[start:end], base[start:end]
+            else:
+                rows, tfs = self._postings(term_id)
+                impacts = self._impact(self._df_idf(len(rows)), rows, tfs)
+            found = (rows, impacts, float(impacts.max()) if len(rows) else 0.0)
+            self._impacts[term_id] = found
+        return found if len(found[0]) else None
+
+    def _terms(self, tokens: list[str]) -> list[tuple[np.ndarray, np.ndarray, float]]:
+        """The query's distinct known terms, highest impact first (the order both rankings add them in)."""
+        terms = [t for t in map(self._term, dict.fromkeys(tokens)) if t is not None]
+        return sorted(terms, key=lambda t: (-t[2], len(t[0])))
 
     def idf(self, tokens: list[str]) -> dict[str, float]:
         """Each distinct known term's idf (0 for terms no live row holds)."""
-        n = self.size
         weights = {}
         for term in dict.fromkeys(tokens):
             if term in self.vocab:
-                df = len(self._postings(self.vocab[term])[0])
-                weights[term] = self._idf(df, n) if df else 0.0
+                found = self._term(term)
+                weights[term] = float(self._df_idf(len(found[0]))) if found else 0.0
         return weights
 
     def scores(self, tokens: list[str]) -> np.ndarray:
         """BM25 score of every row for the query tokens (each distinct term counted once)."""
         out = np.zeros(len(self.alive), np.float32)
-        n = self.size
-        if n == 0:
-            return out
-        avgdl = max(float(self.lengths[self.alive].mean()), 1e-9)
-        for term in dict.fromkeys(tokens):
-            term_id = self.vocab.get(term)
-            if term_id is None:
-                continue
-            rows, tfs = self._postings(term_id)
-            if len(rows) == 0:
-                continue
-            idf = self._idf(len(rows), n)
-            norm = self.k1 * (1 - self.b + self.b * self.lengths[rows] / avgdl)
-            out[rows] += idf * tfs * (self.k1 + 1) / (tfs + norm)
+        for rows, impacts, _ in self._terms(tokens):
+            out[rows] += impacts
         return out
 
     def top(self, tokens: list[str], k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """The k best rows with a score above zero, best first, among `allowed` rows if given (a
-        mask of any length: rows past its end are not allowed)."""
-        scores = self.scores(tokens)
-        if allowed is not None:
-            scores[~fit_mask(allowed, len(scores))] = 0
-        candidates = np.flatnonzero(scores > 0)
-        if len(candidates) > k:
-            candidates = candidates[np.argpartition(-scores[candidates], k - 1)[:k]]
-        candidates = candidates[np.lexsort((candidates, -scores[candidates]))]
-        return [(int(row), float(scores[row])) for row in candidates]
+        """The k best rows with a score above zero, best first (ties: lower row first), among
+        `allowed` rows if given (a mask of any length: rows past its end are not allowed)."""
+        terms = self._terms(tokens)
+        allowed = None if allowed is None else fit_mask(allowed, len(self.alive))
+        out = np.zeros(len(self.alive), np.float32)
+        candidates, seen, kth = None, [], 0.0  # candidates: the only rows that can still make the top k, once known
+        for i, (rows, impacts, _) in enumerate(terms):
+            gain = sum(t[2] for t in terms[i + 1:])  # the most a row can still gain from the terms left
+            if candidates is None or 8 * len(candidates) > len(rows):  # adding every posting is cheaper
+                out[rows] += impacts
+                scored = rows if allowed is None else rows[allowed[rows]]
+                if len(scored) >= k:  # any k rows' scores so far bound the k-th best final score from below
+                    kth = max(kth, float(np.partition(out[scored], len(scored) - k)[len(scored) - k]) * (1 - 1e-6))
+            else:
+                at = np.minimum(np.searchsorted(rows, candidates), len(rows) - 1)
+                held = rows[at] == candidates
+                out[candidates[held]] += impacts[at[held]]
+            if candidates is None:
+                seen.append(rows)
+                if 0 < kth and gain < kth:  # a row not reached yet can gain at most `gain`: it cannot make it
+                    candidates = self._allowed(np.unique(np.concatenate([r[out[r] + gain >= kth] for r in seen])),
+                                               allowed)
+            else:
+                candidates = candidates[out[candidates] + gain >= kth]
+        if candidates is None:  # fewer than k rows reached
+            candidates = self._allowed(np.unique(np.concatenate([np.zeros(0, np.int32), *seen])), allowed)
+        found = candidates[out[candidates] > 0]
+        if len(found) > k:  # the k best and every row tied with the k-th, so that ties go to the lower row
+            found = found[out[found] >= np.partition(out[found], len(found) - k)[len(found) - k]]
+        found = found[np.lexsort((found, -out[found]))][:k]
+        return [(int(row), float(out[row])) for row in found]
+
+    @staticmethod
+    def _allowed(rows: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
+        return rows if allowed is None else rows[allowed[rows]]
 
     def to_arrays(self) -> tuple[dict[str, np.ndarray], list[str]]:
         """The index as arrays plus its vocabulary, for saving; the index itself is not changed."""
@@ -155,4 +225,6 @@ class BM25:
             setattr(index, name, np.asarray(arrays[name]))
         if len(index.indptr) != len(vocab) + 1 or len(index.lengths) != len(index.alive):
             raise ValueError("BM25 arrays do not match the vocabulary")
+        if index.alive[index.post_rows].all():  # as saved: deleted rows' postings were dropped
+            index._fill_impacts()
         return index
