@@ -132,6 +132,18 @@ def cmd_delete(args) -> int:
     return 0
 
 
+def cmd_compact(args) -> int:
+    start = time.perf_counter()
+    kb_dir = Path(args.kb)
+    with _writing(kb_dir, create=False):
+        kb = load_kb(args.kb, model_settings(args))
+        before = store.segments(json.loads((kb_dir / store.MANIFEST).read_text(encoding="utf-8")))
+        kb.save(kb_dir, compact=True)
+    print(f"compacted {len(before)} segment{'s' if len(before) != 1 else ''} into one: {kb.document_count} "
+          f"documents, {len(kb)} chunks; {time.perf_counter() - start:.1f} s -> {kb_dir}")
+    return 0
+
+
 def cmd_ask(args) -> int:
     tools = ask_tools(args)  # first: a bad --db or --now fails before a model or knowledge base is opened
     settings = model_settings(args)
@@ -233,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
     _model_flags(delete, chat=False)
     delete.set_defaults(run=cmd_delete)
+    compact = commands.add_parser("compact", help="merge a knowledge base's saved segments into one, "
+                                                  "dropping what was deleted")
+    compact.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
+    _model_flags(compact, chat=False)
+    compact.set_defaults(run=cmd_compact)
     ask = commands.add_parser("ask", help="ask a question of a knowledge base")
     ask.add_argument("question", help="the question")
     ask.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")

@@ -7,7 +7,7 @@ for conftest.py and openai_server.py.
 """
 from pathlib import Path
 
-from agentic_rag.kb import Document
+from agentic_rag.kb import Document, HashingEmbedder
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE_DATA = ROOT / "examples" / "data"
@@ -34,3 +34,14 @@ PARAPHRASES = [
     ("a customer could not invite one more colleague because the team is full", "NT-1189"),
     ("which days are goods not dispatched during the spring festival", "warehouse/holidays-2026.md"),
 ]
+
+
+class DenseHashing(HashingEmbedder):
+    """The hashing embedder's vectors in a dense index (hnswlib above exact_search_below), for tests
+    of that path without a model's weights; the hashing embedder itself is sparse, never a graph."""
+
+    name = "dense-hashing"
+    sparse = False
+
+    def __init__(self, dimension: int = 64):
+        super().__init__(dimension)

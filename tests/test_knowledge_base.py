@@ -6,7 +6,7 @@ import pytest
 from agentic_rag import Config, ConfigurationError, HashingEmbedder, KnowledgeBase, RetrievalError
 from agentic_rag.kb import Document, load_documents, tokenize
 from agentic_rag.kb._embedders import SEMANTIC_FUSION
-from helpers import EXAMPLE_DATA, PARAPHRASES
+from helpers import EXAMPLE_DATA, PARAPHRASES, DenseHashing
 
 
 def test_version_forms_and_chinese_synonyms_are_found(tiny_kb):
@@ -96,7 +96,7 @@ def test_rerank_switch_keeps_the_same_hits(tiny_kb):
 
 
 def test_concurrent_searches_while_documents_are_added(tmp_path):
-    kb = KnowledgeBase(config=Config(exact_search_below=40))  # crosses into hnswlib while readers run
+    kb = KnowledgeBase(DenseHashing(), config=Config(exact_search_below=40))  # crosses into hnswlib while readers run
     kb.add_documents([Document(f"seed{i}", f"seed document {i} about apples") for i in range(10)])
     errors, seen, done = [], set(), threading.Event()
 

@@ -8,6 +8,7 @@ import pytest
 from agentic_rag import Config, ConfigurationError, KnowledgeBase, RetrievalError
 from agentic_rag.kb import Document, HashingEmbedder
 from agentic_rag.kb import _store as store
+from helpers import DenseHashing
 
 QUERIES = ["认证失败", "authentication timeout 2.3.1", "shipping after 15:00", "Team plan"]
 
@@ -29,21 +30,21 @@ def test_round_trip_gives_identical_results(tiny_kb, tmp_path):
     assert loaded.config.chunk_size == 200
     manifest = json.loads((tmp_path / "kb" / "manifest.json").read_text())
     assert manifest["embedder"] == {"name": "hashing", "dimension": 2048}
-    assert manifest["counts"]["chunks"] == 4 and set(manifest["files"]) >= {"chunks.jsonl", "vectors.npy"}
+    assert manifest["counts"]["chunks"] == 4 and set(manifest["files"]) >= {"chunks.jsonl", "vectors.npz"}
 
 
 def test_round_trip_with_hnsw_and_incremental_add_after_load(tmp_path):
-    kb = KnowledgeBase(config=Config(exact_search_below=20))
+    kb = KnowledgeBase(DenseHashing(), config=Config(exact_search_below=20))
     kb.add_documents([Document(f"d{i}", f"document {i} mentions topic{i % 7}") for i in range(60)])
     kb.save(tmp_path / "kb")
-    loaded = KnowledgeBase.load(tmp_path / "kb", config=Config(exact_search_below=20))
+    loaded = KnowledgeBase.load(tmp_path / "kb", DenseHashing(), config=Config(exact_search_below=20))
     loaded.save(tmp_path / "copy")
     assert "hnsw.bin" in _manifest(tmp_path / "copy")["files"]        # the loaded graph is saved again
     assert [h.id for h in loaded.search("topic3", k=5)] == [h.id for h in kb.search("topic3", k=5)]
     loaded.add_documents([Document("late", "a late document about topic3 and zebras")])
     loaded.delete_documents(["d3"])
     loaded.save(tmp_path / "kb")
-    again = KnowledgeBase.load(tmp_path / "kb")
+    again = KnowledgeBase.load(tmp_path / "kb", DenseHashing())
     assert again.search("zebras", k=1)[0].doc_id == "late"
     assert "d3" not in {h.doc_id for h in again.search("topic3", k=60)}
 
@@ -53,11 +54,11 @@ def test_failed_save_leaves_previous_generation_loadable(tiny_kb, tmp_path, monk
     before = (tmp_path / "kb" / "manifest.json").read_text()
     tiny_kb.add_documents([Document("extra", "an extra document about zebras")])
 
-    def crash(file, array, *args, **kwargs):  # the disk fills up while the vectors are written
+    def crash(file, *args, **kwargs):  # the disk fills up while the arrays are written
         file.write(b"half a file")
         raise OSError("disk full")
 
-    monkeypatch.setattr(np, "save", crash)
+    monkeypatch.setattr(np, "savez", crash)
     with pytest.raises(OSError, match="disk full"):
         tiny_kb.save(tmp_path / "kb")
     assert (tmp_path / "kb" / "manifest.json").read_text() == before
@@ -93,9 +94,9 @@ def test_corrupted_files_are_clear_errors(tiny_kb, tmp_path, damage):
     generation = tiny_kb.save(tmp_path / "kb")
     manifest = tmp_path / "kb" / "manifest.json"
     if damage == "flip_vectors":
-        data = bytearray((generation / "vectors.npy").read_bytes())
+        data = bytearray((generation / "vectors.npz").read_bytes())
         data[-1] ^= 0xFF
-        (generation / "vectors.npy").write_bytes(bytes(data))
+        (generation / "vectors.npz").write_bytes(bytes(data))
     elif damage == "truncate_chunks":
         (generation / "chunks.jsonl").write_text("{")
     elif damage == "drop_bm25":
@@ -134,8 +135,9 @@ def test_a_damaged_file_whose_checksum_matches_is_a_clear_error(tiny_kb, tmp_pat
     (lambda m: m["embedder"].pop("dimension"), "'embedder.dimension' is missing"),
     (lambda m: m.update(chunking=[200, 20]), "'chunking' is missing or not a dict"),
     (lambda m: m["counts"].pop("rows"), "'counts.rows' is missing"),
-    (lambda m: m.update(files={}), "'files' does not list chunks.jsonl, documents.json, bm25.npz"),
-    (lambda m: m["files"].pop("vectors.npy"), "'files' does not list vectors.npy"),
+    (lambda m: m.update(files={}), "'files' of gen-000001 does not list chunks.jsonl, documents.json, bm25.npz"),
+    (lambda m: m["files"].pop("vectors.npz"), "'files' of gen-000001 does not list vectors.npz"),
+    (lambda m: m.update(delta=True), "a knowledge base is one full segment followed by delta segments"),
     (lambda m: m.update(generation="../elsewhere"), "generation '../elsewhere' is not gen-NNNNNN"),
 ])
 def test_a_manifest_missing_what_a_load_needs_is_refused(tiny_kb, tmp_path, change, problem):
@@ -148,17 +150,17 @@ def test_a_manifest_missing_what_a_load_needs_is_refused(tiny_kb, tmp_path, chan
 
 
 def test_an_hnsw_file_the_manifest_does_not_list_is_not_read(tmp_path):
-    kb = KnowledgeBase(config=Config(exact_search_below=20))
+    kb = KnowledgeBase(DenseHashing(), config=Config(exact_search_below=20))
     kb.add_documents([Document(f"d{i}", f"document {i} mentions topic{i % 7}") for i in range(30)])
     generation = kb.save(tmp_path / "kb")
     manifest = json.loads((tmp_path / "kb" / "manifest.json").read_text())
     del manifest["files"]["hnsw.bin"]
     (tmp_path / "kb" / "manifest.json").write_text(json.dumps(manifest))
     (generation / "hnsw.bin").write_bytes(b"unverified")
-    loaded = KnowledgeBase.load(tmp_path / "kb", config=Config(exact_search_below=20))
+    loaded = KnowledgeBase.load(tmp_path / "kb", DenseHashing(), config=Config(exact_search_below=20))
     assert loaded.search("topic3", k=1)[0].doc_id in {"d3", "d10", "d17", "d24"}
-    loaded.save(tmp_path / "copy")
-    assert "hnsw.bin" not in _manifest(tmp_path / "copy")["files"]    # it searched without hnswlib
+    loaded.save(tmp_path / "copy")  # the graph was built again from the vectors, not read from that file
+    assert (tmp_path / "copy" / "gen-000001" / "hnsw.bin").read_bytes() != b"unverified"
 
 
 @pytest.mark.parametrize("target", ["file", "under_file", "devnull"])

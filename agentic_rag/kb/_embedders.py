@@ -65,6 +65,7 @@ class HashingEmbedder(SymmetricEmbedder):
     # at 0.05 it gained 0.02 on hotpotqa but let two more off-KB questions through (docs/benchmarks.md)
     fusion = ("score", 0.02)
     batch_size = 1024
+    sparse = True  # about 50 of its dimensions are non-zero: searched exactly by an inverted index
     tokenized = True  # its vectors follow the BM25 tokenizer: never reused from a base tokenized otherwise
 
     def __init__(self, dimension: int = 2048):

@@ -96,19 +96,29 @@ class KnowledgeGraph:
         relation = self.relations.get(tuple(sorted((node, other))))
         return f"({'/'.join(sorted(relation))}) {self.labels[other]}" if relation else self.labels[other]
 
-    def to_json(self) -> dict:
-        """Plain data for saving."""
-        return {"labels": self.labels, "edges": [[a, b, sorted(rows)] for (a, b), rows in self.edges.items()],
-                "relations": [[a, b, sorted(r)] for (a, b), r in self.relations.items()]}
+    def to_json(self, rows: set[int] | None = None) -> dict:
+        """Plain data for saving: the whole graph, or the edges that the given rows give evidence for."""
+        edges = {e: found if rows is None else found & rows for e, found in self.edges.items()}
+        edges = {e: found for e, found in edges.items() if found}
+        keys = {k for edge in edges for k in edge}
+        return {"labels": {k: v for k, v in self.labels.items() if k in keys},
+                "edges": [[a, b, sorted(found)] for (a, b), found in edges.items()],
+                "relations": [[a, b, sorted(r)] for (a, b), r in self.relations.items() if (a, b) in edges]}
+
+    def add_json(self, data: dict) -> None:
+        """Add a graph saved by to_json (names keep the label they were first written with)."""
+        for key, label in data["labels"].items():
+            self.labels.setdefault(key, label)
+        for a, b, rows in data["edges"]:
+            self.edges.setdefault((a, b), set()).update(rows)
+            self.adjacent[a].add(b)
+            self.adjacent[b].add(a)
+        for a, b, relations in data.get("relations", []):
+            self.relations.setdefault((a, b), set()).update(relations)
 
     @classmethod
     def from_json(cls, data: dict) -> KnowledgeGraph:
         """Rebuild a saved graph."""
         graph = cls()
-        graph.labels = dict(data["labels"])
-        for a, b, rows in data["edges"]:
-            graph.edges[(a, b)] = set(rows)
-            graph.adjacent[a].add(b)
-            graph.adjacent[b].add(a)
-        graph.relations = {(a, b): set(r) for a, b, r in data.get("relations", [])}
+        graph.add_json(data)
         return graph

@@ -10,7 +10,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import hnswlib
 import numpy as np
 
 from .._config import SEARCH_MODES, Config
@@ -27,7 +26,7 @@ from ._hit import Hit
 from ._rerank import LexicalReranker, Reranker
 from ._rwlock import ReadWriteLock
 from ._tokenize import TOKENIZER_SETTINGS, tokenize
-from ._vectors import VectorIndex
+from ._vectors import DenseIndex, SparseIndex, VectorIndex
 
 
 @dataclass
@@ -63,13 +62,12 @@ class KnowledgeBase:
         self._graph = KnowledgeGraph()
         self._lock = ReadWriteLock()
         self._writer = threading.Lock()       # one add, delete or save at a time; searches go on meanwhile
-        self._generations: dict[str, str] = {}  # folder -> the generation loaded from or last saved there
+        self._saved: dict[str, dict] = {}  # folder -> what it holds: see _remember
+        self._changed_docs: list[str] = []  # every document added, replaced or deleted, in order
         self._rows_by_content: dict[bytes, int] | None = None  # see _content_rows
 
     def _new_vector_index(self) -> VectorIndex:
-        c = self.config
-        return VectorIndex(self.embedder.dimension, c.hnsw_m, c.hnsw_ef_construction, c.hnsw_ef,
-                           c.exact_search_below, c.seed)
+        return _vector_index(self.embedder, self.config)
 
     def __len__(self) -> int:
         return self._bm25.size
@@ -112,6 +110,7 @@ class KnowledgeBase:
                 self._chunks.extend(chunks)
                 for doc in todo:
                     self._docs[doc.id] = {"hash": doc.content_hash(), "rows": []}
+                    self._changed_docs.append(doc.id)
                 for row, chunk in zip(rows, chunks, strict=True):
                     self._docs[chunk["doc_id"]]["rows"].append(row)
                 self._bm25.add(rows, tokens)
@@ -131,7 +130,8 @@ class KnowledgeBase:
         knowledge base of `reuse_from`), embedded once otherwise."""
         with self._lock.read():
             held = self._content_rows()
-            known = {key: self._vectors.vectors[held[key]] for key in set(keys) if key in held}
+            reused = [key for key in dict.fromkeys(keys) if key in held]
+            known = dict(zip(reused, self._vectors.vectors_of([held[key] for key in reused]), strict=True))
         wanted = set(keys) - known.keys()
         for folder in [reuse_from] if isinstance(reuse_from, (str, Path)) else reuse_from:
             if wanted:
@@ -157,6 +157,7 @@ class KnowledgeBase:
             found = [doc_id for doc_id in dict.fromkeys(doc_ids) if doc_id in self._docs]
             for doc_id in found:
                 self._delete_rows(self._docs.pop(doc_id)["rows"])
+            self._changed_docs += found
             return len(found)
 
     def _delete_rows(self, rows: list[int]) -> None:
@@ -253,26 +254,19 @@ class KnowledgeBase:
         return Hit(id=chunk["id"], doc_id=chunk["doc_id"], source=chunk["source"], title=chunk["title"],
                    text=chunk["text"], score=score, ranks=ranks, metadata=chunk["metadata"])
 
-    def save(self, directory: str | Path) -> Path:
-        """Write a new generation to `directory` and switch to it atomically; returns its folder.
-        Refused when the folder holds a generation this knowledge base did not load or save."""
+    def save(self, directory: str | Path, compact: bool = False) -> Path:
+        """Write what changed since this knowledge base was loaded from or last saved to `directory`
+        as a new delta segment (everything, as one full segment, the first time, when `compact`, or
+        when the deltas grow past MAX_DELTAS or MAX_DELTA_ROWS), and switch to it atomically;
+        returns its folder. Refused when the folder holds a generation
+        this knowledge base did not load or save."""
         with self._writer, self._lock.read():
-            arrays, vocab = self._bm25.to_arrays()
+            key = os.path.realpath(directory)
+            saved = self._saved.get(key)
             rows = len(self._chunks)
-            vectors = self._vectors.vectors[:rows]
-            writers = {
-                "chunks.jsonl": lambda p: p.write_text("".join(
-                    json.dumps(dict(c, row=r), ensure_ascii=False) + "\n"
-                    for r, c in enumerate(self._chunks) if c is not None), encoding="utf-8"),
-                "documents.json": lambda p: p.write_text(json.dumps(self._docs, ensure_ascii=False), encoding="utf-8"),
-                "bm25.npz": lambda p: store.write_npz(p, arrays),
-                "vocab.json": lambda p: p.write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8"),
-                "vectors.npy": lambda p: store.write_npy(p, vectors),
-                "graph.json": lambda p: p.write_text(json.dumps(self._graph.to_json(), ensure_ascii=False),
-                                                     encoding="utf-8"),
-            }
-            if self._vectors.hnsw is not None:
-                writers["hnsw.bin"] = lambda p: self._vectors.hnsw.save_index(str(p))
+            delta_rows = saved["delta_rows"] + rows - saved["rows"] if saved else 0
+            full = compact or saved is None or len(saved["segments"]) > MAX_DELTAS or \
+                delta_rows > max(MAX_DELTA_ROWS, rows // 4)
             manifest = {
                 "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
                 "tokenizer": TOKENIZER_SETTINGS, "graph": self.graph_method,
@@ -280,17 +274,62 @@ class KnowledgeBase:
                 "counts": {"documents": len(self._docs), "chunks": len(self), "rows": rows,
                            "graph_nodes": self.graph_size[0], "graph_edges": self.graph_size[1]},
             }
-            key = os.path.realpath(directory)
-            saved = store.save_generation(Path(directory), writers, manifest, self._generations.get(key))
-            self._generations[key] = saved.name
-            return saved
+            if full:
+                writers = self._full_writers()
+            else:
+                writers = self._delta_writers(saved)
+                manifest.update(delta=True, earlier=saved["segments"])
+            written = store.save_generation(Path(directory), writers, manifest,
+                                            saved["segments"][-1]["generation"] if saved else None)
+            on_disk = json.loads((Path(directory) / store.MANIFEST).read_text(encoding="utf-8"))
+            self._remember(key, on_disk, 0 if full else delta_rows)
+            return written
+
+    def _remember(self, key: str, manifest: dict, delta_rows: int) -> None:
+        """What the folder now holds: its segments, and this knowledge base's rows and changed
+        documents at that moment (a later save writes only what came after)."""
+        self._saved[key] = {"segments": store.segments(manifest), "rows": len(self._chunks),
+                            "changes": len(self._changed_docs), "delta_rows": delta_rows}
+
+    def _full_writers(self) -> dict:
+        if self._vectors.kind == "dense" and self._vectors.hnsw is not None and \
+                self._vectors.hnsw.get_current_count() > 1.25 * self._vectors.size:
+            self._vectors._build_hnsw()  # a fifth of its nodes deleted: the graph is rebuilt without them
+        arrays, vocab = self._bm25.to_arrays()
+        live = [row for row, chunk in enumerate(self._chunks) if chunk is not None]
+        writers = {
+            "chunks.jsonl": lambda p: _write_chunks(p, self._chunks, live),
+            "documents.json": lambda p: p.write_text(json.dumps(self._docs, ensure_ascii=False), encoding="utf-8"),
+            "bm25.npz": lambda p: store.write_npz(p, arrays),
+            "vocab.json": lambda p: p.write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8"),
+            "vectors.npz": lambda p: store.write_npz(p, self._vectors.arrays(live)),
+            "graph.json": lambda p: p.write_text(json.dumps(self._graph.to_json(), ensure_ascii=False),
+                                                 encoding="utf-8"),
+        }
+        if self._vectors.kind == "dense" and self._vectors.hnsw is not None:
+            writers["hnsw.bin"] = lambda p: self._vectors.hnsw.save_index(str(p))
+        return writers
+
+    def _delta_writers(self, saved: dict) -> dict:
+        """The files of a delta segment: the rows added since `saved`, and the documents changed since."""
+        new = [row for row in range(saved["rows"], len(self._chunks)) if self._chunks[row] is not None]
+        changed = dict.fromkeys(self._changed_docs[saved["changes"]:])
+        changes = {"documents": {d: self._docs[d] for d in changed if d in self._docs},
+                   "removed": [d for d in changed if d not in self._docs]}
+        return {
+            "chunks.jsonl": lambda p: _write_chunks(p, self._chunks, new),
+            "changes.json": lambda p: p.write_text(json.dumps(changes, ensure_ascii=False), encoding="utf-8"),
+            "vectors.npz": lambda p: store.write_npz(p, self._vectors.arrays(new)),
+            "graph.json": lambda p: p.write_text(json.dumps(self._graph.to_json(set(new)), ensure_ascii=False),
+                                                 encoding="utf-8"),
+        }
 
     @classmethod
     def load(cls, directory: str | Path, embedder: Embedder | None = None, config: Config | None = None,
              reranker: Reranker | None = None, extract_triples=None) -> KnowledgeBase:
         """Open a saved knowledge base; the embedder must match the one it was built with."""
         directory = Path(directory)
-        manifest, generation = store.read_generation(directory)
+        manifest, folders = store.read_generation(directory)
         built = manifest["embedder"]
         if built["name"] in REMOVED:
             raise ConfigurationError(f"{directory} was built with {REMOVED[built['name']]}; rebuild it with "
@@ -313,17 +352,26 @@ class KnowledgeBase:
                                  f"with this version: agentic-rag index PATH --kb NEW_DIR")
         kb = cls(embedder, config, reranker, extract_triples, manifest.get("graph", "names"))
         try:
-            kb._restore(generation, manifest)
+            kb._restore(folders[0], manifest)
+            for folder in folders[1:]:
+                kb._apply_delta(folder)
+            if len(folders) > 1:
+                kb._bm25.merge()
+            kb._chunks.extend([None] * (manifest["counts"]["rows"] - len(kb._chunks)))  # trailing deleted rows
+            _check_rows(kb._docs, kb._chunks, manifest["counts"])
         except (ValueError, KeyError, TypeError, IndexError, AttributeError, OSError, RuntimeError, EOFError,
                 zipfile.BadZipFile) as exc:  # a damaged file whose checksum in the manifest was rewritten too
-            raise RetrievalError(f"{generation} cannot be read ({exc}); rebuild it into a new folder with: "
+            raise RetrievalError(f"{folders[-1]} cannot be read ({exc}); rebuild it into a new folder with: "
                                  f"agentic-rag index PATH --kb NEW_DIR") from None
-        kb._generations[os.path.realpath(directory)] = generation.name
+        delta_rows = manifest["counts"]["rows"] - (kb._base_rows if len(folders) > 1 else manifest["counts"]["rows"])
+        kb._remember(os.path.realpath(directory), manifest, delta_rows)
         return kb
 
     def _restore(self, generation: Path, manifest: dict) -> None:
-        rows = manifest["counts"]["rows"]
-        self._chunks = [None] * rows
+        """Read the full segment (the manifest's first)."""
+        first = store.segments(manifest)[0]
+        self._base_rows = first["rows"]
+        self._chunks = [None] * first["rows"]
         for chunk in _saved_chunks(generation):
             self._chunks[chunk.pop("row")] = chunk
         self._docs = json.loads((generation / "documents.json").read_text(encoding="utf-8"))
@@ -331,23 +379,63 @@ class KnowledgeBase:
             vocab = json.loads((generation / "vocab.json").read_text(encoding="utf-8"))
             self._bm25 = BM25.from_arrays(dict(arrays), vocab, self.config.bm25_k1, self.config.bm25_b)
         self._graph = KnowledgeGraph.from_json(json.loads((generation / "graph.json").read_text(encoding="utf-8")))
-        vectors = np.load(generation / "vectors.npy", allow_pickle=False)
-        if vectors.shape != (rows, self.embedder.dimension):
-            raise ValueError(f"vectors.npy has shape {vectors.shape}, expected ({rows}, {self.embedder.dimension})")
-        alive = np.array([c is not None for c in self._chunks], bool)
-        _check_rows(self._docs, self._chunks, manifest["counts"])
-        self._vectors.vectors, self._vectors.alive = vectors.copy(), alive
-        if "hnsw.bin" in manifest["files"]:  # only files the manifest verified are read
-            index = hnswlib.Index(space="cosine", dim=self.embedder.dimension)
-            index.load_index(str(generation / "hnsw.bin"), max_elements=max(rows, 1))
-            index.set_ef(self.config.hnsw_ef)
-            self._vectors.hnsw = index
+        self._vectors = self._new_vector_index()
+        hnsw = generation / "hnsw.bin" if "hnsw.bin" in first["files"] else None  # only verified files are read
+        self._vectors.add_arrays(_saved_vector_arrays(generation, self._chunks), hnsw)
+
+    def _apply_delta(self, segment: Path) -> None:
+        """Replay one delta segment: documents it replaced or removed lose their rows, then its chunks join."""
+        changes = json.loads((segment / "changes.json").read_text(encoding="utf-8"))
+        for doc_id in [*changes["removed"], *changes["documents"]]:
+            if doc_id in self._docs:
+                self._delete_rows(self._docs.pop(doc_id)["rows"])
+        chunks = list(_saved_chunks(segment))
+        rows = [chunk.pop("row") for chunk in chunks]
+        self._chunks.extend([None] * (max(rows, default=-1) + 1 - len(self._chunks)))
+        for row, chunk in zip(rows, chunks, strict=True):
+            self._chunks[row] = chunk
+        self._docs.update(changes["documents"])
+        self._bm25.add(rows, [tokenize(_index_text(c)) for c in chunks])
+        self._vectors.add_arrays(_saved_vector_arrays(segment, self._chunks))
+        self._graph.add_json(json.loads((segment / "graph.json").read_text(encoding="utf-8")))
+
+
+# a save writes one full segment instead of a delta when the folder holds more delta segments than
+# MAX_DELTAS, or more rows in them than MAX_DELTA_ROWS and a quarter of all (a load replays them)
+MAX_DELTAS, MAX_DELTA_ROWS = 8, 1000
+
+
+def _vector_index(embedder: Embedder, config: Config) -> VectorIndex:
+    """A sparse index for an embedder whose vectors have few non-zero dimensions (`sparse`), else a dense one."""
+    if getattr(embedder, "sparse", False):
+        return SparseIndex(embedder.dimension)
+    return DenseIndex(embedder.dimension, config.hnsw_m, config.hnsw_ef_construction, config.hnsw_ef,
+                      config.exact_search_below, config.seed)
+
+
+def _write_chunks(path: Path, chunks: list, rows: list[int]) -> None:
+    with path.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(dict(chunks[row], row=row), ensure_ascii=False) + "\n")
 
 
 def _saved_chunks(generation: Path) -> Iterator[dict]:
-    """The live chunks a saved generation holds (chunks.jsonl), each with its row."""
+    """The live chunks a saved segment holds (chunks.jsonl), each with its row."""
     for line in (generation / "chunks.jsonl").read_text(encoding="utf-8").splitlines():
         yield json.loads(line)
+
+
+def _saved_vector_arrays(segment: Path, chunks: list) -> dict:
+    """A segment's vectors as its index saved them (vectors.npz), or, written by format 2, every
+    row's float32 vector (vectors.npy), of which the live rows are taken."""
+    if (segment / "vectors.npz").is_file():
+        with np.load(segment / "vectors.npz", allow_pickle=False) as arrays:
+            return dict(arrays)
+    vectors = np.load(segment / "vectors.npy", allow_pickle=False)
+    if len(vectors) != len(chunks):
+        raise ValueError(f"vectors.npy has {len(vectors)} rows, expected {len(chunks)}")
+    live = np.array([row for row, chunk in enumerate(chunks) if chunk is not None], np.int64)
+    return {"rows": live, "vectors": vectors[live]}
 
 
 def _saved_vectors(directory: Path, embedder: Embedder, wanted: set[bytes]) -> dict[bytes, np.ndarray]:
@@ -355,15 +443,19 @@ def _saved_vectors(directory: Path, embedder: Embedder, wanted: set[bytes]) -> d
     was built with this embedder (and this tokenizer, for an embedder whose vectors depend on it);
     nothing from a folder that is not a readable knowledge base: reuse only saves time."""
     try:
-        manifest, generation = store.read_generation(directory)
+        manifest, folders = store.read_generation(directory)
         if (manifest["embedder"]["name"], manifest["embedder"]["dimension"]) != (embedder.name, embedder.dimension) \
                 or getattr(embedder, "tokenized", False) and manifest["tokenizer"] != TOKENIZER_SETTINGS:
             return {}
-        vectors = np.load(generation / "vectors.npy", mmap_mode="r", allow_pickle=False)
         out = {}
-        for chunk in _saved_chunks(generation):
-            if (key := content_key(_index_text(chunk))) in wanted:
-                out[key] = np.array(vectors[chunk["row"]], np.float32)
+        for folder in folders:
+            chunks = {chunk["row"]: chunk for chunk in _saved_chunks(folder)}
+            rows = [row for row, chunk in chunks.items() if content_key(_index_text(chunk)) in wanted]
+            if rows:
+                index = _vector_index(embedder, Config(exact_search_below=1 << 62))  # read only: no graph
+                index.add_arrays(_saved_vector_arrays(folder, [chunks.get(r) for r in range(max(chunks) + 1)]))
+                for row, vector in zip(rows, index.vectors_of(rows), strict=True):
+                    out[content_key(_index_text(chunks[row]))] = vector
         return out
     except (RetrievalError, ConfigurationError, OSError, ValueError, KeyError, IndexError, TypeError):
         return {}

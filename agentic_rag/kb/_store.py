@@ -1,16 +1,21 @@
 """Saved knowledge bases: generations of files switched in by one atomic manifest rename.
 
-    DIR/manifest.json        format version, settings, counts, and the sha256 of every file
-    DIR/gen-000007/...       the files of the generation the manifest names
+    DIR/manifest.json        format version, settings, counts, the segments to read in order,
+                             and the sha256 of every file of each
+    DIR/gen-000007/...       one segment: the files one save wrote
     DIR/.lock                held (flock, so POSIX only) by the one process allowed to write
 
-A save writes a complete new generation beside the old one, then replaces the manifest with
-os.replace, so a crash at any point leaves the previous generation loadable. A save names the
-generation it expects to replace (the one its knowledge base was loaded from), so a writer never
-silently overwrites what another writer saved after it loaded.
+A knowledge base is a full segment (every live chunk, the BM25 arrays, the vectors, the graph)
+followed by zero or more delta segments, each holding what one save changed: the chunks it
+added, the documents it added, replaced or removed, their vectors and graph edges. A save
+writes one new segment beside the others, then replaces the manifest with os.replace, so a crash
+at any point leaves the previous state loadable. A save names the generation it expects to
+replace (the newest segment when its knowledge base was loaded or last saved there), so a writer
+never silently overwrites what another writer saved after it loaded.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -26,9 +31,11 @@ import numpy as np
 
 from .._errors import ConfigurationError, RetrievalError
 
-FORMAT_VERSION = 2  # 2: the knowledge graph is saved with every generation
+FORMAT_VERSION = 3  # 3: delta segments; vectors.npz (float16 or sparse) instead of vectors.npy (float32)
+READABLE = (2, 3)   # a version 2 knowledge base is one full segment
 MANIFEST = "manifest.json"
-GENERATION_FILES = ("chunks.jsonl", "documents.json", "bm25.npz", "vocab.json", "vectors.npy", "graph.json")
+FULL_FILES = ("chunks.jsonl", "documents.json", "bm25.npz", "vocab.json", "vectors.npz", "graph.json")
+DELTA_FILES = ("chunks.jsonl", "changes.json", "vectors.npz", "graph.json")
 _GENERATION = re.compile(r"^gen-(\d{6})$")
 _PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 # what a loader reads from the manifest: a missing key is a damaged manifest, not a KeyError
@@ -130,13 +137,14 @@ def _check_expected(directory: Path, expected: str | None) -> None:
 
 def save_generation(directory: Path, writers: dict[str, Callable[[Path], None]], manifest: dict,
                     expected: str | None = None) -> Path:
-    """Write each file with its writer into a new generation, then switch the manifest to it;
-    refused when the manifest names another generation than `expected` (None: no knowledge base)."""
+    """Write each file with its writer into a new segment, then switch the manifest to it (the
+    segments before it are `manifest["earlier"]`); refused when the manifest names another
+    generation than `expected` (None: no knowledge base)."""
     check_target(directory)
     directory.mkdir(parents=True, exist_ok=True)
     with writer_lock(directory):
         _check_expected(directory, expected)
-        previous = current_generation(directory)  # kept below, for a reader that opened its manifest a moment ago
+        previous = _segment_names(directory)  # kept below, for a reader that opened its manifest a moment ago
         numbers = [int(m.group(1)) for p in directory.iterdir() if (m := _GENERATION.match(p.name))]
         name = f"gen-{max(numbers, default=0) + 1:06d}"
         staging = directory / f".{name}.tmp"
@@ -154,12 +162,27 @@ def save_generation(directory: Path, writers: dict[str, Callable[[Path], None]],
             pending.write_text(json.dumps(body, indent=2, ensure_ascii=False), encoding="utf-8")
             _fsync(pending)
             os.replace(pending, directory / MANIFEST)
-            _fsync(directory)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        _remove_old_generations(directory, keep={name, previous})
+        with contextlib.suppress(OSError):  # the save is done; some filesystems cannot sync a folder
+            _fsync(directory)
+        _remove_old_generations(directory, keep={name, *previous, *(s["generation"] for s in body.get("earlier", []))})
     return directory / name
+
+
+def segments(manifest: dict) -> list[dict]:
+    """The segments a manifest lists, in the order they are read: {"generation", "files", "delta"}."""
+    newest = {"generation": manifest["generation"], "files": manifest["files"], "delta": manifest.get("delta", False),
+              "rows": manifest["counts"]["rows"]}
+    return [*manifest.get("earlier", []), newest]
+
+
+def _segment_names(directory: Path) -> set[str]:
+    try:
+        return {s["generation"] for s in segments(json.loads((directory / MANIFEST).read_text(encoding="utf-8")))}
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
 
 
 def _remove_old_generations(directory: Path, keep: set[str]) -> None:
@@ -169,8 +192,9 @@ def _remove_old_generations(directory: Path, keep: set[str]) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def read_generation(directory: Path) -> tuple[dict, Path]:
-    """The manifest and the folder of the current generation, every file's checksum verified."""
+def read_generation(directory: Path) -> tuple[dict, list[Path]]:
+    """The manifest and the folders of its segments in the order they are read, every file's
+    checksum verified."""
     rebuild = "rebuild it into a new folder with: agentic-rag index PATH --kb NEW_DIR"  # DIR itself would load it
     manifest_path = directory / MANIFEST
     if not manifest_path.is_file():
@@ -181,24 +205,27 @@ def read_generation(directory: Path) -> tuple[dict, Path]:
     except (OSError, ValueError) as exc:
         raise RetrievalError(f"{manifest_path} is corrupted ({exc}); {rebuild}") from None
     version = manifest.get("format_version") if isinstance(manifest, dict) else None
-    if version != FORMAT_VERSION:
+    if version not in READABLE:
         raise RetrievalError(f"{directory} has format version {version!r}; this "
-                             f"agentic-rag reads version {FORMAT_VERSION}: {rebuild}")
+                             f"agentic-rag reads versions {', '.join(map(str, READABLE))}: {rebuild}")
     problem = _manifest_problem(manifest)
     if problem:
         raise RetrievalError(f"{manifest_path} is corrupted ({problem}); {rebuild}")
-    generation = directory / manifest["generation"]
-    for filename, expected in manifest["files"].items():
-        path = generation / filename
-        if not path.is_file():
-            raise RetrievalError(f"{path} is missing; {rebuild}")
-        if _sha256(path) != expected:
-            raise RetrievalError(f"{path} is corrupted (checksum mismatch); {rebuild}")
-    return manifest, generation
+    folders = []
+    for segment in segments(manifest):
+        folder = directory / segment["generation"]
+        for filename, expected in segment["files"].items():
+            path = folder / filename
+            if not path.is_file():
+                raise RetrievalError(f"{path} is missing; {rebuild}")
+            if _sha256(path) != expected:
+                raise RetrievalError(f"{path} is corrupted (checksum mismatch); {rebuild}")
+        folders.append(folder)
+    return manifest, folders
 
 
 def _manifest_problem(manifest: dict) -> str | None:
-    """What is wrong with a manifest's shape, or None; every file a generation needs must be listed."""
+    """What is wrong with a manifest's shape, or None; every file a segment needs must be listed."""
     for key, shape in _SHAPE.items():
         value = manifest.get(key)
         if not isinstance(value, dict if isinstance(shape, dict) else shape):
@@ -206,12 +233,23 @@ def _manifest_problem(manifest: dict) -> str | None:
         for inner, kind in shape.items() if isinstance(shape, dict) else ():
             if not isinstance(value.get(inner), kind):
                 return f"'{key}.{inner}' is missing or not a {kind.__name__}"
-    if not _GENERATION.match(manifest["generation"]):
-        return f"generation {manifest['generation']!r} is not gen-NNNNNN"
-    if any(not _PLAIN.match(name) for name in manifest["files"]):  # no ../ or absolute paths out of the folder
-        return f"'files' names a path, not a file of the generation: {sorted(manifest['files'])}"
-    unlisted = [name for name in GENERATION_FILES if name not in manifest["files"]]
-    return f"'files' does not list {', '.join(unlisted)}" if unlisted else None
+    earlier = manifest.get("earlier", [])
+    if not isinstance(earlier, list) or not all(isinstance(s, dict) and isinstance(s.get("generation"), str)
+                                                and isinstance(s.get("files"), dict) for s in earlier):
+        return "'earlier' is not a list of segments"
+    for i, segment in enumerate(segments(manifest)):
+        if not _GENERATION.match(segment["generation"]):
+            return f"generation {segment['generation']!r} is not gen-NNNNNN"
+        if any(not _PLAIN.match(name) for name in segment["files"]):  # no ../ or absolute paths out of the folder
+            return f"'files' names a path, not a file of the generation: {sorted(segment['files'])}"
+        if bool(segment.get("delta")) != (i > 0) or not isinstance(segment.get("rows"), int):
+            return "a knowledge base is one full segment followed by delta segments, each with its rows"
+        vectors = "vectors.npy" if "vectors.npy" in segment["files"] else "vectors.npz"  # .npy: format 2
+        needed = DELTA_FILES if i else [vectors if f == "vectors.npz" else f for f in FULL_FILES]
+        unlisted = [name for name in needed if name not in segment["files"]]
+        if unlisted:
+            return f"'files' of {segment['generation']} does not list {', '.join(unlisted)}"
+    return None
 
 
 def write_npz(path: Path, arrays: dict) -> None:

@@ -1,16 +1,50 @@
-"""Vector index: exact numpy search for small collections, hnswlib (cosine) above a threshold."""
+"""Vector indexes, cosine similarity over L2-normalised vectors; rows are integer labels chosen by
+the caller.
+
+DenseIndex (e5, hosted embedders): exact numpy search for small collections, hnswlib above a
+threshold. Vectors are kept at float16 precision, which is how they are saved: a search gives the
+same result before and after a save.
+
+SparseIndex (the hashing embedder: about 50 non-zero dimensions of 2,048): rows listed by the
+dimensions they hold, searched exactly by adding up query weight x row weight over the query's
+dimensions. No graph to build, nothing approximate, a twentieth of the memory.
+
+Both save as arrays of the rows asked for (`arrays`), read back by `add_arrays`.
+"""
 from __future__ import annotations
+
+from pathlib import Path
 
 import hnswlib
 import numpy as np
 
 from ._filters import fit_mask
 
+_MAX_BLOCKS = 8  # SparseIndex: additions kept as separate blocks until there are this many
 
-class VectorIndex:
-    """Rows are integer labels chosen by the caller; vectors must be L2-normalised."""
 
-    def __init__(self, dimension: int, m: int = 16, ef_construction: int = 200, ef: int = 100,
+def _grow(alive: np.ndarray, needed: int) -> np.ndarray:
+    """`alive` long enough for `needed` rows, grown by half at least, so that many small adds stay cheap."""
+    if needed <= len(alive):
+        return alive
+    return np.concatenate([alive, np.zeros(max(needed, len(alive) * 3 // 2) - len(alive), bool)])
+
+
+def _best(rows: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The k best (row, score), best first, ties to the lower row."""
+    if len(rows) > k:
+        keep = scores >= np.partition(scores, len(rows) - k)[len(rows) - k]
+        rows, scores = rows[keep], scores[keep]
+    order = np.lexsort((rows, -scores))[:k]
+    return [(int(rows[i]), float(scores[i])) for i in order]
+
+
+class DenseIndex:
+    """Exact search below `exact_below` live vectors, an hnswlib graph (cosine) above it."""
+
+    kind = "dense"
+
+    def __init__(self, dimension: int, m: int = 16, ef_construction: int = 200, ef: int = 256,
                  exact_below: int = 20_000, seed: int = 100):
         self.dimension = dimension
         self.m, self.ef_construction, self.ef = m, ef_construction, ef
@@ -25,13 +59,14 @@ class VectorIndex:
         return int(self.alive.sum())
 
     def add(self, rows: list[int], vectors: np.ndarray) -> None:
-        """Store vectors under new rows; builds or grows the hnswlib graph when large enough."""
+        """Store vectors (at float16 precision) under new rows; builds or grows the graph when large enough."""
         rows_array = np.asarray(rows, np.int64)
-        needed = int(rows_array.max(initial=-1)) + 1
-        if needed > len(self.alive):  # grow by half at least, so many small adds stay cheap
-            grow = max(needed, len(self.alive) * 3 // 2) - len(self.alive)
-            self.vectors = np.concatenate([self.vectors, np.zeros((grow, self.dimension), np.float32)])
-            self.alive = np.concatenate([self.alive, np.zeros(grow, bool)])
+        vectors = np.asarray(vectors, np.float32).astype(np.float16).astype(np.float32)
+        self.alive = _grow(self.alive, int(rows_array.max(initial=-1)) + 1)
+        if len(self.alive) > len(self.vectors):
+            grown = np.zeros((len(self.alive), self.dimension), np.float32)
+            grown[:len(self.vectors)] = self.vectors
+            self.vectors = grown
         self.vectors[rows_array] = vectors
         self.alive[rows_array] = True
         if self.hnsw is not None:
@@ -61,6 +96,30 @@ class VectorIndex:
                 self.hnsw.mark_deleted(int(row))
             self.alive[row] = False
 
+    def vectors_of(self, rows: list[int]) -> np.ndarray:
+        """The stored vectors of the given rows."""
+        return self.vectors[np.asarray(rows, np.int64)].reshape(len(rows), self.dimension)
+
+    def arrays(self, rows: list[int]) -> dict[str, np.ndarray]:
+        """The given rows' vectors for saving: float16, which loses nothing they hold."""
+        return {"rows": np.asarray(rows, np.int64), "vectors": self.vectors_of(rows).astype(np.float16)}
+
+    def add_arrays(self, arrays: dict, graph: Path | None = None) -> None:
+        """Add rows saved by `arrays`; with the hnswlib graph saved with them (`graph`), read it
+        instead of building it again."""
+        rows, vectors = np.asarray(arrays["rows"], np.int64), np.asarray(arrays["vectors"], np.float32)
+        if vectors.shape != (len(rows), self.dimension):
+            raise ValueError(f"saved vectors have shape {vectors.shape}, expected ({len(rows)}, {self.dimension})")
+        if graph is None:
+            self.add(rows.tolist(), vectors)
+            return
+        self.alive = _grow(self.alive, int(rows.max(initial=-1)) + 1)
+        self.vectors = np.zeros((len(self.alive), self.dimension), np.float32)
+        self.vectors[rows], self.alive[rows] = vectors, True
+        self.hnsw = hnswlib.Index(space="cosine", dim=self.dimension)
+        self.hnsw.load_index(str(graph), max_elements=max(len(self.alive), 1))
+        self.hnsw.set_ef(self.ef)
+
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The k rows most similar to the query (cosine), best first, among `allowed` rows (a mask
         of any length: rows past its end are not allowed)."""
@@ -76,8 +135,112 @@ class VectorIndex:
                 return [(int(r), 1.0 - float(d)) for r, d in zip(labels[0], distances[0], strict=True)]
             except RuntimeError:
                 pass  # the graph could not return k live neighbours: search exactly instead
-        sims = self.vectors @ query.astype(np.float32)
-        sims[~mask] = -np.inf
-        best = np.argpartition(-sims, k - 1)[:k]
-        best = best[np.lexsort((best, -sims[best]))]
-        return [(int(r), float(sims[r])) for r in best]
+        live = np.flatnonzero(mask)
+        return _best(live, (self.vectors @ query.astype(np.float32))[live], k)
+
+
+class SparseIndex:
+    """Exact search over vectors with few non-zero dimensions: for each dimension, the rows that hold
+    it and their weights (blocks of additions, merged when there are more than _MAX_BLOCKS)."""
+
+    kind = "sparse"
+
+    def __init__(self, dimension: int):
+        self.dimension = dimension
+        self.alive = np.zeros(0, bool)
+        self._blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (indptr by dimension, rows, weights)
+
+    @property
+    def size(self) -> int:
+        """Number of live vectors."""
+        return int(self.alive.sum())
+
+    def add(self, rows: list[int], vectors: np.ndarray) -> None:
+        """Store the non-zero weights of each vector under new rows."""
+        vectors = np.asarray(vectors, np.float32).reshape(len(rows), self.dimension)
+        at, dims = np.nonzero(vectors)
+        self._add(np.asarray(rows, np.int64)[at], dims, vectors[at, dims], rows)
+
+    def _add(self, rows: np.ndarray, dims: np.ndarray, weights: np.ndarray, new_rows) -> None:
+        self.alive = _grow(self.alive, int(np.max(new_rows, initial=-1)) + 1)
+        self.alive[np.asarray(new_rows, np.int64)] = True
+        self._blocks.append(self._block(rows, dims, weights))
+        if len(self._blocks) > _MAX_BLOCKS:
+            self._merge()
+
+    def _block(self, rows: np.ndarray, dims: np.ndarray, weights: np.ndarray):
+        order = np.lexsort((rows, dims))
+        indptr = np.zeros(self.dimension + 1, np.int64)
+        np.cumsum(np.bincount(dims, minlength=self.dimension), out=indptr[1:])
+        return indptr, rows[order].astype(np.int32), weights[order].astype(np.float32)
+
+    def _entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every live (row, dimension, weight)."""
+        parts = [(rows, np.repeat(np.arange(self.dimension), np.diff(indptr)), weights)
+                 for indptr, rows, weights in self._blocks]
+        rows, dims, weights = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0) for i in range(3))
+        keep = self.alive[rows.astype(np.int64)] if len(rows) else np.zeros(0, bool)
+        return rows[keep].astype(np.int64), dims[keep].astype(np.int64), weights[keep].astype(np.float32)
+
+    def _merge(self) -> None:
+        """One block from all, without the rows deleted since."""
+        self._blocks = [self._block(*self._entries())]
+
+    def delete(self, rows: list[int]) -> None:
+        """Remove rows from every search at once (their weights go at the next merge)."""
+        self.alive[np.asarray(rows, np.int64)] = False
+
+    def vectors_of(self, rows: list[int]) -> np.ndarray:
+        """The given rows' vectors, dense."""
+        out = np.zeros((len(rows), self.dimension), np.float32)
+        arrays = self.arrays(rows)
+        out[np.repeat(np.arange(len(rows)), np.diff(arrays["indptr"])), arrays["dims"]] = arrays["weights"]
+        return out
+
+    def arrays(self, rows: list[int]) -> dict[str, np.ndarray]:
+        """The given rows' weights for saving, row by row (CSR): `indptr` into `dims` and `weights`."""
+        wanted = np.asarray(rows, np.int64)
+        entries, dims, weights = self._entries()
+        keep = np.isin(entries, wanted)
+        entries, dims, weights = entries[keep], dims[keep], weights[keep]
+        position = np.searchsorted(np.sort(wanted), entries)
+        slot = np.argsort(wanted, kind="stable")[position]  # each entry's index in `rows`
+        order = np.lexsort((dims, slot))
+        indptr = np.zeros(len(wanted) + 1, np.int64)
+        np.cumsum(np.bincount(slot, minlength=len(wanted)), out=indptr[1:])
+        return {"rows": wanted, "indptr": indptr, "dims": dims[order].astype(np.int16 if self.dimension <= 32767
+                                                                             else np.int32),
+                "weights": weights[order]}
+
+    def add_arrays(self, arrays: dict, graph: Path | None = None) -> None:
+        """Add rows saved by `arrays`, or dense ones (`vectors`, as format 2 saved them); `graph`:
+        none is saved, the argument is DenseIndex's."""
+        if "vectors" in arrays:
+            self.add(np.asarray(arrays["rows"]).tolist(), np.asarray(arrays["vectors"], np.float32))
+            return
+        rows, indptr = np.asarray(arrays["rows"], np.int64), np.asarray(arrays["indptr"], np.int64)
+        dims, weights = np.asarray(arrays["dims"], np.int64), np.asarray(arrays["weights"], np.float32)
+        if len(indptr) != len(rows) + 1 or indptr[-1] != len(dims) or len(dims) != len(weights) \
+                or (len(dims) and (dims.min() < 0 or dims.max() >= self.dimension)):
+            raise ValueError("saved sparse vectors do not match their rows or the dimension")
+        self._add(np.repeat(rows, np.diff(indptr)), dims, weights, rows)
+
+    def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        """The k rows most similar to the query (cosine), best first, among `allowed` rows (a mask
+        of any length: rows past its end are not allowed). A row that shares no dimension with the
+        query has similarity 0: such rows (the lowest first) come after the positive ones."""
+        scores = np.zeros(len(self.alive), np.float32)
+        reached = np.zeros(len(self.alive), bool)
+        for dim in np.flatnonzero(query):
+            for indptr, rows, weights in self._blocks:
+                start, end = indptr[dim], indptr[dim + 1]
+                scores[rows[start:end]] += query[dim] * weights[start:end]
+                reached[rows[start:end]] = True
+        mask = self.alive if allowed is None else self.alive & fit_mask(allowed, len(self.alive))
+        found = np.flatnonzero(mask & reached)
+        if k > 0 and (scores[found] > 0).sum() < k:  # not enough above 0: rows at 0 rank next
+            found = np.union1d(found, np.flatnonzero(mask & ~reached)[:k])
+        return _best(found, scores[found], k) if k > 0 else []
+
+
+VectorIndex = DenseIndex | SparseIndex

@@ -1,0 +1,156 @@
+"""Saves that write what changed: a full segment, then delta segments; deletes and replacements
+across segments; compaction (by `compact=True`, by `agentic-rag compact`, and automatic); a crash
+at each step of a delta save and of a merge leaves the previous state loadable; format 2 loads."""
+import hashlib
+import json
+import os
+
+import numpy as np
+import pytest
+
+from agentic_rag import KnowledgeBase
+from agentic_rag.cli import main
+from agentic_rag.kb import Document
+from agentic_rag.kb import _store as store
+from agentic_rag.kb._knowledge_base import MAX_DELTAS
+from helpers import TINY
+
+QUERIES = ["认证失败", "authentication timeout 2.3.1", "shipping after 15:00", "Team plan", "zebras", "apples"]
+
+
+def _results(kb):
+    return [[(h.id, round(h.score, 5), h.ranks) for h in kb.search(q, k=4)] for q in QUERIES]
+
+
+def _manifest(kb_dir) -> dict:
+    return json.loads((kb_dir / "manifest.json").read_text())
+
+
+def _size(folder) -> int:
+    return sum(p.stat().st_size for p in folder.iterdir())
+
+
+def _changed(kb):
+    """Changes that touch rows of the full segment and of an earlier delta."""
+    kb.add_documents([Document("zebra", "Zebras cross the river at dawn."),
+                      Document("apple", "Apples ship from the north warehouse.")])
+    return kb
+
+
+@pytest.fixture
+def saved(tiny_kb, tmp_path):
+    kb_dir = tmp_path / "kb"
+    tiny_kb.save(kb_dir)
+    return tiny_kb, kb_dir
+
+
+def test_a_delta_holds_only_what_changed_and_loads_to_the_same_knowledge_base(saved):
+    kb, kb_dir = saved
+    full = _size(kb_dir / "gen-000001")
+    delta = _changed(kb).save(kb_dir)
+    manifest = _manifest(kb_dir)
+    assert manifest["delta"] and [s["generation"] for s in manifest["earlier"]] == ["gen-000001"]
+    assert set(manifest["files"]) == set(store.DELTA_FILES) and _size(delta) < full / 2
+    assert [json.loads(line)["doc_id"] for line in (delta / "chunks.jsonl").read_text().splitlines()] == [
+        "zebra", "apple"]
+    loaded = KnowledgeBase.load(kb_dir)
+    assert _results(loaded) == _results(kb) and loaded.document_count == kb.document_count
+
+
+def test_deletes_and_replacements_reach_rows_of_every_segment(saved):
+    kb, kb_dir = saved
+    _changed(kb).save(kb_dir)                                          # gen 2: zebra, apple
+    kb.delete_documents(["pricing", "zebra"])                          # one from the full segment, one from gen 2
+    kb.add_documents([Document("apple", "Apples now ship from the south warehouse."),  # replaces gen 2's
+                      Document(TINY[0].id, "认证失败 means authentication failed: replaced text.")])  # the full's
+    kb.save(kb_dir)                                                    # gen 3
+    loaded = KnowledgeBase.load(kb_dir)
+    assert _results(loaded) == _results(kb)
+    assert {"pricing", "zebra"}.isdisjoint(h.doc_id for q in QUERIES for h in loaded.search(q, k=10))
+    assert "south" in loaded.search("apples warehouse", k=1)[0].text
+    assert loaded.document_count == kb.document_count and len(loaded) == len(kb)
+    loaded.add_documents([Document("late", "a late note about zebras")])   # a loaded base saves deltas too
+    loaded.save(kb_dir)
+    assert len(_manifest(kb_dir)["earlier"]) == 3 and KnowledgeBase.load(kb_dir).search("zebras", k=1)[0].doc_id \
+        == "late"
+
+
+def test_compaction_folds_the_segments_into_one_and_drops_what_was_deleted(saved, capsys):
+    kb, kb_dir = saved
+    _changed(kb).save(kb_dir)
+    kb.delete_documents(["zebra"])
+    kb.save(kb_dir)
+    expected = _results(kb)
+    assert main(["compact", "--kb", str(kb_dir)]) == 0
+    assert "compacted 3 segments into one" in capsys.readouterr().out
+    manifest = _manifest(kb_dir)
+    assert not manifest.get("earlier") and not manifest.get("delta")
+    assert "Zebras cross" not in (kb_dir / manifest["generation"] / "chunks.jsonl").read_text()
+    assert _results(KnowledgeBase.load(kb_dir)) == expected
+    kept = sorted(p.name for p in kb_dir.iterdir() if p.name.startswith("gen-"))
+    assert kept == ["gen-000001", "gen-000002", "gen-000003", "gen-000004"]  # the last manifest's readers go on
+    KnowledgeBase.load(kb_dir).save(kb_dir, compact=True)
+    assert sorted(p.name for p in kb_dir.iterdir() if p.name.startswith("gen-")) == ["gen-000004", "gen-000005"]
+
+
+def test_a_save_after_max_deltas_writes_one_full_segment(saved):
+    kb, kb_dir = saved
+    for i in range(MAX_DELTAS):
+        kb.add_documents([Document(f"note{i}", f"note {i} about zebras")])
+        kb.save(kb_dir)
+    assert len(_manifest(kb_dir)["earlier"]) == MAX_DELTAS  # the full segment and MAX_DELTAS - 1 deltas
+    kb.add_documents([Document("one-more", "one more note")])
+    kb.save(kb_dir)
+    assert not _manifest(kb_dir).get("earlier") and _results(KnowledgeBase.load(kb_dir)) == _results(kb)
+
+
+@pytest.mark.parametrize("step", range(12))
+@pytest.mark.parametrize("kind", ["delta", "merge"])
+def test_a_crash_at_any_step_of_a_save_leaves_the_previous_state(saved, monkeypatch, step, kind):
+    kb, kb_dir = saved
+    _changed(kb).save(kb_dir)
+    expected = _results(KnowledgeBase.load(kb_dir))
+    kb.delete_documents(["apple"])
+    kb.add_documents([Document("late", "a late note about zebras")])
+    calls = {"n": 0}
+
+    def failing(real):
+        def wrapper(*args, **kwargs):
+            calls["n"] += 1
+            if calls["n"] == step + 1:
+                raise OSError(f"crash at step {step}")
+            return real(*args, **kwargs)
+        return wrapper
+
+    # the steps of a save: each file written and synced, the folder renamed, the manifest written and replaced
+    monkeypatch.setattr(store, "_fsync", failing(store._fsync))
+    monkeypatch.setattr(os, "rename", failing(os.rename))
+    monkeypatch.setattr(os, "replace", failing(os.replace))
+    try:
+        kb.save(kb_dir, compact=kind == "merge")
+    except OSError:
+        pass
+    monkeypatch.undo()
+    assert _results(KnowledgeBase.load(kb_dir)) in (expected, _results(kb))  # before, or done whole
+    kb.save(kb_dir)  # and the next save goes on from there
+    assert _results(KnowledgeBase.load(kb_dir)) == _results(kb)
+
+
+def test_a_format_2_knowledge_base_loads_and_grows_by_deltas(tiny_kb, tmp_path):
+    kb_dir = tmp_path / "kb"
+    generation = tiny_kb.save(kb_dir)
+    expected = _results(tiny_kb)
+    with np.load(generation / "vectors.npz") as arrays:   # rewrite it as format 2 wrote it: every row, float32
+        dense = np.zeros((_manifest(kb_dir)["counts"]["rows"], 2048), np.float32)
+        dense[arrays["rows"]] = tiny_kb._vectors.vectors_of(arrays["rows"].tolist())
+    (generation / "vectors.npz").unlink()
+    np.save(generation / "vectors.npy", dense)
+    manifest = _manifest(kb_dir)
+    del manifest["files"]["vectors.npz"]
+    manifest.update(format_version=2, files=dict(manifest["files"], **{
+        "vectors.npy": hashlib.sha256((generation / "vectors.npy").read_bytes()).hexdigest()}))
+    (kb_dir / "manifest.json").write_text(json.dumps(manifest))
+    loaded = KnowledgeBase.load(kb_dir)
+    assert _results(loaded) == expected
+    _changed(loaded).save(kb_dir)
+    assert _manifest(kb_dir)["format_version"] == 3 and _results(KnowledgeBase.load(kb_dir)) == _results(loaded)
