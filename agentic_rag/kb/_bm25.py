@@ -29,6 +29,18 @@ from ._filters import fit_mask
 _TAIL_LIMIT = 50_000  # tail postings kept unmerged; a query scans the tail once per term
 
 
+def _union(parts: list[np.ndarray], size: int) -> np.ndarray:
+    """The rows in any of the ascending row arrays, ascending."""
+    if len(parts) == 1:
+        return parts[0]
+    if sum(map(len, parts)) * 16 < size:
+        return np.unique(np.concatenate([np.zeros(0, np.int32), *parts]))
+    marked = np.zeros(size, bool)
+    for part in parts:
+        marked[part] = True
+    return np.flatnonzero(marked)
+
+
 class BM25:
     """An incremental BM25 index; rows are integer ids chosen by the caller."""
 
@@ -193,12 +205,11 @@ class BM25:
             if candidates is None:
                 seen.append(rows)
                 if 0 < kth and gain < kth:  # a row not reached yet can gain at most `gain`: it cannot make it
-                    candidates = self._allowed(np.unique(np.concatenate([r[out[r] + gain >= kth] for r in seen])),
-                                               allowed)
+                    candidates = self._allowed(_union([r[out[r] + gain >= kth] for r in seen], len(out)), allowed)
             else:
                 candidates = candidates[out[candidates] + gain >= kth]
         if candidates is None:  # fewer than k rows reached
-            candidates = self._allowed(np.unique(np.concatenate([np.zeros(0, np.int32), *seen])), allowed)
+            candidates = self._allowed(_union(seen, len(out)), allowed)
         found = candidates[out[candidates] > 0]
         if len(found) > k:  # the k best and every row tied with the k-th, so that ties go to the lower row
             found = found[out[found] >= np.partition(out[found], len(found) - k)[len(found) - k]]

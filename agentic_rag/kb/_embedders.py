@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -156,10 +156,16 @@ def content_key(text: str) -> bytes:
 
 
 def embed_batched(embedder: Embedder, texts: Sequence[str], progress: bool = True) -> np.ndarray:
-    """Embed in batches of the embedder's `batch_size` (256 if it names none), checking shapes; with
-    progress and more than one batch, a line on stderr: chunks done, chunks per second, time left."""
+    """Embed in batches (embed_batches), as one matrix."""
+    parts = [batch for _, batch in embed_batches(embedder, texts, progress)]
+    return np.concatenate(parts) if parts else np.zeros((0, embedder.dimension), np.float32)
+
+
+def embed_batches(embedder: Embedder, texts: Sequence[str], progress: bool = True) -> Iterator[tuple[int, np.ndarray]]:
+    """(start, vectors) for each batch of the embedder's `batch_size` (256 if it names none), shapes
+    checked; with progress and more than one batch, a line on stderr: chunks done, chunks per
+    second, time left."""
     size = getattr(embedder, "batch_size", 256)
-    parts = []
     show = progress and len(texts) > size
     started = time.perf_counter()
     for start in range(0, len(texts), size):
@@ -167,7 +173,7 @@ def embed_batched(embedder: Embedder, texts: Sequence[str], progress: bool = Tru
         batch = embedder.embed(texts[start:start + size])
         if batch.shape != expected:
             raise ConfigurationError(f"embedder {embedder.name!r} returned shape {batch.shape}; expected {expected}")
-        parts.append(batch)
+        yield start, batch
         if show:
             done = start + expected[0]
             rate = done / max(time.perf_counter() - started, 1e-9)
@@ -176,4 +182,3 @@ def embed_batched(embedder: Embedder, texts: Sequence[str], progress: bool = Tru
                   end="", file=sys.stderr, flush=True)
     if show:
         print(file=sys.stderr)
-    return np.concatenate(parts) if parts else np.zeros((0, embedder.dimension), np.float32)

@@ -18,7 +18,15 @@ from . import _store as store
 from ._bm25 import BM25
 from ._chunking import chunk_text
 from ._documents import Document
-from ._embedders import REMOVED, SEMANTIC_FUSION, Embedder, content_key, embed_batched, embed_query, make_embedder
+from ._embedders import (
+    REMOVED,
+    SEMANTIC_FUSION,
+    Embedder,
+    content_key,
+    embed_batches,
+    embed_query,
+    make_embedder,
+)
 from ._filters import check_filters, filter_mask
 from ._fusion import reciprocal_rank_fusion, score_fusion
 from ._graph import KnowledgeGraph
@@ -98,7 +106,7 @@ class KnowledgeBase:
             texts = [_index_text(c) for c in chunks]
             keys = [content_key(t) for t in texts]
             tokens = [tokenize(t) for t in texts]
-            vectors = self._embed(texts, keys, progress, reuse_from)
+            packed = self._embed(texts, keys, progress, reuse_from)
             triples = [self.extract_triples(c["title"], c["text"]) for c in chunks] if self.extract_triples else None
             with self._lock.write():
                 for doc in todo:
@@ -114,7 +122,8 @@ class KnowledgeBase:
                 for row, chunk in zip(rows, chunks, strict=True):
                     self._docs[chunk["doc_id"]]["rows"].append(row)
                 self._bm25.add(rows, tokens)
-                self._vectors.add(rows, vectors)
+                for indices, part in packed:
+                    self._vectors.add_packed([rows[i] for i in indices], part)
                 self._content_rows().update(zip(keys, rows, strict=True))
                 for i, (row, chunk) in enumerate(zip(rows, chunks, strict=True)):
                     if triples is None:
@@ -125,24 +134,28 @@ class KnowledgeBase:
         return result
 
     def _embed(self, texts: list[str], keys: list[bytes], progress: bool,
-               reuse_from: Iterable[str | Path] | str | Path) -> np.ndarray:
-        """The texts' vectors: copied where the same text was embedded before (here, or in a saved
-        knowledge base of `reuse_from`), embedded once otherwise."""
+               reuse_from: Iterable[str | Path] | str | Path) -> list[tuple[list[int], object]]:
+        """The texts' vectors, as (indices of the texts, their vectors packed by the vector index)
+        batch by batch, so that all of them are never held unpacked: copied where the same text was
+        embedded before (here, or in a saved knowledge base of `reuse_from`), embedded otherwise."""
         with self._lock.read():
             held = self._content_rows()
-            reused = [key for key in dict.fromkeys(keys) if key in held]
-            known = dict(zip(reused, self._vectors.vectors_of([held[key] for key in reused]), strict=True))
+            here = [key for key in dict.fromkeys(keys) if key in held]
+            known = dict(zip(here, self._vectors.vectors_of([held[key] for key in here]), strict=True))
         wanted = set(keys) - known.keys()
         for folder in [reuse_from] if isinstance(reuse_from, (str, Path)) else reuse_from:
             if wanted:
                 found = _saved_vectors(Path(folder), self.embedder, wanted)
                 known.update(found)
                 wanted -= found.keys()
-        todo = {key: text for key, text in zip(keys, texts, strict=True) if key not in known}
+        reused = [i for i, key in enumerate(keys) if key in known]
+        todo = [i for i, key in enumerate(keys) if key not in known]
         if progress and known:
-            print(f"reusing the vectors of {len(texts) - len(todo)} of {len(texts)} chunks", file=sys.stderr)
-        known.update(zip(todo, embed_batched(self.embedder, list(todo.values()), progress), strict=True))
-        return np.array([known[key] for key in keys], np.float32).reshape(len(texts), self.embedder.dimension)
+            print(f"reusing the vectors of {len(reused)} of {len(texts)} chunks", file=sys.stderr)
+        parts = [(reused, self._vectors.pack(np.array([known[keys[i]] for i in reused], np.float32)))] if reused else []
+        for start, batch in embed_batches(self.embedder, [texts[i] for i in todo], progress):
+            parts.append((todo[start:start + len(batch)], self._vectors.pack(batch)))
+        return parts
 
     def _content_rows(self) -> dict[bytes, int]:
         """content_key of its text -> a live row: built by the first add that asks, then kept by adds and deletes."""
@@ -204,9 +217,10 @@ class KnowledgeBase:
             if len(use) == 1:  # a single retriever keeps its own score
                 raw = dict(found[use[0]])
                 fused = [(row, raw[row], ranks) for row, _, ranks in fused]
-            hits = [self._hit(row, score, ranks) for row, score, ranks in fused[:depth]]
-            term_weights = self._bm25.idf(tokenize(query))
-        if c.rerank if rerank is None else rerank:
+            rerank = c.rerank if rerank is None else rerank
+            hits = [self._hit(row, score, ranks) for row, score, ranks in fused[:depth if rerank else k]]
+            term_weights = self._bm25.idf(tokenize(query)) if rerank else {}
+        if rerank:
             hits = self.reranker.rerank(query, hits, term_weights)
         return hits[:k]
 

@@ -89,6 +89,14 @@ class DenseIndex:
         # one thread: insertion order then fixes the graph, so builds repeat exactly
         self.hnsw.add_items(vectors, rows, num_threads=1)
 
+    def pack(self, vectors: np.ndarray) -> np.ndarray:
+        """A batch of vectors as add_packed takes them: float16, all the precision kept."""
+        return np.asarray(vectors, np.float32).astype(np.float16)
+
+    def add_packed(self, rows: list[int], packed: np.ndarray) -> None:
+        """Add a batch made by `pack` under new rows."""
+        self.add(rows, packed.astype(np.float32))
+
     def delete(self, rows: list[int]) -> None:
         """Remove rows from every search at once."""
         for row in rows:
@@ -157,9 +165,18 @@ class SparseIndex:
 
     def add(self, rows: list[int], vectors: np.ndarray) -> None:
         """Store the non-zero weights of each vector under new rows."""
-        vectors = np.asarray(vectors, np.float32).reshape(len(rows), self.dimension)
+        self.add_packed(rows, self.pack(vectors))
+
+    def pack(self, vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A batch of vectors as add_packed takes them: (vector index, dimension, weight) of each non-zero."""
+        vectors = np.asarray(vectors, np.float32).reshape(-1, self.dimension)
         at, dims = np.nonzero(vectors)
-        self._add(np.asarray(rows, np.int64)[at], dims, vectors[at, dims], rows)
+        return at.astype(np.int32), dims.astype(np.int32), vectors[at, dims]
+
+    def add_packed(self, rows: list[int], packed: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
+        """Add a batch made by `pack` under new rows."""
+        at, dims, weights = packed
+        self._add(np.asarray(rows, np.int64)[at], dims, weights, rows)
 
     def _add(self, rows: np.ndarray, dims: np.ndarray, weights: np.ndarray, new_rows) -> None:
         self.alive = _grow(self.alive, int(np.max(new_rows, initial=-1)) + 1)
@@ -229,17 +246,16 @@ class SparseIndex:
         """The k rows most similar to the query (cosine), best first, among `allowed` rows (a mask
         of any length: rows past its end are not allowed). A row that shares no dimension with the
         query has similarity 0: such rows (the lowest first) come after the positive ones."""
-        scores = np.zeros(len(self.alive), np.float32)
-        reached = np.zeros(len(self.alive), bool)
-        for dim in np.flatnonzero(query):
-            for indptr, rows, weights in self._blocks:
-                start, end = indptr[dim], indptr[dim + 1]
-                scores[rows[start:end]] += query[dim] * weights[start:end]
-                reached[rows[start:end]] = True
+        dims = np.flatnonzero(query)
+        scores = np.zeros(len(self.alive))
+        for indptr, rows, weights in self._blocks:  # every posting of the query's dimensions at once
+            starts, counts = indptr[dims], indptr[dims + 1] - indptr[dims]
+            at = np.arange(counts.sum()) + np.repeat(starts - np.cumsum(counts) + counts, counts)
+            scores += np.bincount(rows[at], np.repeat(query[dims], counts) * weights[at], len(self.alive))
         mask = self.alive if allowed is None else self.alive & fit_mask(allowed, len(self.alive))
-        found = np.flatnonzero(mask & reached)
+        found = np.flatnonzero(mask & (scores != 0))
         if k > 0 and (scores[found] > 0).sum() < k:  # not enough above 0: rows at 0 rank next
-            found = np.union1d(found, np.flatnonzero(mask & ~reached)[:k])
+            found = np.union1d(found, np.flatnonzero(mask & (scores == 0))[:k])
         return _best(found, scores[found], k) if k > 0 else []
 
 
