@@ -27,6 +27,7 @@ import numpy as np
 from ._filters import fit_mask
 
 _TAIL_LIMIT = 50_000  # tail postings kept unmerged; a query scans the tail once per term
+_ADD_SLICE = 8_192    # rows turned into postings at a time
 
 
 def _union(parts: list[np.ndarray], size: int) -> np.ndarray:
@@ -63,14 +64,11 @@ class BM25:
 
     def add(self, rows: list[int], token_lists: list[list[str]]) -> None:
         """Index each row's tokens; a row must be new (delete it first to replace it)."""
-        flat = [token for tokens in token_lists for token in tokens]
-        fresh = [term for term in dict.fromkeys(flat) if term not in self.vocab]  # ids in order of first use
-        self.vocab.update({term: i for i, term in enumerate(fresh, len(self.vocab))})
-        ids = np.fromiter(map(self.vocab.__getitem__, flat), np.int64, len(flat))
         span = max(rows, default=0) + 1
-        owner = np.repeat(np.asarray(rows, np.int64), [len(tokens) for tokens in token_lists])
-        pairs, tfs = np.unique(ids * span + owner, return_counts=True)  # (term, row) pairs, term-major
-        terms, post_rows = (pairs // span).astype(np.int32), (pairs % span).astype(np.int32)
+        parts = [self._postings_of(rows[i:i + _ADD_SLICE], token_lists[i:i + _ADD_SLICE], span)
+                 for i in range(0, len(rows), _ADD_SLICE)]  # a slice at a time: bounded scratch memory
+        terms, post_rows, tfs = (np.concatenate([np.zeros(0, t)] + [p[n] for p in parts])
+                                 for n, t in enumerate((np.int32, np.int32, np.float32)))
         if rows and span > len(self.alive):  # grow by half at least, so many small adds stay cheap
             grow = max(span, len(self.alive) * 3 // 2) - len(self.alive)
             self.lengths = np.concatenate([self.lengths, np.zeros(grow, np.float32)])
@@ -79,10 +77,20 @@ class BM25:
         self.alive[rows] = True
         tail_terms, tail_rows, tail_tf = self._tail
         self._tail = (np.concatenate([tail_terms, terms]), np.concatenate([tail_rows, post_rows]),
-                      np.concatenate([tail_tf, tfs.astype(np.float32)]))
+                      np.concatenate([tail_tf, tfs]))
         self._changed()
         if len(self._tail[0]) > _TAIL_LIMIT:
             self.merge()
+
+    def _postings_of(self, rows: list[int], token_lists: list[list[str]], span: int):
+        """(term, row, tf) of each distinct term of each row, term-major; new terms join the vocabulary."""
+        flat = [token for tokens in token_lists for token in tokens]
+        fresh = [term for term in dict.fromkeys(flat) if term not in self.vocab]  # ids in order of first use
+        self.vocab.update({term: i for i, term in enumerate(fresh, len(self.vocab))})
+        ids = np.fromiter(map(self.vocab.__getitem__, flat), np.int64, len(flat))
+        owner = np.repeat(np.asarray(rows, np.int64), [len(tokens) for tokens in token_lists])
+        pairs, tfs = np.unique(ids * span + owner, return_counts=True)
+        return (pairs // span).astype(np.int32), (pairs % span).astype(np.int32), tfs.astype(np.float32)
 
     def delete(self, rows: list[int]) -> None:
         """Remove rows from every ranking at once."""

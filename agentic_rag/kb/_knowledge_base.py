@@ -105,7 +105,7 @@ class KnowledgeBase:
                                                                           self.config.chunk_overlap))]
             texts = [_index_text(c) for c in chunks]
             keys = [content_key(t) for t in texts]
-            tokens = [tokenize(t) for t in texts]
+            tokens = [list(map(sys.intern, tokenize(t))) for t in texts]  # one copy of each word, not one a use
             packed = self._embed(texts, keys, progress, reuse_from)
             triples = [self.extract_triples(c["title"], c["text"]) for c in chunks] if self.extract_triples else None
             with self._lock.write():
