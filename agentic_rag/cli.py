@@ -165,6 +165,28 @@ def cmd_ask(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    try:
+        import waitress
+
+        from .service import Limits, create_app, keys_from
+    except ImportError:
+        raise ConfigurationError("agentic-rag serve needs the serve extra: pip install 'agentic-rag[serve]'") from None
+    settings = model_settings(args)
+    reads, writes = keys_from(os.environ, args.keys_file)
+    load_kb(args.kb, settings)  # a missing or damaged knowledge base fails here, in one line
+    app = create_app(make_model(settings), kb_dir=args.kb, tools=ask_tools(args), model_name=settings["name"],
+                     read_keys=reads, write_keys=writes, cache_size=args.cache_size, cache_ttl_s=args.cache_ttl,
+                     limits=Limits(max_concurrent_runs=args.max_runs), loader=lambda path: load_kb(str(path), settings),
+                     multiprocess_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+    keys = f"{len(reads)} read and {len(writes)} write keys" if reads or writes else \
+        "no keys (open to anyone who can connect)"
+    print(f"serving {args.kb} on http://{args.host}:{args.port} with {args.threads} threads, {keys}; "
+          f"Ctrl-C stops", file=sys.stderr)
+    waitress.serve(app, host=args.host, port=args.port, threads=args.threads, ident="agentic-rag", _quiet=True)
+    return 0
+
+
 def cmd_bench(args) -> int:
     from .eval._bench import MODES, run_bench
 
@@ -211,6 +233,13 @@ def _model_flags(parser, chat: bool = True, embedding: bool = False) -> None:
                             help="send one task to another model, e.g. grade=small-model (repeatable)")
 
 
+def _tool_flags(parser) -> None:
+    parser.add_argument("--db", metavar="PATH", help="SQLite shop database for the order and stock tools")
+    parser.add_argument("--web-search", metavar="URL", help="SearxNG-style JSON search API (web search is off "
+                                                            "without it)")
+    parser.add_argument("--now", metavar="YYYY-MM-DDTHH:MM", help="the date tools' clock (default: the real one)")
+
+
 def cmd_doctor(args) -> int:
     from ._doctor import run_doctor
 
@@ -245,6 +274,22 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
     _model_flags(delete, chat=False)
     delete.set_defaults(run=cmd_delete)
+    serve = commands.add_parser("serve", help="answer over HTTP: JSON API and OpenAI-compatible chat (waitress)")
+    serve.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to bind (default %(default)s; TLS belongs to a proxy in front)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
+    serve.add_argument("--threads", type=_positive, default=8, help="worker threads (default %(default)s)")
+    serve.add_argument("--max-runs", type=_positive, default=4, help="questions answered at once; more get 429 "
+                                                                     "(default %(default)s)")
+    serve.add_argument("--cache-size", type=int, default=1024, help="answers kept in memory; 0 turns the cache off "
+                                                                   "(default %(default)s)")
+    serve.add_argument("--cache-ttl", type=float, default=300.0, help="seconds an answer is kept (default %(default)s)")
+    serve.add_argument("--keys-file", metavar="FILE", help="lines 'read KEY' or 'write KEY' (also "
+                                                           "AGENTIC_RAG_READ_KEYS, AGENTIC_RAG_WRITE_KEYS)")
+    _model_flags(serve)
+    _tool_flags(serve)
+    serve.set_defaults(run=cmd_serve)
     compact = commands.add_parser("compact", help="merge a knowledge base's saved segments into one, "
                                                   "dropping what was deleted")
     compact.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
@@ -257,10 +302,8 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("--trace", action="store_true", help="print every trace event")
     ask.add_argument("--max-rounds", type=_positive, metavar="N", help="retrieval rounds at most (default 3)")
     ask.add_argument("--budget", type=_positive, metavar="TOKENS", help="token budget of the run")
-    ask.add_argument("--db", metavar="PATH", help="SQLite shop database for the order and stock tools")
     ask.add_argument("--stream", action="store_true", help="print the draft answer as it is generated")
-    ask.add_argument("--web-search", metavar="URL", help="SearxNG-style JSON search API (web search is off without it)")
-    ask.add_argument("--now", metavar="YYYY-MM-DDTHH:MM", help="the date tools' clock (default: the real one)")
+    _tool_flags(ask)
     _model_flags(ask)
     ask.set_defaults(run=cmd_ask)
     bench = commands.add_parser("bench", help="linear against agentic on an evaluation set")

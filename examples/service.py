@@ -1,52 +1,38 @@
-"""Embedding the library in an existing service: a standard-library WSGI app, one knowledge base
-shared read-only by every request, one run (and one state) per request.
+"""Embedding the library in an existing service: the WSGI application agentic_rag.service makes,
+served here by waitress on 127.0.0.1 (pip install 'agentic-rag[serve]'); any WSGI server or
+framework can mount the same `app` (docs/how-to/service.md).
 
-    python examples/service.py          # starts, answers two requests itself, stops
+    python examples/service.py          # builds a knowledge base, starts, answers two requests, stops
 """
 import json
+import tempfile
 import threading
-import urllib.parse
+import urllib.error
 import urllib.request
 from pathlib import Path
-from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from agentic_rag import AgenticRAGError, KnowledgeBase, OfflineModel, load_documents, run_agentic_rag
+import waitress
 
-KB = KnowledgeBase()                     # built once at start-up; searches share it safely
-KB.add_documents(load_documents(Path(__file__).parent / "data").documents)
-MODEL = OfflineModel()                   # stateless: one for the whole service
+from agentic_rag import KnowledgeBase, OfflineModel, load_documents
+from agentic_rag.service import create_app
 
+folder = Path(tempfile.mkdtemp()) / "kb"
+kb = KnowledgeBase()
+kb.add_documents(load_documents(Path(__file__).parent / "data").documents)
+kb.save(folder)
 
-def answer(question: str) -> dict:
-    """The plain function the handler calls: one run, its own state."""
-    state = run_agentic_rag(question, KB, MODEL)
-    return {"answer": state["answer"], "abstained": state["abstained"], "stop_reason": state["stop_reason"],
-            "citations": [c["source"] for c in state["citations"]]}
+app = create_app(OfflineModel(), kb_dir=folder)   # one knowledge base and model, shared by every request
+server = waitress.create_server(app, host="127.0.0.1", port=0)
+threading.Thread(target=server.run, daemon=True).start()
 
-
-def app(environ, start_response):
-    question = urllib.parse.parse_qs(environ.get("QUERY_STRING", "")).get("q", [""])[0]
+for question in ["登录报错的问题在 2.3.1 版本里修复了吗？", " "]:
+    request = urllib.request.Request(f"http://127.0.0.1:{server.effective_port}/v1/ask",
+                                     data=json.dumps({"question": question}).encode(),
+                                     headers={"Content-Type": "application/json"})
     try:
-        status, body = "200 OK", answer(question)
-    except AgenticRAGError as exc:       # bad input: a clear 400, never a stack trace
-        status, body = "400 Bad Request", {"error": str(exc)}
-    start_response(status, [("Content-Type", "application/json; charset=utf-8")])
-    return [json.dumps(body, ensure_ascii=False).encode()]
-
-
-class QuietHandler(WSGIRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-if __name__ == "__main__":
-    server = make_server("127.0.0.1", 0, app, handler_class=QuietHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_port}/?"
-    for q in ["登录报错的问题在 2.3.1 版本里修复了吗？", " "]:
-        try:
-            with urllib.request.urlopen(url + urllib.parse.urlencode({"q": q})) as response:
-                print(response.status, response.read().decode())
-        except urllib.error.HTTPError as error:
-            print(error.code, error.read().decode())
-    server.shutdown()
+        with urllib.request.urlopen(request) as response:
+            reply = json.load(response)
+            print(response.status, reply["stop_reason"], [c["source"] for c in reply["citations"]])
+    except urllib.error.HTTPError as error:     # bad input: a JSON error with the right status
+        print(error.code, json.load(error)["error"]["message"])
+server.close()

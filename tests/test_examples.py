@@ -51,12 +51,9 @@ def test_custom_tool_py():
 
 def test_service_py():
     answered, refused = run("service.py").splitlines()
-    status, body = answered.split(" ", 1)
-    body = json.loads(body)
-    assert status == "200" and not body["abstained"] and body["stop_reason"] == "sufficient"
-    assert any(c.endswith("release-notes/nimbus-2.3.1.md") for c in body["citations"]) and "[1]" in body["answer"]
-    status, body = refused.split(" ", 1)
-    assert status == "400" and "empty" in json.loads(body)["error"]               # bad input: a clear 400
+    status, stop, sources = answered.split(" ", 2)
+    assert status == "200" and stop == "sufficient" and "release-notes/nimbus-2.3.1.md" in sources
+    assert refused == "400 the question is empty"                                   # bad input: a clear 400
 
 
 def test_test_a_step_py():

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from agentic_rag.eval import bm25_speed, retrieval
+from agentic_rag.eval import retrieval, scale
 from helpers import SHARED_DATA
 
 
@@ -26,10 +26,17 @@ def test_smoke_run_writes_reports(tmp_path, capsys):
 
 
 def test_bm25_agrees_with_bm25s_on_a_synthetic_corpus():
-    report = bm25_speed.run(chunks=2000, queries=100)
-    assert report["top10_agreement"] >= 0.97  # only ties may order differently
-    assert report["ours"]["index_s"] > 0 and report["bm25s"]["query_ms_p50"] > 0
+    report = scale.bm25_run(2000, 60)
+    for mix in ("zipf", "mid"):  # only ties may order differently
+        assert report[mix]["top10_agreement_ties_counted"] >= 0.99 and report[mix]["ours_ms"]["p50"] > 0
+    assert report["build_s"]["ours"] > 0 and report["postings"] > 2000 * 20
 
 
-def test_synthetic_corpus_repeats():
-    assert bm25_speed.synthetic_corpus(50, 5) == bm25_speed.synthetic_corpus(50, 5)
+def test_the_scale_report_measures_every_part_at_a_small_size(tmp_path):
+    assert scale.texts(50) == scale.texts(50) and scale.queries("mid", 5) == scale.queries("mid", 5)
+    assert any("\u4e00" <= ch <= "\u9fff" for ch in "".join(scale.texts(20)))  # CJK characters too
+    assert scale.main(["--sizes", "1500", "--queries", "20", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())["sizes"]["1500"]
+    assert report["vectors"]["hashing"]["recall10"] == 1.0      # the sparse index is exact
+    assert report["kb"]["chunks"] == 1500 and report["kb"]["save"]["bytes_ratio"] < 0.2
+    assert "| 1,500 |" in (tmp_path / "report.md").read_text()

@@ -1,5 +1,5 @@
-"""Evaluation: data sets, metrics and benchmark runners that write reports. The retrieval and BM25
-speed benchmarks are commands: `python -m agentic_rag.eval.retrieval`, `python -m agentic_rag.eval.bm25_speed`."""
+"""Evaluation: data sets, metrics and benchmark runners that write reports. The retrieval and scale
+benchmarks are commands: `python -m agentic_rag.eval.retrieval`, `python -m agentic_rag.eval.scale`."""
 from ._answers import answer_correct
 from ._bench import run_bench
 from ._datasets import Question, load_set

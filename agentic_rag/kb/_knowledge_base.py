@@ -27,7 +27,7 @@ from ._embedders import (
     embed_query,
     make_embedder,
 )
-from ._filters import check_filters, filter_mask
+from ._filters import check_filters, filter_mask, matches
 from ._fusion import reciprocal_rank_fusion, score_fusion
 from ._graph import KnowledgeGraph
 from ._hit import Hit
@@ -242,6 +242,16 @@ class KnowledgeBase:
             return [self._hit(row, 1.0 / found[row][0], {"graph": rank}).model_copy(update={"path": found[row][1]})
                     for rank, row in enumerate(order, 1)]
 
+    def restricted(self, filters: dict) -> RestrictedView:
+        """This knowledge base as a run sees it when only chunks matching `filters` may be used: every
+        search keeps to them (and a route's own filters narrow further). For a service request's filters."""
+        return RestrictedView(self, check_filters(filters))
+
+    def generation(self, directory: str | Path) -> str | None:
+        """The generation this knowledge base was loaded from or last saved in `directory`, if any."""
+        saved = self._saved.get(os.path.realpath(directory))
+        return saved["segments"][-1]["generation"] if saved else None
+
     @property
     def graph_size(self) -> tuple[int, int]:
         """(nodes, edges) of the knowledge graph."""
@@ -417,6 +427,30 @@ class KnowledgeBase:
 # a save writes one full segment instead of a delta when the folder holds more delta segments than
 # MAX_DELTAS, or more rows in them than MAX_DELTA_ROWS and a quarter of all (a load replays them)
 MAX_DELTAS, MAX_DELTA_ROWS = 8, 1000
+
+
+class RestrictedView:
+    """A knowledge base whose searches keep to chunks matching fixed filters (KnowledgeBase.restricted)."""
+
+    def __init__(self, kb: KnowledgeBase, filters: dict):
+        self._kb, self.filters = kb, filters
+
+    def __getattr__(self, name):  # term weights, graph size, BM25 scores: as the knowledge base has them
+        return getattr(self._kb, name)
+
+    def __len__(self) -> int:
+        return len(self._kb)
+
+    def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
+               rerank: bool | None = None) -> list[Hit]:
+        """As KnowledgeBase.search, with these filters over the given ones (they win on a shared field)."""
+        return self._kb.search(query, k, mode, {**(filters or {}), **self.filters}, rerank)
+
+    def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
+        """As KnowledgeBase.graph_search, keeping the hits that match the filters."""
+        hits = self._kb.graph_search(query, k=max(k, 1) * 4, hops=hops)
+        return [h for h in hits if matches({**h.metadata, "doc_id": h.doc_id, "source": h.source,
+                                            "title": h.title}, self.filters)][:k]
 
 
 def _vector_index(embedder: Embedder, config: Config) -> VectorIndex:

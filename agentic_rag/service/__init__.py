@@ -1,0 +1,15 @@
+"""The library as an HTTP service: a WSGI application (no framework; mount it in any WSGI stack)
+and `agentic-rag serve`, which runs it on waitress. Needs the `serve` extra:
+pip install 'agentic-rag[serve]'. See docs/how-to/service.md."""
+from ._app import MODEL_ID, Limits, Service, ServiceError, keys_from
+from ._cache import AnswerCache, cache_key
+
+
+def create_app(model, kb_dir=None, kb=None, **options) -> Service:
+    """The WSGI application over one knowledge base (a saved folder, or one in memory); options as
+    Service takes them: tools, config, model_name, read_keys, write_keys, limits, cache_size,
+    cache_ttl_s, loader, multiprocess_dir."""
+    return Service(model, kb_dir, kb, **options)
+
+
+__all__ = ["MODEL_ID", "AnswerCache", "Limits", "Service", "ServiceError", "cache_key", "create_app", "keys_from"]

@@ -1,0 +1,424 @@
+"""The WSGI application: routing, keys, limits, the query cache, reloads and writes, JSON errors."""
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import queue
+import threading
+import time
+import urllib.parse
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pydantic import BaseModel, ValidationError
+
+from .._config import Config
+from .._display import result_json
+from .._errors import AgenticRAGError, ConfigurationError, RetrievalError
+from .._loop import run_agentic_rag
+from ..kb import Document, KnowledgeBase
+from ..kb._store import current_generation, writer_lock
+from ._cache import AnswerCache, cache_key
+from ._metrics import Metrics
+from ._schemas import AskRequest, ChatRequest, DocumentsRequest, SearchRequest, WriteReply
+
+log = logging.getLogger("agentic_rag.service")
+MODEL_ID = "agentic-rag"  # the one model /v1/models lists: the agent, whatever model it runs on
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may ask; beyond it the reply is 413, 400 or 429, never a hung worker."""
+
+    max_body_bytes: int = 1_000_000
+    max_question_chars: int = 2_000
+    max_batch: int = 100             # documents in one POST /v1/documents
+    max_concurrent_runs: int = 4     # agent runs at once in this process; more get 429
+    write_wait_s: float = 10.0       # how long a write waits for another writer before 409
+
+
+class ServiceError(Exception):
+    """A reply other than 200: HTTP status, error type and a one-line message."""
+
+    def __init__(self, status: int, kind: str, message: str, headers: Iterable[tuple[str, str]] = ()):
+        super().__init__(message)
+        self.status, self.kind, self.headers = status, kind, list(headers)
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+            405: "Method Not Allowed", 409: "Conflict", 413: "Content Too Large", 429: "Too Many Requests",
+            500: "Internal Server Error", 503: "Service Unavailable"}
+
+
+class Service:
+    """A WSGI application over one knowledge base: `Service(...)(environ, start_response)`.
+
+    With `kb_dir`, the knowledge base is read from that folder, reloaded before a request whenever
+    another process saved a new generation there, and every write is saved there (a delta segment)
+    before the reply. Without it, `kb` is served from memory and writes stay in memory."""
+
+    def __init__(self, model, kb_dir: str | Path | None = None, kb: KnowledgeBase | None = None, tools=(),
+                 config: Config | None = None, model_name: str = "offline", read_keys: Iterable[str] = (),
+                 write_keys: Iterable[str] = (), limits: Limits | None = None, cache_size: int = 1024,
+                 cache_ttl_s: float = 300.0, loader: Callable[[Path], KnowledgeBase] | None = None,
+                 multiprocess_dir: str | None = None):
+        if kb_dir is None and kb is None:
+            raise ConfigurationError("give the service a knowledge base: kb_dir (a saved folder) or kb")
+        self.model, self.tools, self.config, self.model_name = model, tuple(tools), config or Config(), model_name
+        self.kb_dir = Path(kb_dir) if kb_dir is not None else None
+        self._load = loader or KnowledgeBase.load
+        self._kb = kb if kb is not None else self._load(self.kb_dir)
+        self._memory_generation = 0
+        self.write_keys = tuple(write_keys)
+        self.read_keys = tuple(read_keys) + self.write_keys  # a write key may read too
+        self.limits = limits or Limits()
+        self.cache = AnswerCache(cache_size, cache_ttl_s)
+        self.metrics = Metrics(multiprocess_dir)
+        self._runs = threading.BoundedSemaphore(self.limits.max_concurrent_runs)
+        self._reload = threading.Lock()
+        self._writing = threading.Lock()
+        self._routes = {  # (method, path) -> (handler, the key it needs: None, "read" or "write")
+            ("POST", "/v1/ask"): (self.ask, "read"), ("POST", "/v1/search"): (self.search, "read"),
+            ("POST", "/v1/documents"): (self.add_documents, "write"),
+            ("POST", "/v1/chat/completions"): (self.chat, "read"),
+            ("GET", "/v1/models"): (self.models, "read"), ("GET", "/healthz"): (self.health, None),
+            ("GET", "/metrics"): (self.metrics_text, "read"), ("GET", "/openapi.json"): (self.openapi, None)}
+
+    # -- the knowledge base and its generation ----------------------------------------------------
+
+    @property
+    def generation(self) -> str:
+        if self.kb_dir is None:
+            return f"memory-{self._memory_generation}"
+        return self._kb.generation(self.kb_dir) or "unsaved"
+
+    def current(self) -> KnowledgeBase:
+        """The knowledge base, reloaded first if another writer saved a new generation in its folder."""
+        if self.kb_dir is None:
+            return self._kb
+        on_disk = current_generation(self.kb_dir)
+        if on_disk != self.generation:
+            with self._reload:
+                if current_generation(self.kb_dir) != self.generation:
+                    try:
+                        self._kb = self._load(self.kb_dir)
+                    except AgenticRAGError as exc:
+                        raise ServiceError(503, "unavailable", f"the knowledge base cannot be loaded: {exc}",
+                                           [("Retry-After", "5")]) from None
+        return self._kb
+
+    def _write(self, change: Callable[[KnowledgeBase], dict]) -> dict:
+        """Apply one change with no other writer (thread or process) at work, save it, and reply; a
+        change that fails, or fails to save, is dropped (the saved knowledge base is read again)."""
+        with self._writing:
+            if self.kb_dir is None:
+                result = change(self._kb)
+                self._memory_generation += 1
+                return dict(result, generation=self.generation)
+            try:
+                with writer_lock(self.kb_dir, wait_s=self.limits.write_wait_s):
+                    kb = self.current()
+                    try:
+                        result = change(kb)
+                        if any(result.get(k) for k in ("added", "replaced", "deleted")):  # else nothing to save
+                            kb.save(self.kb_dir)
+                    except BaseException:
+                        self._kb = self._load(self.kb_dir)
+                        raise
+            except RetrievalError as exc:
+                if "another process is writing" in str(exc) or "changed since" in str(exc):
+                    raise ServiceError(409, "conflict", str(exc)) from None
+                raise
+            return dict(result, generation=self.generation)
+
+    # -- WSGI --------------------------------------------------------------------------------------
+
+    def __call__(self, environ: dict, start_response) -> Iterable[bytes]:
+        started = time.perf_counter()
+        method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "/")
+        endpoint = "/v1/documents/{id}" if path.startswith("/v1/documents/") else path
+        try:
+            handler, need = self._route(method, path)
+            endpoint = endpoint if (method, endpoint) in self._routes or endpoint.endswith("{id}") else "other"
+            self._authorize(environ, need)
+            status, body, headers = handler(environ)
+        except ServiceError as exc:
+            status, body, headers = exc.status, _error(exc.kind, str(exc)), exc.headers
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "body"
+            status, body, headers = 400, _error("invalid_request", f"{where}: {first['msg']}"), []
+        except AgenticRAGError as exc:
+            status, body, headers = 400, _error("invalid_request", str(exc)), []
+        except Exception:  # never a traceback to the client: logged here, a plain 500 there
+            log.exception("request %s %s failed", method, path)
+            status, body, headers = 500, _error("internal_error", "the server failed on this request; see its log"), []
+        self.metrics.requests.labels(endpoint, str(status)).inc()
+        if isinstance(body, Iterator):  # a stream: latency counts until its first byte
+            self.metrics.latency.labels(endpoint, str(status)).observe(time.perf_counter() - started)
+            start_response(f"{status} {_REASONS[status]}", [("Content-Type", "text/event-stream; charset=utf-8"),
+                                                             ("Cache-Control", "no-cache"), *headers])
+            return body
+        data = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode("utf-8")
+        kind = "text/plain; version=0.0.4" if path == "/metrics" and status == 200 else "application/json"
+        self.metrics.latency.labels(endpoint, str(status)).observe(time.perf_counter() - started)
+        start_response(f"{status} {_REASONS[status]}", [("Content-Type", f"{kind}; charset=utf-8"),
+                                                         ("Content-Length", str(len(data))), *headers])
+        return [data]
+
+    def _route(self, method: str, path: str):
+        if path.startswith("/v1/documents/"):
+            if method != "DELETE":
+                raise ServiceError(405, "method_not_allowed", f"{method} {path}: use DELETE", [("Allow", "DELETE")])
+            return self.delete_document, "write"
+        if (method, path) in self._routes:
+            return self._routes[(method, path)]
+        allowed = [m for m, p in self._routes if p == path]
+        if allowed:
+            raise ServiceError(405, "method_not_allowed", f"{method} {path}: use {', '.join(allowed)}",
+                               [("Allow", ", ".join(allowed))])
+        raise ServiceError(404, "not_found", f"no endpoint {path}; see /openapi.json")
+
+    def _authorize(self, environ: dict, need: str | None) -> None:
+        """Keys, when any are configured: a read key for reads, a write key for writes, compared in
+        constant time (every key is compared, so the time does not say which one is near)."""
+        if need is None or not self.read_keys:
+            return
+        header = environ.get("HTTP_AUTHORIZATION", "")
+        given = header[7:].strip() if header.lower().startswith("bearer ") else environ.get("HTTP_X_API_KEY", "")
+        if not given:
+            raise ServiceError(401, "unauthorized", "an API key is needed: send 'Authorization: Bearer KEY'",
+                               [("WWW-Authenticate", "Bearer")])
+        reads = [hmac.compare_digest(given.encode(), key.encode()) for key in self.read_keys]
+        writes = [hmac.compare_digest(given.encode(), key.encode()) for key in self.write_keys]
+        if not any(reads):
+            raise ServiceError(401, "unauthorized", "the API key is not valid", [("WWW-Authenticate", "Bearer")])
+        if need == "write" and not any(writes):
+            raise ServiceError(403, "forbidden", "this key may read but not write; use a write key")
+
+    def _body(self, environ: dict, schema: type[BaseModel]) -> BaseModel:
+        """The request's JSON body as `schema`; 413 past max_body_bytes, 400 if it is not JSON."""
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            raise ServiceError(400, "invalid_request", "Content-Length is not a number") from None
+        if length > self.limits.max_body_bytes:
+            raise ServiceError(413, "too_large", f"the body has {length} bytes; the limit is "
+                                                 f"{self.limits.max_body_bytes}")
+        raw = environ["wsgi.input"].read(length) if length else b""
+        try:
+            data = json.loads(raw.decode("utf-8")) if raw else None
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ServiceError(400, "invalid_request", f"the body is not UTF-8 JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise ServiceError(400, "invalid_request", "send a JSON object as the body")
+        return schema.model_validate(data)
+
+    # -- endpoints ---------------------------------------------------------------------------------
+
+    def ask(self, environ: dict):
+        request = self._body(environ, AskRequest)
+        if request.stream:
+            return 200, self._stream_ask(request), []
+        return 200, self._answer(request), []
+
+    def _settings(self, request: AskRequest) -> Config:
+        asked = request.settings.model_dump(exclude_none=True)
+        bounded = {name: min(value, getattr(self.config, name)) for name, value in asked.items()}
+        return replace(self.config, **bounded)
+
+    def _answer(self, request: AskRequest, on_token: Callable[[str], object] | None = None) -> dict:
+        """One run (or its cached reply): the fields of `ask --json` and the generation it answered from."""
+        question = request.question.strip()
+        if not question:
+            raise ServiceError(400, "invalid_request", "the question is empty")
+        if len(question) > self.limits.max_question_chars:
+            raise ServiceError(400, "invalid_request", f"the question has {len(question)} characters; the limit "
+                                                       f"is {self.limits.max_question_chars}")
+        kb, config = self.current(), self._settings(request)
+        generation = self.generation
+        key = cache_key(question, request.filters, vars(config), self.model_name, generation)
+        if request.cache and (cached := self.cache.get(key)) is not None:
+            self.metrics.cache.labels("hit").inc()
+            if on_token:
+                on_token(cached["answer"])
+            return dict(cached, cached=True)
+        self.metrics.cache.labels("miss").inc()
+        if not self._runs.acquire(blocking=False):
+            raise ServiceError(429, "too_many_requests", f"{self.limits.max_concurrent_runs} questions are being "
+                                                         f"answered; retry in a moment", [("Retry-After", "1")])
+        try:
+            view = kb.restricted(request.filters) if request.filters else kb
+            state = run_agentic_rag(question, view, self.model, self.tools, config, on_token=on_token)
+        finally:
+            self._runs.release()
+        self.metrics.run(state, self.model_name)
+        reply = dict(result_json(state, self.model_name), generation=generation, cached=False)
+        if state["stop_reason"] != "error":
+            self.cache.put(key, reply)
+        return reply
+
+    def _streamed(self, work: Callable[[Callable[[str], object]], dict]) -> queue.Queue:
+        """Run `work(on_token)` in a thread; the queue gets ("draft", text) pieces, then ("answer",
+        reply) or ("error", (status, kind, message)), then None."""
+        items: queue.Queue = queue.Queue()
+
+        def run():
+            try:
+                items.put(("answer", work(lambda text: items.put(("draft", text)))))
+            except ServiceError as exc:
+                items.put(("error", (exc.status, exc.kind, str(exc))))
+            except AgenticRAGError as exc:
+                items.put(("error", (400, "invalid_request", str(exc))))
+            except Exception:
+                log.exception("a streamed request failed")
+                items.put(("error", (500, "internal_error", "the server failed on this request; see its log")))
+            items.put(None)
+
+        threading.Thread(target=run, daemon=True).start()
+        return items
+
+    def _stream_ask(self, request: AskRequest) -> Iterator[bytes]:
+        """Server-sent events: `draft` pieces as the model writes, then `answer` (the checked reply,
+        which replaces the draft) or `error`, then `done`."""
+        items = self._streamed(lambda on_token: self._answer(request, on_token))
+        while (item := items.get()) is not None:
+            kind, value = item
+            data = {"text": value} if kind == "draft" else value if kind == "answer" else \
+                {"error": {"status": value[0], "type": value[1], "message": value[2]}}
+            yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+        yield b"event: done\ndata: {}\n\n"
+
+    def search(self, environ: dict):
+        request = self._body(environ, SearchRequest)
+        hits = self.current().search(request.query, k=request.k, mode=request.mode, filters=request.filters)
+        return 200, {"hits": [hit.model_dump() for hit in hits], "generation": self.generation}, []
+
+    def add_documents(self, environ: dict):
+        request = self._body(environ, DocumentsRequest)
+        if len(request.documents) > self.limits.max_batch:
+            raise ServiceError(400, "invalid_request", f"{len(request.documents)} documents in one request; the "
+                                                       f"limit is {self.limits.max_batch}")
+        documents = [Document(d.id, d.text, d.title, d.source, d.metadata) for d in request.documents]
+
+        def change(kb: KnowledgeBase) -> dict:
+            added = kb.add_documents(documents)
+            return {"added": added.added, "replaced": added.replaced, "unchanged": added.unchanged,
+                    "chunks": added.chunks}
+
+        return 200, WriteReply(**self._write(change)).model_dump(), []
+
+    def delete_document(self, environ: dict):
+        doc_id = urllib.parse.unquote(environ["PATH_INFO"][len("/v1/documents/"):], errors="strict")
+        if not doc_id:
+            raise ServiceError(400, "invalid_request", "give the document id: DELETE /v1/documents/{id}")
+        reply = self._write(lambda kb: {"deleted": kb.delete_documents([doc_id])})
+        if not reply["deleted"]:
+            raise ServiceError(404, "not_found", f"no document {doc_id!r} in the knowledge base")
+        return 200, WriteReply(**reply).model_dump(), []
+
+    def chat(self, environ: dict):
+        """OpenAI-compatible: the last user message is the question (earlier messages are not used:
+        every question is answered from the knowledge base on its own); the reply text ends with the
+        sources, which also come as `citations`. Streaming sends only the checked answer."""
+        request = self._body(environ, ChatRequest)
+        if request.model != MODEL_ID:
+            raise ServiceError(404, "model_not_found", f"model {request.model!r} does not exist; use {MODEL_ID!r}")
+        asked = next((m for m in reversed(request.messages) if m.role == "user"), None)
+        text = asked.content if asked else None
+        if isinstance(text, list):  # content parts: the text ones
+            text = " ".join(p.get("text", "") for p in text if isinstance(p, dict) and p.get("type") == "text")
+        if not text or not text.strip():
+            raise ServiceError(400, "invalid_request", "no user message with text: the last one is the question")
+        ask = AskRequest(question=text)
+        chat_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        if request.stream:
+            return 200, self._stream_chat(ask, chat_id, created), []
+        reply = self._answer(ask)
+        return 200, {"id": chat_id, "object": "chat.completion", "created": created, "model": MODEL_ID,
+                     "choices": [{"index": 0, "message": {"role": "assistant", "content": _with_sources(reply)},
+                                  "finish_reason": "stop"}],
+                     "usage": _usage(reply), "citations": reply["citations"],
+                     "agentic_rag": {k: reply[k] for k in ("stop_reason", "abstained", "generation", "cached")}}, []
+
+    def _stream_chat(self, ask: AskRequest, chat_id: str, created: int) -> Iterator[bytes]:
+        """chat.completion.chunk events: the role, the checked answer in pieces, the sources, then [DONE]
+        (the draft is not sent: a streamed token cannot be taken back when the checks change it)."""
+        items = self._streamed(lambda on_token: self._answer(ask))
+
+        def chunk(delta: dict, finish: str | None = None, **extra) -> bytes:
+            body = {"id": chat_id, "object": "chat.completion.chunk", "created": created, "model": MODEL_ID,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+            return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
+
+        yield chunk({"role": "assistant", "content": ""})
+        while (item := items.get()) is not None:
+            kind, value = item
+            if kind == "error":
+                yield f"data: {json.dumps({'error': {'type': value[1], 'message': value[2]}})}\n\n".encode()
+            elif kind == "answer":
+                text = _with_sources(value)
+                for start in range(0, len(text), 64):
+                    yield chunk({"content": text[start:start + 64]})
+                yield chunk({}, "stop", usage=_usage(value), citations=value["citations"])
+        yield b"data: [DONE]\n\n"
+
+    def models(self, environ: dict):
+        return 200, {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0,
+                                                 "owned_by": "agentic-rag"}]}, []
+
+    def health(self, environ: dict):
+        kb = self.current()
+        return 200, {"status": "ok", "generation": self.generation, "documents": kb.document_count,
+                     "chunks": len(kb)}, []
+
+    def metrics_text(self, environ: dict):
+        return 200, self.metrics.text(), []
+
+    def openapi(self, environ: dict):
+        from ._openapi import openapi
+
+        return 200, openapi(), []
+
+
+def _error(kind: str, message: str) -> dict:
+    return {"error": {"type": kind, "message": message}}
+
+
+def _with_sources(reply: dict) -> str:
+    lines = [f"[{c['n']}] {c.get('title') or c['doc_id']} ({c['source']})" for c in reply["citations"]]
+    return reply["answer"] + ("\n\nSources:\n" + "\n".join(lines) if lines else "")
+
+
+def _usage(reply: dict) -> dict:
+    usage = reply["usage"]
+    return {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
+            "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
+
+
+def keys_from(environ: dict, file: str | None = None) -> tuple[list[str], list[str]]:
+    """(read keys, write keys): AGENTIC_RAG_READ_KEYS and AGENTIC_RAG_WRITE_KEYS (comma-separated),
+    and a keys file of lines `read KEY` or `write KEY` (# starts a comment)."""
+    reads = [k.strip() for k in environ.get("AGENTIC_RAG_READ_KEYS", "").split(",") if k.strip()]
+    writes = [k.strip() for k in environ.get("AGENTIC_RAG_WRITE_KEYS", "").split(",") if k.strip()]
+    if file:
+        try:
+            lines = Path(file).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ConfigurationError(f"cannot read the keys file {file}: {exc.strerror}") from None
+        for number, line in enumerate(lines, 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            kind, _, key = line.partition(" ")
+            if kind not in ("read", "write") or not key.strip():
+                raise ConfigurationError(f"{file} line {number}: write 'read KEY' or 'write KEY'")
+            (reads if kind == "read" else writes).append(key.strip())
+    if any(len(k) < 16 for k in reads + writes):
+        raise ConfigurationError("an API key is shorter than 16 characters; use long random keys "
+                                 "(python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    return reads, writes
+

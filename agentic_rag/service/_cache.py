@@ -1,0 +1,45 @@
+"""The query cache: answers in memory, least recently used first out, each for at most `ttl_s`."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import unicodedata
+from collections import OrderedDict
+
+
+def cache_key(question: str, *parts) -> str:
+    """The normalised question (NFKC, case-folded, spaces collapsed) and everything else an answer
+    depends on (filters, settings, model names, the knowledge base's generation)."""
+    normal = " ".join(unicodedata.normalize("NFKC", question).casefold().split())
+    return json.dumps([normal, *parts], sort_keys=True, ensure_ascii=False, default=str)
+
+
+class AnswerCache:
+    """A thread-safe LRU map with a time to live; size 0 keeps nothing."""
+
+    def __init__(self, size: int = 1024, ttl_s: float = 300.0, clock=time.monotonic):
+        self.size, self.ttl_s, self._clock = size, ttl_s, clock
+        self._items: OrderedDict[str, tuple[float, dict]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> dict | None:
+        with self._lock:
+            found = self._items.get(key)
+            if found is None or self._clock() - found[0] > self.ttl_s:
+                self._items.pop(key, None)
+                return None
+            self._items.move_to_end(key)
+            return found[1]
+
+    def put(self, key: str, value: dict) -> None:
+        if self.size <= 0:
+            return
+        with self._lock:
+            self._items[key] = (self._clock(), value)
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -1,0 +1,318 @@
+"""The HTTP service, tested as clients use it: a real waitress server on 127.0.0.1 (a free port),
+real HTTP (http.client, and the openai SDK for chat completions), every endpoint and error status,
+keys, limits, the cache and its invalidation by a write, SSE framing, and two server processes
+sharing one knowledge-base folder."""
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import waitress
+
+from agentic_rag import KnowledgeBase, OfflineModel, ScriptedModel
+from agentic_rag.kb import load_documents
+from agentic_rag.kb._store import writer_lock
+from agentic_rag.service import Limits, create_app, keys_from
+from helpers import EXAMPLE_DATA, ROOT
+
+QUESTION = "登录报错的问题在 2.3.1 版本里修复了吗？"
+READ, WRITE = "r" * 20, "w" * 20
+
+
+@pytest.fixture(scope="module")
+def kb_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("service") / "kb"
+    kb = KnowledgeBase()
+    kb.add_documents(load_documents(EXAMPLE_DATA).documents)
+    kb.save(folder)
+    return folder
+
+
+class Server:
+    """An app served by waitress in a thread on 127.0.0.1, and a tiny JSON client for it."""
+
+    def __init__(self, app):
+        self.app = app
+        self.server = waitress.create_server(app, host="127.0.0.1", port=0, threads=8)
+        self.port = self.server.effective_port
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+
+    def request(self, method: str, path: str, body=None, key: str | None = None, raw: bytes | None = None,
+                headers: dict | None = None) -> tuple[int, dict, object]:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        sent = dict(headers or {})
+        if key:
+            sent["Authorization"] = f"Bearer {key}"
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        if data is not None:
+            sent.setdefault("Content-Type", "application/json")
+        connection.request(method, path, body=data, headers=sent)
+        response = connection.getresponse()
+        payload = response.read()
+        connection.close()
+        kind = response.getheader("Content-Type", "")
+        parsed = json.loads(payload) if kind.startswith("application/json") else payload.decode()
+        return response.status, response.headers, parsed
+
+    def close(self):
+        self.server.close()
+
+
+@pytest.fixture
+def served(kb_dir, tmp_path):
+    """A server over a fresh copy of the example knowledge base, with read and write keys."""
+    import shutil
+
+    folder = tmp_path / "kb"
+    shutil.copytree(kb_dir, folder)
+    server = Server(create_app(OfflineModel(), kb_dir=folder, read_keys=[READ], write_keys=[WRITE]))
+    yield server, folder
+    server.close()
+
+
+def test_ask_answers_with_citations_and_the_generation_then_from_the_cache(served):
+    server, folder = served
+    status, _, reply = server.request("POST", "/v1/ask", {"question": QUESTION}, key=READ)
+    assert status == 200 and "认证超时" in reply["answer"] and reply["citations"] and not reply["cached"]
+    assert reply["generation"] == "gen-000001" and reply["stop_reason"] == "sufficient"
+    assert set(reply) >= {"trace_line", "usage", "abstain_reason", "rounds", "model"}
+    again = server.request("POST", "/v1/ask", {"question": "  " + QUESTION.upper() + " "}, key=READ)[2]
+    assert again["cached"] and again["answer"] == reply["answer"]       # the normalised question hits
+    fresh = server.request("POST", "/v1/ask", {"question": QUESTION, "cache": False}, key=READ)[2]
+    assert not fresh["cached"]
+    metrics = server.request("GET", "/metrics", key=READ)[2]
+    assert 'agentic_rag_cache_total{result="hit"} 1.0' in metrics
+    assert 'agentic_rag_requests_total{endpoint="/v1/ask",status="200"} 3.0' in metrics
+    assert 'agentic_rag_answers_total{abstained="false",stop_reason="sufficient"} 2.0' in metrics
+    assert "agentic_rag_request_seconds_bucket" in metrics and "agentic_rag_tokens_total" in metrics
+
+
+def test_a_write_is_saved_before_the_reply_and_invalidates_the_cache(served):
+    server, folder = served
+    question = "What colour is the Nimbus mascot?"
+    before = server.request("POST", "/v1/ask", {"question": question}, key=READ)[2]
+    assert before["abstained"]
+    document = {"id": "mascot.md", "text": "The Nimbus mascot is a teal cloud named Puff.", "title": "Mascot"}
+    status, _, written = server.request("POST", "/v1/documents", {"documents": [document]}, key=WRITE)
+    assert status == 200 and written["added"] == 1 and written["generation"] == "gen-000002"
+    assert KnowledgeBase.load(folder).search("mascot Puff", k=1)[0].doc_id == "mascot.md"  # saved already
+    after = server.request("POST", "/v1/ask", {"question": question}, key=READ)[2]
+    assert not after["cached"] and "teal" in after["answer"] and after["generation"] == "gen-000002"
+    status, _, deleted = server.request("DELETE", "/v1/documents/mascot.md", key=WRITE)
+    assert status == 200 and deleted["deleted"] == 1 and deleted["generation"] == "gen-000003"
+    assert server.request("DELETE", "/v1/documents/mascot.md", key=WRITE)[0] == 404
+    hits = server.request("POST", "/v1/search", {"query": "mascot Puff", "k": 3}, key=READ)[2]
+    assert "mascot.md" not in [h["doc_id"] for h in hits["hits"]] and hits["generation"] == "gen-000003"
+
+
+def test_search_and_filters(served):
+    server, _ = served
+    status, _, found = server.request("POST", "/v1/search", {"query": "违约责任", "k": 2, "mode": "bm25"}, key=READ)
+    assert status == 200 and len(found["hits"]) == 2 and {"id", "doc_id", "score", "ranks"} <= set(found["hits"][0])
+    only = server.request("POST", "/v1/search", {"query": "违约责任", "filters": {"type": "ticket"}}, key=READ)[2]
+    assert only["hits"] and all(h["metadata"].get("type") == "ticket" for h in only["hits"])
+    asked = server.request("POST", "/v1/ask", {"question": QUESTION, "filters": {"doc_id": ["NT-1057"]}},
+                           key=READ)[2]
+    assert {c["doc_id"] for c in asked["citations"]} <= {"NT-1057"}
+
+
+@pytest.mark.parametrize("method, path, body, key, status, kind", [
+    ("POST", "/v1/ask", {"question": QUESTION}, None, 401, "unauthorized"),
+    ("POST", "/v1/ask", {"question": QUESTION}, "x" * 20, 401, "unauthorized"),
+    ("POST", "/v1/documents", {"documents": [{"id": "a", "text": "b"}]}, READ, 403, "forbidden"),
+    ("DELETE", "/v1/documents/a", None, READ, 403, "forbidden"),
+    ("GET", "/metrics", None, None, 401, "unauthorized"),
+    ("POST", "/v1/ask", {"question": ""}, READ, 400, "invalid_request"),
+    ("POST", "/v1/ask", {"question": "x" * 2001}, READ, 400, "invalid_request"),
+    ("POST", "/v1/ask", {"question": QUESTION, "unknown": 1}, READ, 400, "invalid_request"),
+    ("POST", "/v1/ask", {"question": QUESTION, "settings": {"max_rounds": 0}}, READ, 400, "invalid_request"),
+    ("POST", "/v1/ask", [QUESTION], READ, 400, "invalid_request"),
+    ("POST", "/v1/search", {"query": "x", "mode": "nope"}, READ, 400, "invalid_request"),
+    ("POST", "/v1/search", {"query": "x", "filters": {"date": {"near": 1}}}, READ, 400, "invalid_request"),
+    ("POST", "/v1/documents", {"documents": []}, WRITE, 400, "invalid_request"),
+    ("POST", "/v1/documents", {"documents": [{"id": "a", "text": "b"}] * 101}, WRITE, 400, "invalid_request"),
+    ("GET", "/v1/ask", None, READ, 405, "method_not_allowed"),
+    ("PUT", "/v1/documents/a", None, WRITE, 405, "method_not_allowed"),
+    ("GET", "/nowhere", None, READ, 404, "not_found"),
+    ("POST", "/v1/chat/completions", {"model": "gpt-4", "messages": [{"role": "user", "content": "hi"}]}, READ,
+     404, "model_not_found"),
+    ("POST", "/v1/chat/completions", {"model": "agentic-rag", "messages": [{"role": "system", "content": "x"}]},
+     READ, 400, "invalid_request"),
+])
+def test_every_error_is_one_json_line_with_its_status(served, method, path, body, key, status, kind):
+    server, _ = served
+    got, headers, reply = server.request(method, path, body, key=key)
+    assert got == status and reply["error"]["type"] == kind and "\n" not in reply["error"]["message"]
+    assert "Traceback" not in json.dumps(reply)
+    if status == 401:
+        assert headers.get("WWW-Authenticate") == "Bearer"
+
+
+def test_bodies_that_are_too_large_or_not_json_utf8(served):
+    server, _ = served
+    assert server.request("POST", "/v1/ask", raw=b"x" * 1_000_001, key=READ)[0] == 413
+    status, _, reply = server.request("POST", "/v1/ask", raw=b'{"question": "\xff\xfe"}', key=READ)
+    assert status == 400 and "UTF-8 JSON" in reply["error"]["message"]
+    assert server.request("POST", "/v1/ask", raw=b"{not json", key=READ)[0] == 400
+    assert server.request("GET", "/healthz")[0] == 200            # no key needed
+    assert server.request("GET", "/openapi.json")[2]["paths"]["/v1/ask"]["post"]["requestBody"]
+
+
+def test_a_failure_inside_the_server_is_a_plain_500(kb_dir):
+    model = ScriptedModel({}, default={})
+
+    class Broken:
+        def search(self, *args, **kwargs):
+            raise ZeroDivisionError("boom")
+
+    app = create_app(model, kb=KnowledgeBase.load(kb_dir))
+    app._kb = type("Half", (), {"search": Broken().search})()
+    server = Server(app)
+    try:
+        status, _, reply = server.request("POST", "/v1/search", {"query": "x"})
+        assert status == 500 and reply["error"]["type"] == "internal_error" and "boom" not in json.dumps(reply)
+    finally:
+        server.close()
+
+
+def test_too_many_runs_at_once_get_429_with_retry_after(kb_dir):
+    gate = threading.Event()
+
+    class Slow(OfflineModel):
+        def complete(self, request):
+            gate.wait(30)
+            return super().complete(request)
+
+    server = Server(create_app(Slow(), kb_dir=kb_dir, limits=Limits(max_concurrent_runs=1), cache_size=0))
+    try:
+        first = threading.Thread(target=server.request, args=("POST", "/v1/ask", {"question": QUESTION}))
+        first.start()
+        time.sleep(0.5)
+        status, headers, reply = server.request("POST", "/v1/ask", {"question": "another question"})
+        assert status == 429 and headers["Retry-After"] == "1" and reply["error"]["type"] == "too_many_requests"
+    finally:
+        gate.set()
+        first.join()
+        server.close()
+
+
+def test_ask_streams_server_sent_events_draft_then_answer_then_done(served):
+    server, _ = served
+    status, headers, text = server.request("POST", "/v1/ask", {"question": QUESTION, "stream": True, "cache": False},
+                                           key=READ)
+    assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
+    events = [block.split("\n", 1) for block in text.strip().split("\n\n")]
+    names = [e[0].removeprefix("event: ") for e in events]
+    assert names[-2:] == ["answer", "done"] and names[:-2] and set(names[:-2]) == {"draft"}
+    answer = json.loads(events[-2][1].removeprefix("data: "))
+    assert "认证超时" in answer["answer"] and answer["generation"] == "gen-000001"
+
+
+def test_the_openai_sdk_talks_to_the_agent(served):
+    from openai import OpenAI
+
+    server, _ = served
+    client = OpenAI(base_url=f"http://127.0.0.1:{server.port}/v1", api_key=READ, max_retries=0)
+    assert [m.id for m in client.models.list()] == ["agentic-rag"]
+    reply = client.chat.completions.create(model="agentic-rag", messages=[
+        {"role": "user", "content": "an earlier question"}, {"role": "assistant", "content": "an earlier answer"},
+        {"role": "user", "content": QUESTION}])
+    text = reply.choices[0].message.content
+    assert "认证超时" in text and "\n\nSources:\n[1]" in text and reply.usage.total_tokens > 0
+    assert reply.model_extra["citations"] and reply.model_extra["agentic_rag"]["stop_reason"] == "sufficient"
+    pieces = list(client.chat.completions.create(model="agentic-rag", stream=True,
+                                                 messages=[{"role": "user", "content": QUESTION}]))
+    streamed = "".join(p.choices[0].delta.content or "" for p in pieces)
+    assert streamed == text and pieces[-1].choices[0].finish_reason == "stop"
+    with pytest.raises(Exception) as refused:
+        OpenAI(base_url=f"http://127.0.0.1:{server.port}/v1", api_key="nope", max_retries=0).models.list()
+    assert "401" in str(refused.value)
+
+
+def test_a_write_waiting_on_another_writer_gets_409_and_changes_nothing(served):
+    server, folder = served
+    server.app.limits = Limits(write_wait_s=0.2)
+    before = (folder / "manifest.json").read_text()
+    with writer_lock(folder):  # another process's writer, as far as the server can tell
+        result = {}
+
+        def write():
+            result["reply"] = server.request("POST", "/v1/documents", {"documents": [{"id": "x", "text": "y"}]},
+                                             key=WRITE)
+
+        other = threading.Thread(target=write)
+        other.start()
+        other.join()
+    status, _, reply = result["reply"]
+    assert status == 409 and reply["error"]["type"] == "conflict" and (folder / "manifest.json").read_text() == before
+
+
+def test_keys_come_from_the_environment_and_a_file(tmp_path):
+    file = tmp_path / "keys"
+    file.write_text("# service keys\nread " + "a" * 16 + "\nwrite " + "b" * 16 + "\n")
+    reads, writes = keys_from({"AGENTIC_RAG_READ_KEYS": "c" * 16 + ", " + "d" * 16}, str(file))
+    assert reads == ["c" * 16, "d" * 16, "a" * 16] and writes == ["b" * 16]
+    file.write_text("admin " + "a" * 16)
+    with pytest.raises(Exception, match="line 1: write 'read KEY' or 'write KEY'"):
+        keys_from({}, str(file))
+    with pytest.raises(Exception, match="shorter than 16"):
+        keys_from({"AGENTIC_RAG_WRITE_KEYS": "short"})
+
+
+def _start(folder: Path, tmp_path: Path, name: str) -> tuple[subprocess.Popen, int]:
+    """`agentic-rag serve` in a process of its own, on a port it reports."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = open(tmp_path / f"{name}.log", "w")
+    process = subprocess.Popen([sys.executable, "-m", "agentic_rag.cli", "serve", "--kb", str(folder), "--port",
+                                str(port)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                               env={k: v for k, v in os.environ.items() if not k.startswith("AGENTIC_RAG_")})
+    for _ in range(200):
+        try:
+            http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/healthz")
+            return process, port
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise AssertionError((tmp_path / f"{name}.log").read_text())
+
+
+def test_two_server_processes_share_one_folder(kb_dir, tmp_path):
+    import shutil
+
+    folder = tmp_path / "kb"
+    shutil.copytree(kb_dir, folder)
+    (a, port_a), (b, port_b) = _start(folder, tmp_path, "a"), _start(folder, tmp_path, "b")
+    try:
+        server_a, server_b = object.__new__(Server), object.__new__(Server)
+        server_a.port, server_b.port = port_a, port_b
+        question = {"question": "What colour is the Nimbus mascot?", "cache": True}
+        assert server_b.request("POST", "/v1/ask", question)[2]["abstained"]
+        document = {"id": "mascot.md", "text": "The Nimbus mascot is a teal cloud named Puff."}
+        assert server_a.request("POST", "/v1/documents", {"documents": [document]})[0] == 200
+        after = server_b.request("POST", "/v1/ask", question)[2]       # b reloads the new generation first
+        assert "teal" in after["answer"] and after["generation"] == "gen-000002"
+        replies = []
+        writers = [threading.Thread(target=lambda s=s, i=i: replies.append(s.request(
+            "POST", "/v1/documents", {"documents": [{"id": f"note-{i}", "text": f"note {i} about zebras"}]})))
+            for i, s in enumerate([server_a, server_b] * 3)]
+        for w in writers:
+            w.start()
+        for w in writers:
+            w.join()
+        assert sorted(r[0] for r in replies) == [200] * 6                 # one writer at a time, none lost
+        health = server_a.request("GET", "/healthz")[2]
+        assert health["documents"] == KnowledgeBase.load(folder).document_count == 26 + 1 + 6
+    finally:
+        for process in (a, b):
+            process.terminate()
+            process.wait(10)
