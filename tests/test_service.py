@@ -316,3 +316,26 @@ def test_two_server_processes_share_one_folder(kb_dir, tmp_path):
         for process in (a, b):
             process.terminate()
             process.wait(10)
+
+
+def test_a_knowledge_base_that_cannot_be_loaded_answers_503_and_recovers(served):
+    server, folder = served
+    manifest = folder / "manifest.json"
+    good = manifest.read_text()
+    manifest.write_text(json.dumps(dict(json.loads(good), generation="gen-000099")))  # a generation that is not there
+    status, headers, reply = server.request("POST", "/v1/ask", {"question": QUESTION}, key=READ)
+    assert status == 503 and headers["Retry-After"] == "5" and "gen-000099" in reply["error"]["message"]
+    assert server.request("GET", "/healthz")[0] == 503
+    manifest.write_text(good)
+    assert server.request("GET", "/healthz")[2]["generation"] == "gen-000001"
+
+
+def test_the_load_check_runs_clean_on_the_example(kb_dir, tmp_path):
+    from agentic_rag.eval import service_load
+
+    assert service_load.main(["--kb", str(kb_dir), "--clients", "3", "--seconds", "1.5", "--writes", "3",
+                              "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["cross_talk"] == 0 and report["lost_writes"] == 0 and report["writes_acknowledged"] >= 1
+    assert all(report[phase]["errors"] == 0 and report[phase]["requests"] > 0
+               for phase in ("http", "library", "http_with_writer", "http_cached"))
