@@ -97,6 +97,19 @@ from .tools import (
 
 __version__ = "0.1.0"  # the one place the version is written; setup.cfg reads it (attr: agentic_rag.__version__)
 
+_SERVICE = ("create_app", "ServiceLimits")
+
+
+def __getattr__(name: str):
+    """The HTTP service's names, loaded when first asked for: they need the serve extra
+    (pip install 'agentic-rag[serve]'), which importing agentic_rag does not."""
+    if name in _SERVICE:
+        from . import service
+
+        return getattr(service, name)
+    raise AttributeError(f"module 'agentic_rag' has no attribute {name!r}")
+
+
 __all__ = [
     "__version__",
     # running the agent
@@ -123,4 +136,6 @@ __all__ = [
     "ToolError",
     # evaluation
     "run_bench",
+    # the HTTP service (the serve extra)
+    "create_app", "ServiceLimits",
 ]

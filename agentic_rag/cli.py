@@ -169,7 +169,7 @@ def cmd_serve(args) -> int:
     try:
         import waitress
 
-        from .service import Limits, create_app, keys_from
+        from .service import ServiceLimits, create_app, keys_from
     except ImportError:
         raise ConfigurationError("agentic-rag serve needs the serve extra: pip install 'agentic-rag[serve]'") from None
     settings = model_settings(args)
@@ -177,7 +177,8 @@ def cmd_serve(args) -> int:
     load_kb(args.kb, settings)  # a missing or damaged knowledge base fails here, in one line
     app = create_app(make_model(settings), kb_dir=args.kb, tools=ask_tools(args), model_name=settings["name"],
                      read_keys=reads, write_keys=writes, cache_size=args.cache_size, cache_ttl_s=args.cache_ttl,
-                     limits=Limits(max_concurrent_runs=args.max_runs), loader=lambda path: load_kb(str(path), settings),
+                     limits=ServiceLimits(max_concurrent_runs=args.max_runs),
+                     loader=lambda path: load_kb(str(path), settings),
                      multiprocess_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
     keys = f"{len(reads)} read and {len(writes)} write keys" if reads or writes else \
         "no keys (open to anyone who can connect)"

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import waitress
 
-from agentic_rag import KnowledgeBase, OfflineModel, load_documents
-from agentic_rag.service import create_app
+from agentic_rag import KnowledgeBase, OfflineModel, create_app, load_documents
 
 folder = Path(tempfile.mkdtemp()) / "kb"
 kb = KnowledgeBase()

@@ -9,7 +9,7 @@ import pytest
 
 import agentic_rag.kb
 from agentic_rag import ConfigurationError, E5Embedder, HashingEmbedder, KnowledgeBase, make_embedder
-from agentic_rag.kb._embedders import embed_batched
+from agentic_rag.kb._embedders import embed_batches
 
 
 def test_hashing_is_normalised_deterministic_and_lexical():
@@ -87,15 +87,17 @@ def test_make_embedder_rejects_unknown_names():
         HashingEmbedder(4)
 
 
-def test_embed_batched_checks_shapes(capsys):
+def test_embed_batches_checks_shapes(capsys):
     embedder = HashingEmbedder(32)
     embedder.batch_size = 8
     texts = [f"text {i}" for i in range(50)]
-    assert np.array_equal(embed_batched(embedder, texts), embedder.embed(texts))
+    batches = list(embed_batches(embedder, texts))
+    assert [start for start, _ in batches] == list(range(0, 50, 8))
+    assert np.array_equal(np.concatenate([b for _, b in batches]), embedder.embed(texts))
     err = capsys.readouterr().err
     assert "embedding 8/50 chunks, " in err and "embedding 50/50 chunks, " in err
     assert re.search(r"[\d.]+ chunks/s, 0m00s left", err)
-    embed_batched(embedder, texts[:8])
+    list(embed_batches(embedder, texts[:8]))
     assert capsys.readouterr().err == ""  # one batch: no progress line
 
     class Broken:
@@ -105,7 +107,7 @@ def test_embed_batched_checks_shapes(capsys):
             return np.zeros((len(texts), 4), np.float32)
 
     with pytest.raises(ConfigurationError, match="returned shape"):
-        embed_batched(Broken(), ["a"])
+        list(embed_batches(Broken(), ["a"]))
 
 
 def test_the_knowledge_base_imports_nothing_from_the_models_above_it():

@@ -304,3 +304,15 @@ def test_reused_vectors_are_reported_and_follow_deletes(tiny_docs, capsys):
     kb.delete_documents([tiny_docs[0].id, "copy"])
     kb.add_documents(tiny_docs[:1])  # no live chunk holds its text any more: embedded again
     assert len(spy.documents) == 3
+
+
+def test_a_restricted_view_keeps_to_its_filters_and_a_route_narrows_further():
+    kb = KnowledgeBase()
+    kb.add_documents([Document("t", "login error after the update", metadata={"type": "ticket"}),
+                      Document("m", "login error: see the manual page", metadata={"type": "manual"}),
+                      Document("p", "login error policy", metadata={"type": "policy"})])
+    view = kb.restricted({"type": ["ticket", "manual"]})
+    assert {h.doc_id for h in view.search("login error", k=5)} == {"t", "m"}
+    assert [h.doc_id for h in view.search("login error", k=5, filters={"type": "ticket"})] == ["t"]  # both hold
+    assert [h.doc_id for h in view.restricted({"type": "manual"}).search("login error", k=5)] == ["m"]
+    assert len(view) == 3 and view.term_weights("login") == kb.term_weights("login")

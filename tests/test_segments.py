@@ -154,3 +154,45 @@ def test_a_format_2_knowledge_base_loads_and_grows_by_deltas(tiny_kb, tmp_path):
     assert _results(loaded) == expected
     _changed(loaded).save(kb_dir)
     assert _manifest(kb_dir)["format_version"] == 3 and _results(KnowledgeBase.load(kb_dir)) == _results(loaded)
+
+
+def test_a_folder_emptied_or_built_again_is_never_written_over_as_if_unchanged(saved, tmp_path):
+    import shutil
+
+    kb, kb_dir = saved
+    shutil.rmtree(kb_dir)                                   # emptied: the next save writes everything anew
+    _changed(kb).save(kb_dir)
+    assert not _manifest(kb_dir).get("delta") and _results(KnowledgeBase.load(kb_dir)) == _results(kb)
+    stale = KnowledgeBase.load(kb_dir)
+    shutil.rmtree(kb_dir)
+    other = KnowledgeBase()
+    other.add_documents([Document("other", "another knowledge base altogether")])
+    other.save(kb_dir)                                      # gen-000001 again, with other files
+    stale.add_documents([Document("late", "a late note")])
+    with pytest.raises(Exception, match="another knowledge base built there since"):
+        stale.save(kb_dir)
+    assert KnowledgeBase.load(kb_dir).document_count == 1 and not stale.holds_saved(kb_dir)
+
+
+def test_searches_during_a_compacting_save_never_see_a_half_built_graph(tmp_path):
+    import threading
+
+    from agentic_rag import Config
+    from helpers import DenseHashing
+
+    kb = KnowledgeBase(DenseHashing(), config=Config(exact_search_below=50))
+    kb.add_documents([Document(f"d{i}", f"document {i} about topic{i} and word{i * 7 % 13}") for i in range(400)])
+    kb.delete_documents([f"d{i}" for i in range(0, 400, 3)])      # a third deleted: the save rebuilds the graph
+    wrong, done = [], threading.Event()
+
+    def search():
+        while not done.is_set():
+            hit = kb.search("topic5", k=1, mode="vector")[0]
+            wrong.append(hit.doc_id != "d5")
+
+    reader = threading.Thread(target=search)
+    reader.start()
+    kb.save(tmp_path / "kb", compact=True)
+    done.set()
+    reader.join()
+    assert wrong and not any(wrong) and kb._vectors.hnsw.get_current_count() == kb._vectors.size

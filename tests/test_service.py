@@ -17,7 +17,7 @@ import waitress
 from agentic_rag import KnowledgeBase, OfflineModel, ScriptedModel
 from agentic_rag.kb import load_documents
 from agentic_rag.kb._store import writer_lock
-from agentic_rag.service import Limits, create_app, keys_from
+from agentic_rag.service import ServiceLimits, create_app, keys_from
 from helpers import EXAMPLE_DATA, ROOT
 
 QUESTION = "登录报错的问题在 2.3.1 版本里修复了吗？"
@@ -189,7 +189,7 @@ def test_too_many_runs_at_once_get_429_with_retry_after(kb_dir):
             gate.wait(30)
             return super().complete(request)
 
-    server = Server(create_app(Slow(), kb_dir=kb_dir, limits=Limits(max_concurrent_runs=1), cache_size=0))
+    server = Server(create_app(Slow(), kb_dir=kb_dir, limits=ServiceLimits(max_concurrent_runs=1), cache_size=0))
     try:
         first = threading.Thread(target=server.request, args=("POST", "/v1/ask", {"question": QUESTION}))
         first.start()
@@ -237,7 +237,7 @@ def test_the_openai_sdk_talks_to_the_agent(served):
 
 def test_a_write_waiting_on_another_writer_gets_409_and_changes_nothing(served):
     server, folder = served
-    server.app.limits = Limits(write_wait_s=0.2)
+    server.app.limits = ServiceLimits(write_wait_s=0.2)
     before = (folder / "manifest.json").read_text()
     with writer_lock(folder):  # another process's writer, as far as the server can tell
         result = {}

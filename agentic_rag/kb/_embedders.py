@@ -155,12 +155,6 @@ def content_key(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()[:16]
 
 
-def embed_batched(embedder: Embedder, texts: Sequence[str], progress: bool = True) -> np.ndarray:
-    """Embed in batches (embed_batches), as one matrix."""
-    parts = [batch for _, batch in embed_batches(embedder, texts, progress)]
-    return np.concatenate(parts) if parts else np.zeros((0, embedder.dimension), np.float32)
-
-
 def embed_batches(embedder: Embedder, texts: Sequence[str], progress: bool = True) -> Iterator[tuple[int, np.ndarray]]:
     """(start, vectors) for each batch of the embedder's `batch_size` (256 if it names none), shapes
     checked; with progress and more than one batch, a line on stderr: chunks done, chunks per

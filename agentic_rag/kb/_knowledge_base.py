@@ -245,12 +245,17 @@ class KnowledgeBase:
     def restricted(self, filters: dict) -> RestrictedView:
         """This knowledge base as a run sees it when only chunks matching `filters` may be used: every
         search keeps to them (and a route's own filters narrow further). For a service request's filters."""
-        return RestrictedView(self, check_filters(filters))
+        return RestrictedView(self, [check_filters(filters)])
 
     def generation(self, directory: str | Path) -> str | None:
         """The generation this knowledge base was loaded from or last saved in `directory`, if any."""
         saved = self._saved.get(os.path.realpath(directory))
         return saved["segments"][-1]["generation"] if saved else None
+
+    def holds_saved(self, directory: str | Path) -> bool:
+        """Whether `directory` still holds exactly what this knowledge base loaded or last saved there."""
+        saved = self._saved.get(os.path.realpath(directory))
+        return saved is not None and store.manifest_id(Path(directory)) == saved["manifest"]
 
     @property
     def graph_size(self) -> tuple[int, int]:
@@ -280,14 +285,22 @@ class KnowledgeBase:
 
     def save(self, directory: str | Path, compact: bool = False) -> Path:
         """Write what changed since this knowledge base was loaded from or last saved to `directory`
-        as a new delta segment (everything, as one full segment, the first time, when `compact`, or
-        when the deltas grow past MAX_DELTAS or MAX_DELTA_ROWS), and switch to it atomically;
-        returns its folder. Refused when the folder holds a generation
-        this knowledge base did not load or save."""
+        as a new delta segment (everything, as one full segment, the first time, when `compact`, when
+        the folder already holds MAX_DELTAS deltas or more than MAX_DELTA_ROWS rows and a quarter of
+        all in them, or when the folder was emptied), and switch to it atomically; returns its folder
+        (the one it holds, with nothing written, when nothing changed). Refused when the folder holds
+        a state this knowledge base did not load or save (another writer's, or a knowledge base
+        built there since)."""
         with self._writer, self._lock.read():
             key = os.path.realpath(directory)
             saved = self._saved.get(key)
+            on_disk = store.manifest_id(Path(directory))
+            if saved is not None and on_disk is None:
+                saved = None  # the folder was emptied: what it held is gone, so everything is written anew
             rows = len(self._chunks)
+            if not compact and saved and on_disk == saved["manifest"] and \
+                    (rows, len(self._changed_docs)) == (saved["rows"], saved["changes"]):
+                return Path(directory) / saved["segments"][-1]["generation"]
             delta_rows = saved["delta_rows"] + rows - saved["rows"] if saved else 0
             full = compact or saved is None or len(saved["segments"]) > MAX_DELTAS or \
                 delta_rows > max(MAX_DELTA_ROWS, rows // 4)
@@ -303,22 +316,22 @@ class KnowledgeBase:
             else:
                 writers = self._delta_writers(saved)
                 manifest.update(delta=True, earlier=saved["segments"])
-            written = store.save_generation(Path(directory), writers, manifest,
-                                            saved["segments"][-1]["generation"] if saved else None)
-            on_disk = json.loads((Path(directory) / store.MANIFEST).read_text(encoding="utf-8"))
-            self._remember(key, on_disk, 0 if full else delta_rows)
+            expected = {"generation": saved["segments"][-1]["generation"], "manifest": saved["manifest"]} \
+                if saved else None
+            written, body = store.save_generation(Path(directory), writers, manifest, expected)
+            self._remember(key, body, 0 if full else delta_rows)
             return written
 
     def _remember(self, key: str, manifest: dict, delta_rows: int) -> None:
         """What the folder now holds: its segments, and this knowledge base's rows and changed
         documents at that moment (a later save writes only what came after)."""
         self._saved[key] = {"segments": store.segments(manifest), "rows": len(self._chunks),
-                            "changes": len(self._changed_docs), "delta_rows": delta_rows}
+                            "changes": len(self._changed_docs), "delta_rows": delta_rows,
+                            "manifest": manifest["manifest_sha256"]}
 
     def _full_writers(self) -> dict:
-        if self._vectors.kind == "dense" and self._vectors.hnsw is not None and \
-                self._vectors.hnsw.get_current_count() > 1.25 * self._vectors.size:
-            self._vectors._build_hnsw()  # a fifth of its nodes deleted: the graph is rebuilt without them
+        if self._vectors.kind == "dense":
+            self._vectors.compact()
         arrays, vocab = self._bm25.to_arrays()
         live = [row for row, chunk in enumerate(self._chunks) if chunk is not None]
         writers = {
@@ -405,7 +418,8 @@ class KnowledgeBase:
         self._graph = KnowledgeGraph.from_json(json.loads((generation / "graph.json").read_text(encoding="utf-8")))
         self._vectors = self._new_vector_index()
         hnsw = generation / "hnsw.bin" if "hnsw.bin" in first["files"] else None  # only verified files are read
-        self._vectors.add_arrays(_saved_vector_arrays(generation, self._chunks), hnsw)
+        live = [row for row, chunk in enumerate(self._chunks) if chunk is not None]
+        self._vectors.add_arrays(_saved_vector_arrays(generation, live, first["rows"]), hnsw)
 
     def _apply_delta(self, segment: Path) -> None:
         """Replay one delta segment: documents it replaced or removed lose their rows, then its chunks join."""
@@ -420,7 +434,7 @@ class KnowledgeBase:
             self._chunks[row] = chunk
         self._docs.update(changes["documents"])
         self._bm25.add(rows, [tokenize(_index_text(c)) for c in chunks])
-        self._vectors.add_arrays(_saved_vector_arrays(segment, self._chunks))
+        self._vectors.add_arrays(_saved_vector_arrays(segment, rows, len(self._chunks)))
         self._graph.add_json(json.loads((segment / "graph.json").read_text(encoding="utf-8")))
 
 
@@ -430,10 +444,11 @@ MAX_DELTAS, MAX_DELTA_ROWS = 8, 1000
 
 
 class RestrictedView:
-    """A knowledge base whose searches keep to chunks matching fixed filters (KnowledgeBase.restricted)."""
+    """A knowledge base whose searches keep to chunks matching every one of a list of filters
+    (KnowledgeBase.restricted); what else a run asks of it goes to the knowledge base."""
 
-    def __init__(self, kb: KnowledgeBase, filters: dict):
-        self._kb, self.filters = kb, filters
+    def __init__(self, kb: KnowledgeBase, filters: list[dict]):
+        self._kb, self._filters = kb, filters
 
     def __getattr__(self, name):  # term weights, graph size, BM25 scores: as the knowledge base has them
         return getattr(self._kb, name)
@@ -441,16 +456,34 @@ class RestrictedView:
     def __len__(self) -> int:
         return len(self._kb)
 
+    def restricted(self, filters: dict) -> RestrictedView:
+        """A view that keeps to these filters as well."""
+        return RestrictedView(self._kb, [*self._filters, check_filters(filters)])
+
     def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
                rerank: bool | None = None) -> list[Hit]:
-        """As KnowledgeBase.search, with these filters over the given ones (they win on a shared field)."""
-        return self._kb.search(query, k, mode, {**(filters or {}), **self.filters}, rerank)
+        """As KnowledgeBase.search, keeping to the view's filters and the given ones: the first
+        condition on each field goes to the search, a second one on the same field is checked on a
+        ranking four times deeper."""
+        every = [*self._filters, check_filters(filters) if filters else {}]
+        first: dict = {}
+        for conditions in every:
+            first.update({f: c for f, c in conditions.items() if f not in first})
+        later = [{f: c for f, c in conditions.items() if first[f] is not c} for conditions in every]
+        if not any(later):
+            return self._kb.search(query, k, mode, first, rerank)
+        hits = self._kb.search(query, k * 4, mode, first, rerank)
+        return [h for h in hits if all(matches(_fields(h), c) for c in later)][:k]
 
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
-        """As KnowledgeBase.graph_search, keeping the hits that match the filters."""
+        """As KnowledgeBase.graph_search, keeping the hits that match the filters (at most k)."""
         hits = self._kb.graph_search(query, k=max(k, 1) * 4, hops=hops)
-        return [h for h in hits if matches({**h.metadata, "doc_id": h.doc_id, "source": h.source,
-                                            "title": h.title}, self.filters)][:k]
+        return [h for h in hits if all(matches(_fields(h), c) for c in self._filters)][:k]
+
+
+def _fields(hit: Hit) -> dict:
+    """A hit's fields as filters see them."""
+    return {**hit.metadata, "doc_id": hit.doc_id, "source": hit.source, "title": hit.title}
 
 
 def _vector_index(embedder: Embedder, config: Config) -> VectorIndex:
@@ -473,17 +506,16 @@ def _saved_chunks(generation: Path) -> Iterator[dict]:
         yield json.loads(line)
 
 
-def _saved_vector_arrays(segment: Path, chunks: list) -> dict:
-    """A segment's vectors as its index saved them (vectors.npz), or, written by format 2, every
-    row's float32 vector (vectors.npy), of which the live rows are taken."""
+def _saved_vector_arrays(segment: Path, live: list[int], rows: int) -> dict:
+    """A segment's vectors as its index saved them (vectors.npz), or, written by format 2, the
+    `live` rows of its float32 matrix of `rows` rows (vectors.npy)."""
     if (segment / "vectors.npz").is_file():
         with np.load(segment / "vectors.npz", allow_pickle=False) as arrays:
             return dict(arrays)
-    vectors = np.load(segment / "vectors.npy", allow_pickle=False)
-    if len(vectors) != len(chunks):
-        raise ValueError(f"vectors.npy has {len(vectors)} rows, expected {len(chunks)}")
-    live = np.array([row for row, chunk in enumerate(chunks) if chunk is not None], np.int64)
-    return {"rows": live, "vectors": vectors[live]}
+    vectors = np.load(segment / "vectors.npy", mmap_mode="r", allow_pickle=False)
+    if len(vectors) != rows:
+        raise ValueError(f"vectors.npy has {len(vectors)} rows, expected {rows}")
+    return {"rows": np.array(live, np.int64), "vectors": np.asarray(vectors[live], np.float32)}
 
 
 def _saved_vectors(directory: Path, embedder: Embedder, wanted: set[bytes]) -> dict[bytes, np.ndarray]:
@@ -501,7 +533,7 @@ def _saved_vectors(directory: Path, embedder: Embedder, wanted: set[bytes]) -> d
             rows = [row for row, chunk in chunks.items() if content_key(_index_text(chunk)) in wanted]
             if rows:
                 index = _vector_index(embedder, Config(exact_search_below=1 << 62))  # read only: no graph
-                index.add_arrays(_saved_vector_arrays(folder, [chunks.get(r) for r in range(max(chunks) + 1)]))
+                index.add_arrays(_saved_vector_arrays(folder, sorted(chunks), manifest["counts"]["rows"]))
                 for row, vector in zip(rows, index.vectors_of(rows), strict=True):
                     out[content_key(_index_text(chunks[row]))] = vector
         return out

@@ -124,22 +124,39 @@ def current_generation(directory: Path) -> str | None:
         return "an unreadable manifest"
 
 
-def _check_expected(directory: Path, expected: str | None) -> None:
-    current = current_generation(directory)
-    if current is None or current == expected:
+def manifest_id(directory: Path) -> str | None:
+    """What identifies the state a folder holds: the sha256 of its manifest (which names every file's
+    checksum); None when there is no manifest. Unlike a generation's name it never comes back: a
+    folder emptied and built again restarts at gen-000001, with other files."""
+    try:
+        return hashlib.sha256((directory / MANIFEST).read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return "an unreadable manifest"
+
+
+def _check_expected(directory: Path, expected: dict | None) -> None:
+    """Refuse unless the folder holds what `expected` says ({"generation", "manifest": its id}; None:
+    no knowledge base at all)."""
+    current = manifest_id(directory)
+    if expected is None and current is None or expected is not None and current == expected["manifest"]:
         return
+    now = current_generation(directory)
     if expected is None:
-        raise RetrievalError(f"{directory} already holds a knowledge base ({current}) that this one was not "
+        raise RetrievalError(f"{directory} already holds a knowledge base ({now}) that this one was not "
                              f"loaded from; load it (KnowledgeBase.load) to change it, or save into a new folder")
-    raise RetrievalError(f"{directory} changed since this knowledge base was loaded ({expected}, now {current}): "
-                         f"another writer saved it; reload it and retry")
+    now = now if now != expected["generation"] else f"{now}, another knowledge base built there since"
+    raise RetrievalError(f"{directory} changed since this knowledge base was loaded ({expected['generation']}, "
+                         f"now {now}): another writer saved it; reload it and retry")
 
 
 def save_generation(directory: Path, writers: dict[str, Callable[[Path], None]], manifest: dict,
-                    expected: str | None = None) -> Path:
+                    expected: dict | None = None) -> tuple[Path, dict]:
     """Write each file with its writer into a new segment, then switch the manifest to it (the
-    segments before it are `manifest["earlier"]`); refused when the manifest names another
-    generation than `expected` (None: no knowledge base)."""
+    segments before it are `manifest["earlier"]`); refused unless the folder holds what `expected`
+    says (_check_expected). Returns the segment's folder and the manifest written, with its id
+    (`manifest_sha256`)."""
     check_target(directory)
     directory.mkdir(parents=True, exist_ok=True)
     with writer_lock(directory):
@@ -159,7 +176,8 @@ def save_generation(directory: Path, writers: dict[str, Callable[[Path], None]],
             os.rename(staging, directory / name)
             body = dict(manifest, format_version=FORMAT_VERSION, generation=name, files=checksums)
             pending = directory / f".{MANIFEST}.tmp"
-            pending.write_text(json.dumps(body, indent=2, ensure_ascii=False), encoding="utf-8")
+            data = json.dumps(body, indent=2, ensure_ascii=False).encode("utf-8")
+            pending.write_bytes(data)
             _fsync(pending)
             os.replace(pending, directory / MANIFEST)
         except BaseException:
@@ -168,7 +186,7 @@ def save_generation(directory: Path, writers: dict[str, Callable[[Path], None]],
         with contextlib.suppress(OSError):  # the save is done; some filesystems cannot sync a folder
             _fsync(directory)
         _remove_old_generations(directory, keep={name, *previous, *(s["generation"] for s in body.get("earlier", []))})
-    return directory / name
+    return directory / name, dict(body, manifest_sha256=hashlib.sha256(data).hexdigest())
 
 
 def segments(manifest: dict) -> list[dict]:
@@ -193,15 +211,16 @@ def _remove_old_generations(directory: Path, keep: set[str]) -> None:
 
 
 def read_generation(directory: Path) -> tuple[dict, list[Path]]:
-    """The manifest and the folders of its segments in the order they are read, every file's
-    checksum verified."""
+    """The manifest (with its id, `manifest_sha256`, see manifest_id) and the folders of its
+    segments in the order they are read, every file's checksum verified."""
     rebuild = "rebuild it into a new folder with: agentic-rag index PATH --kb NEW_DIR"  # DIR itself would load it
     manifest_path = directory / MANIFEST
     if not manifest_path.is_file():
         raise RetrievalError(f"no knowledge base at {directory} (no {MANIFEST}); build one with: "
                              f"agentic-rag index PATH --kb {directory}")
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        data = manifest_path.read_bytes()
+        manifest = json.loads(data.decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise RetrievalError(f"{manifest_path} is corrupted ({exc}); {rebuild}") from None
     version = manifest.get("format_version") if isinstance(manifest, dict) else None
@@ -221,7 +240,7 @@ def read_generation(directory: Path) -> tuple[dict, list[Path]]:
             if _sha256(path) != expected:
                 raise RetrievalError(f"{path} is corrupted (checksum mismatch); {rebuild}")
         folders.append(folder)
-    return manifest, folders
+    return dict(manifest, manifest_sha256=hashlib.sha256(data).hexdigest()), folders
 
 
 def _manifest_problem(manifest: dict) -> str | None:
@@ -256,9 +275,3 @@ def write_npz(path: Path, arrays: dict) -> None:
     """Write arrays as one .npz file (numpy adds no suffix to an open file)."""
     with path.open("wb") as f:
         np.savez(f, **arrays)
-
-
-def write_npy(path: Path, array: np.ndarray) -> None:
-    """Write one array as a .npy file."""
-    with path.open("wb") as f:
-        np.save(f, array)

@@ -75,19 +75,28 @@ class DenseIndex:
             self._build_hnsw()
 
     def _build_hnsw(self) -> None:
-        self.hnsw = hnswlib.Index(space="cosine", dim=self.dimension)
-        self.hnsw.init_index(max_elements=max(1024, 2 * len(self.alive)), M=self.m,
-                             ef_construction=self.ef_construction, random_seed=self.seed)
-        self.hnsw.set_ef(self.ef)
+        """A graph of the live rows, built off to the side and then put in place: searches meanwhile
+        use the old one (or exact search), never a half-built one."""
+        graph = hnswlib.Index(space="cosine", dim=self.dimension)
+        graph.init_index(max_elements=max(1024, 2 * len(self.alive)), M=self.m,
+                         ef_construction=self.ef_construction, random_seed=self.seed)
+        graph.set_ef(self.ef)
         live = np.flatnonzero(self.alive)
-        self._hnsw_add(live, self.vectors[live])
+        self._hnsw_add(live, self.vectors[live], graph)
+        self.hnsw = graph
 
-    def _hnsw_add(self, rows: np.ndarray, vectors: np.ndarray) -> None:
-        needed = self.hnsw.get_current_count() + len(rows)
-        if needed > self.hnsw.get_max_elements():
-            self.hnsw.resize_index(max(needed, 2 * self.hnsw.get_max_elements()))
+    def compact(self) -> None:
+        """Rebuild the graph without its deleted nodes once they are a fifth of it."""
+        if self.hnsw is not None and self.hnsw.get_current_count() > 1.25 * self.size:
+            self._build_hnsw()
+
+    def _hnsw_add(self, rows: np.ndarray, vectors: np.ndarray, graph: hnswlib.Index | None = None) -> None:
+        graph = graph or self.hnsw
+        needed = graph.get_current_count() + len(rows)
+        if needed > graph.get_max_elements():
+            graph.resize_index(max(needed, 2 * graph.get_max_elements()))
         # one thread: insertion order then fixes the graph, so builds repeat exactly
-        self.hnsw.add_items(vectors, rows, num_threads=1)
+        graph.add_items(vectors, rows, num_threads=1)
 
     def pack(self, vectors: np.ndarray) -> np.ndarray:
         """A batch of vectors as add_packed takes them: float16, all the precision kept."""
@@ -115,7 +124,8 @@ class DenseIndex:
     def add_arrays(self, arrays: dict, graph: Path | None = None) -> None:
         """Add rows saved by `arrays`; with the hnswlib graph saved with them (`graph`), read it
         instead of building it again."""
-        rows, vectors = np.asarray(arrays["rows"], np.int64), np.asarray(arrays["vectors"], np.float32)
+        rows = np.asarray(arrays["rows"], np.int64)
+        vectors = np.asarray(arrays["vectors"], np.float32).astype(np.float16).astype(np.float32)
         if vectors.shape != (len(rows), self.dimension):
             raise ValueError(f"saved vectors have shape {vectors.shape}, expected ({len(rows)}, {self.dimension})")
         if graph is None:

@@ -1,7 +1,7 @@
 """The library as an HTTP service: a WSGI application (no framework; mount it in any WSGI stack)
 and `agentic-rag serve`, which runs it on waitress. Needs the `serve` extra:
 pip install 'agentic-rag[serve]'. See docs/how-to/service.md."""
-from ._app import MODEL_ID, Limits, Service, ServiceError, keys_from
+from ._app import MODEL_ID, Service, ServiceError, ServiceLimits, keys_from
 from ._cache import AnswerCache, cache_key
 
 
@@ -12,4 +12,5 @@ def create_app(model, kb_dir=None, kb=None, **options) -> Service:
     return Service(model, kb_dir, kb, **options)
 
 
-__all__ = ["MODEL_ID", "AnswerCache", "Limits", "Service", "ServiceError", "cache_key", "create_app", "keys_from"]
+__all__ = ["MODEL_ID", "AnswerCache", "Service", "ServiceError", "ServiceLimits", "cache_key", "create_app",
+           "keys_from"]

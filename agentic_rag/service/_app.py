@@ -30,7 +30,7 @@ MODEL_ID = "agentic-rag"  # the one model /v1/models lists: the agent, whatever 
 
 
 @dataclass(frozen=True)
-class Limits:
+class ServiceLimits:
     """What one request may ask; beyond it the reply is 413, 400 or 429, never a hung worker."""
 
     max_body_bytes: int = 1_000_000
@@ -62,7 +62,7 @@ class Service:
 
     def __init__(self, model, kb_dir: str | Path | None = None, kb: KnowledgeBase | None = None, tools=(),
                  config: Config | None = None, model_name: str = "offline", read_keys: Iterable[str] = (),
-                 write_keys: Iterable[str] = (), limits: Limits | None = None, cache_size: int = 1024,
+                 write_keys: Iterable[str] = (), limits: ServiceLimits | None = None, cache_size: int = 1024,
                  cache_ttl_s: float = 300.0, loader: Callable[[Path], KnowledgeBase] | None = None,
                  multiprocess_dir: str | None = None):
         if kb_dir is None and kb is None:
@@ -74,7 +74,7 @@ class Service:
         self._memory_generation = 0
         self.write_keys = tuple(write_keys)
         self.read_keys = tuple(read_keys) + self.write_keys  # a write key may read too
-        self.limits = limits or Limits()
+        self.limits = limits or ServiceLimits()
         self.cache = AnswerCache(cache_size, cache_ttl_s)
         self.metrics = Metrics(multiprocess_dir)
         self._runs = threading.BoundedSemaphore(self.limits.max_concurrent_runs)
