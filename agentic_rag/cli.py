@@ -174,17 +174,30 @@ def cmd_serve(args) -> int:
         raise ConfigurationError("agentic-rag serve needs the serve extra: pip install 'agentic-rag[serve]'") from None
     settings = model_settings(args)
     reads, writes = keys_from(os.environ, args.keys_file)
-    load_kb(args.kb, settings)  # a missing or damaged knowledge base fails here, in one line
+    metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if metrics_dir and not Path(metrics_dir).is_dir():
+        raise ConfigurationError(f"PROMETHEUS_MULTIPROC_DIR={metrics_dir} is not a folder; create it (empty) first")
+    limits = ServiceLimits(max_concurrent_runs=args.max_runs)
     app = create_app(make_model(settings), kb_dir=args.kb, tools=ask_tools(args), model_name=settings["name"],
                      read_keys=reads, write_keys=writes, cache_size=args.cache_size, cache_ttl_s=args.cache_ttl,
-                     limits=ServiceLimits(max_concurrent_runs=args.max_runs),
-                     loader=lambda path: load_kb(str(path), settings),
-                     multiprocess_dir=os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+                     limits=limits, loader=lambda path: load_kb(str(path), settings), multiprocess_dir=metrics_dir)
+    try:  # waitress refuses bodies past the limit before reading them, and drops connections idle for 30 s
+        server = waitress.create_server(app, host=args.host, port=args.port, threads=args.threads,
+                                        ident="agentic-rag", max_request_body_size=limits.max_body_bytes,
+                                        channel_timeout=30)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}; choose another "
+                                 f"--port (or stop what uses it)") from None
     keys = f"{len(reads)} read and {len(writes)} write keys" if reads or writes else \
         "no keys (open to anyone who can connect)"
-    print(f"serving {args.kb} on http://{args.host}:{args.port} with {args.threads} threads, {keys}; "
-          f"Ctrl-C stops", file=sys.stderr)
-    waitress.serve(app, host=args.host, port=args.port, threads=args.threads, ident="agentic-rag", _quiet=True)
+    print(f"serving {args.kb} on http://{args.host}:{server.effective_port} with {args.threads} threads, {keys}; "
+          f"Ctrl-C stops", file=sys.stderr, flush=True)
+    try:
+        server.run()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
     return 0
 
 

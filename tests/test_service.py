@@ -57,7 +57,7 @@ class Server:
         payload = response.read()
         connection.close()
         kind = response.getheader("Content-Type", "")
-        parsed = json.loads(payload) if kind.startswith("application/json") else payload.decode()
+        parsed = json.loads(payload) if kind.startswith("application/json") and payload else payload.decode()
         return response.status, response.headers, parsed
 
     def close(self):
@@ -339,3 +339,87 @@ def test_the_load_check_runs_clean_on_the_example(kb_dir, tmp_path):
     assert report["cross_talk"] == 0 and report["lost_writes"] == 0 and report["writes_acknowledged"] >= 1
     assert all(report[phase]["errors"] == 0 and report[phase]["requests"] > 0
                for phase in ("http", "library", "http_with_writer", "http_cached"))
+
+
+def test_hostile_requests_get_clean_client_errors(served):
+    server, folder = served
+    documents = [{"id": "xA", "text": "alpha"}, {"id": "x%41", "text": "beta"}, {"id": "café", "text": "gamma"}]
+    assert server.request("POST", "/v1/documents", {"documents": documents}, key=WRITE)[0] == 200
+    assert server.request("DELETE", "/v1/documents/x%2541", key=WRITE)[0] == 200       # x%41, decoded once
+    assert server.request("DELETE", "/v1/documents/caf%C3%A9", key=WRITE)[0] == 200
+    ids = {h["doc_id"] for h in server.request("POST", "/v1/search", {"query": "alpha beta gamma", "k": 30},
+                                                key=READ)[2]["hits"]}
+    assert "xA" in ids and not {"x%41", "café"} & ids
+    assert server.request("DELETE", "/v1/documents/%ff", key=WRITE)[0] == 400            # not UTF-8
+    assert server.request("POST", "/v1/ask", raw=json.dumps({"question": "x"}).encode(), key=READ,
+                          headers={"Content-Type": "text/plain"})[0] == 415              # no cross-site posts
+    assert server.request("POST", "/v1/ask", raw=b'{"question": ' + b"[" * 100_000, key=READ)[0] == 400
+    assert server.request("POST", "/v1/search", {"query": "x", "filters": {"doc_id": list(range(1001))}},
+                          key=READ)[0] == 400
+    bad = {"documents": [{"id": "s", "text": "t", "metadata": {"k": "\ud800"}}]}
+    assert server.request("POST", "/v1/documents", raw=json.dumps(bad).encode(), key=WRITE)[0] == 400
+    assert server.request("POST", "/v1/ask", {"question": QUESTION, "stream": "yes"}, key=READ)[0] == 400
+    for i in range(30):
+        server.request("GET", f"/made-up-{i}", key=READ)
+    metrics = server.request("GET", "/metrics", key=READ)[2]
+    assert "made-up" not in metrics and 'endpoint="other",status="404"} 30.0' in metrics
+    status, headers, body = server.request("HEAD", "/healthz")
+    assert status == 200 and body == ""
+
+
+def test_the_cache_keeps_apart_what_answers_differently_and_only_what_answers_the_same(served):
+    server, _ = served
+    server.request("POST", "/v1/ask", {"question": "What is 7 * 32?"}, key=READ)
+    assert not server.request("POST", "/v1/ask", {"question": "What is 7 * 3²?"}, key=READ)[2]["cached"]
+    assert server.request("POST", "/v1/ask", {"question": " What is  7 * 32? "}, key=READ)[2]["cached"]
+    server.request("POST", "/v1/ask", {"question": QUESTION, "cache": False}, key=READ)
+    assert not server.request("POST", "/v1/ask", {"question": QUESTION}, key=READ)[2]["cached"]  # not stored
+
+
+def test_a_failed_run_is_a_502_and_a_stream_is_refused_before_it_starts(kb_dir):
+    from agentic_rag import ModelError
+
+    class Failing(OfflineModel):
+        def complete(self, request):
+            raise ModelError("the provider is down")
+
+    server = Server(create_app(Failing(), kb_dir=kb_dir, cache_size=0,
+                               limits=ServiceLimits(max_concurrent_runs=1)))
+    try:
+        status, _, reply = server.request("POST", "/v1/ask", {"question": QUESTION})
+        assert status == 502 and reply["error"]["type"] == "model_error"
+        assert "provider is down" in reply["error"]["message"]
+        chat = {"model": "agentic-rag", "messages": [{"role": "user", "content": QUESTION}]}
+        assert server.request("POST", "/v1/chat/completions", chat)[0] == 502
+        server.app._runs.acquire()                          # every run slot taken
+        assert server.request("POST", "/v1/ask", {"question": QUESTION, "stream": True})[0] == 429
+        assert server.request("POST", "/v1/chat/completions", dict(chat, stream=True))[0] == 429
+        server.app._runs.release()
+    finally:
+        server.close()
+
+
+def test_a_folder_built_again_under_the_server_is_reloaded(served):
+    import shutil
+
+    server, folder = served
+    shutil.rmtree(folder)
+    other = KnowledgeBase()
+    other.add_documents(load_documents(EXAMPLE_DATA / "policies").documents)
+    other.save(folder)                                        # gen-000001 again, with other files
+    health = server.request("GET", "/healthz")[2]
+    assert health["documents"] == other.document_count and health["generation"] == "gen-000001"
+
+
+def test_serve_on_a_port_in_use_is_a_one_line_error(kb_dir, capsys):
+    import socket
+
+    from agentic_rag.cli import main
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        code = main(["serve", "--kb", str(kb_dir), "--port", str(taken.getsockname()[1])])
+    err = capsys.readouterr().err
+    assert code != 0 and "cannot listen on 127.0.0.1" in err and "choose another --port" in err
+    assert "Traceback" not in err and err.strip().count("\n") == 0

@@ -7,7 +7,6 @@ import logging
 import queue
 import threading
 import time
-import urllib.parse
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -20,7 +19,7 @@ from .._display import result_json
 from .._errors import AgenticRAGError, ConfigurationError, RetrievalError
 from .._loop import run_agentic_rag
 from ..kb import Document, KnowledgeBase
-from ..kb._store import current_generation, writer_lock
+from ..kb._store import writer_lock
 from ._cache import AnswerCache, cache_key
 from ._metrics import Metrics
 from ._schemas import AskRequest, ChatRequest, DocumentsRequest, SearchRequest, WriteReply
@@ -49,8 +48,8 @@ class ServiceError(Exception):
 
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-            405: "Method Not Allowed", 409: "Conflict", 413: "Content Too Large", 429: "Too Many Requests",
-            500: "Internal Server Error", 503: "Service Unavailable"}
+            405: "Method Not Allowed", 409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type",
+            429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
 
 
 class Service:
@@ -89,60 +88,68 @@ class Service:
 
     # -- the knowledge base and its generation ----------------------------------------------------
 
-    @property
-    def generation(self) -> str:
+    def current(self) -> tuple[KnowledgeBase, str]:
+        """The knowledge base and its generation, taken together; reloaded first if the folder no
+        longer holds what it was loaded from (another process saved, or it was built again)."""
         if self.kb_dir is None:
-            return f"memory-{self._memory_generation}"
-        return self._kb.generation(self.kb_dir) or "unsaved"
-
-    def current(self) -> KnowledgeBase:
-        """The knowledge base, reloaded first if another writer saved a new generation in its folder."""
-        if self.kb_dir is None:
-            return self._kb
-        on_disk = current_generation(self.kb_dir)
-        if on_disk != self.generation:
+            return self._kb, f"memory-{self._memory_generation}"
+        kb = self._kb
+        if not kb.holds_saved(self.kb_dir):
             with self._reload:
-                if current_generation(self.kb_dir) != self.generation:
+                kb = self._kb
+                if not kb.holds_saved(self.kb_dir):
                     try:
-                        self._kb = self._load(self.kb_dir)
+                        kb = self._kb = self._load(self.kb_dir)
                     except AgenticRAGError as exc:
                         raise ServiceError(503, "unavailable", f"the knowledge base cannot be loaded: {exc}",
                                            [("Retry-After", "5")]) from None
-        return self._kb
+        return kb, kb.generation(self.kb_dir)
 
     def _write(self, change: Callable[[KnowledgeBase], dict]) -> dict:
         """Apply one change with no other writer (thread or process) at work, save it, and reply; a
-        change that fails, or fails to save, is dropped (the saved knowledge base is read again)."""
-        with self._writing:
+        change that fails, or fails to save, is dropped (the saved knowledge base is read again, and
+        the cache, which may hold answers that saw it, is emptied)."""
+        wait = self.limits.write_wait_s
+        started = time.monotonic()
+        if not self._writing.acquire(timeout=wait):
+            raise ServiceError(409, "conflict", f"another write has been going on for {wait:g} s; retry")
+        try:
             if self.kb_dir is None:
                 result = change(self._kb)
                 self._memory_generation += 1
-                return dict(result, generation=self.generation)
-            try:
-                with writer_lock(self.kb_dir, wait_s=self.limits.write_wait_s):
-                    kb = self.current()
-                    try:
-                        result = change(kb)
-                        if any(result.get(k) for k in ("added", "replaced", "deleted")):  # else nothing to save
-                            kb.save(self.kb_dir)
-                    except BaseException:
-                        self._kb = self._load(self.kb_dir)
-                        raise
-            except RetrievalError as exc:
-                if "another process is writing" in str(exc) or "changed since" in str(exc):
-                    raise ServiceError(409, "conflict", str(exc)) from None
-                raise
-            return dict(result, generation=self.generation)
+                return dict(result, generation=self.current()[1])
+            with writer_lock(self.kb_dir, wait_s=max(0.0, wait - (time.monotonic() - started))):
+                kb = self.current()[0]
+                try:
+                    result = change(kb)
+                    if any(result.get(k) for k in ("added", "replaced", "deleted")):  # else nothing to save
+                        kb.save(self.kb_dir)
+                except BaseException:
+                    self.cache.clear()
+                    self._kb = self._load(self.kb_dir)
+                    raise
+            return dict(result, generation=kb.generation(self.kb_dir))
+        except RetrievalError as exc:
+            if "another process is writing" in str(exc) or "changed since" in str(exc):
+                raise ServiceError(409, "conflict", "another writer is at work or saved meanwhile; retry") from None
+            raise
+        finally:
+            self._writing.release()
 
     # -- WSGI --------------------------------------------------------------------------------------
+
+    def _endpoint(self, path: str) -> str:
+        """The metrics label of a path: a route's path, or "other" (never what a client made up)."""
+        if path.startswith("/v1/documents/"):
+            return "/v1/documents/{id}"
+        return path if any(p == path for _, p in self._routes) else "other"
 
     def __call__(self, environ: dict, start_response) -> Iterable[bytes]:
         started = time.perf_counter()
         method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "/")
-        endpoint = "/v1/documents/{id}" if path.startswith("/v1/documents/") else path
+        endpoint = self._endpoint(path)
         try:
-            handler, need = self._route(method, path)
-            endpoint = endpoint if (method, endpoint) in self._routes or endpoint.endswith("{id}") else "other"
+            handler, need = self._route("GET" if method == "HEAD" else method, path)
             self._authorize(environ, need)
             status, body, headers = handler(environ)
         except ServiceError as exc:
@@ -151,23 +158,31 @@ class Service:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "body"
             status, body, headers = 400, _error("invalid_request", f"{where}: {first['msg']}"), []
-        except AgenticRAGError as exc:
+        except (ConfigurationError, RetrievalError) as exc:  # bad input, or nothing to search (an empty base)
             status, body, headers = 400, _error("invalid_request", str(exc)), []
+        except AgenticRAGError as exc:
+            status, body, headers = 500, _error("internal_error", str(exc)), []
         except Exception:  # never a traceback to the client: logged here, a plain 500 there
             log.exception("request %s %s failed", method, path)
             status, body, headers = 500, _error("internal_error", "the server failed on this request; see its log"), []
-        self.metrics.requests.labels(endpoint, str(status)).inc()
-        if isinstance(body, Iterator):  # a stream: latency counts until its first byte
-            self.metrics.latency.labels(endpoint, str(status)).observe(time.perf_counter() - started)
+        labels = (endpoint, str(status))
+        self.metrics.requests.labels(*labels).inc()
+        if isinstance(body, Iterator):  # a stream: latency counts until its last byte
             start_response(f"{status} {_REASONS[status]}", [("Content-Type", "text/event-stream; charset=utf-8"),
                                                              ("Cache-Control", "no-cache"), *headers])
-            return body
+            return self._timed(body, labels, started)
         data = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode("utf-8")
         kind = "text/plain; version=0.0.4" if path == "/metrics" and status == 200 else "application/json"
-        self.metrics.latency.labels(endpoint, str(status)).observe(time.perf_counter() - started)
+        self.metrics.latency.labels(*labels).observe(time.perf_counter() - started)
         start_response(f"{status} {_REASONS[status]}", [("Content-Type", f"{kind}; charset=utf-8"),
                                                          ("Content-Length", str(len(data))), *headers])
-        return [data]
+        return [] if method == "HEAD" else [data]
+
+    def _timed(self, stream: Iterator[bytes], labels: tuple[str, str], started: float) -> Iterator[bytes]:
+        try:
+            yield from stream
+        finally:
+            self.metrics.latency.labels(*labels).observe(time.perf_counter() - started)
 
     def _route(self, method: str, path: str):
         if path.startswith("/v1/documents/"):
@@ -180,7 +195,7 @@ class Service:
         if allowed:
             raise ServiceError(405, "method_not_allowed", f"{method} {path}: use {', '.join(allowed)}",
                                [("Allow", ", ".join(allowed))])
-        raise ServiceError(404, "not_found", f"no endpoint {path}; see /openapi.json")
+        raise ServiceError(404, "not_found", "no such endpoint; see /openapi.json")
 
     def _authorize(self, environ: dict, need: str | None) -> None:
         """Keys, when any are configured: a read key for reads, a write key for writes, compared in
@@ -200,7 +215,10 @@ class Service:
             raise ServiceError(403, "forbidden", "this key may read but not write; use a write key")
 
     def _body(self, environ: dict, schema: type[BaseModel]) -> BaseModel:
-        """The request's JSON body as `schema`; 413 past max_body_bytes, 400 if it is not JSON."""
+        """The request's JSON body as `schema`; 415 unless it says it is JSON (so that a web page
+        cannot post it without the browser asking first), 413 past max_body_bytes, 400 if it is not JSON."""
+        if environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower() != "application/json":
+            raise ServiceError(415, "unsupported_media_type", "send the body as Content-Type: application/json")
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
@@ -211,8 +229,8 @@ class Service:
         raw = environ["wsgi.input"].read(length) if length else b""
         try:
             data = json.loads(raw.decode("utf-8")) if raw else None
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise ServiceError(400, "invalid_request", f"the body is not UTF-8 JSON ({exc})") from None
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise ServiceError(400, "invalid_request", f"the body is not UTF-8 JSON ({type(exc).__name__})") from None
         if not isinstance(data, dict):
             raise ServiceError(400, "invalid_request", "send a JSON object as the body")
         return schema.model_validate(data)
@@ -221,44 +239,60 @@ class Service:
 
     def ask(self, environ: dict):
         request = self._body(environ, AskRequest)
+        ready = self._prepare(request)
         if request.stream:
-            return 200, self._stream_ask(request), []
-        return 200, self._answer(request), []
+            return 200, self._stream_ask(ready), []
+        return 200, self._finish(ready), []
 
     def _settings(self, request: AskRequest) -> Config:
         asked = request.settings.model_dump(exclude_none=True)
         bounded = {name: min(value, getattr(self.config, name)) for name, value in asked.items()}
         return replace(self.config, **bounded)
 
-    def _answer(self, request: AskRequest, on_token: Callable[[str], object] | None = None) -> dict:
-        """One run (or its cached reply): the fields of `ask --json` and the generation it answered from."""
+    def _prepare(self, request: AskRequest) -> dict:
+        """Everything a run needs that can fail before it starts: the checked question, the knowledge
+        base and its generation, the settings, the cache key, and the cached reply or a run slot
+        (429 when every slot is taken). A stream's errors thus come before its 200."""
         question = request.question.strip()
         if not question:
             raise ServiceError(400, "invalid_request", "the question is empty")
         if len(question) > self.limits.max_question_chars:
             raise ServiceError(400, "invalid_request", f"the question has {len(question)} characters; the limit "
                                                        f"is {self.limits.max_question_chars}")
-        kb, config = self.current(), self._settings(request)
-        generation = self.generation
+        (kb, generation), config = self.current(), self._settings(request)
         key = cache_key(question, request.filters, vars(config), self.model_name, generation)
+        ready = {"question": question, "kb": kb, "generation": generation, "config": config, "key": key,
+                 "filters": request.filters, "store": request.cache}
         if request.cache and (cached := self.cache.get(key)) is not None:
             self.metrics.cache.labels("hit").inc()
-            if on_token:
-                on_token(cached["answer"])
-            return dict(cached, cached=True)
-        self.metrics.cache.labels("miss").inc()
+            return dict(ready, cached=dict(cached, question=question, cached=True))
+        if request.cache:
+            self.metrics.cache.labels("miss").inc()
         if not self._runs.acquire(blocking=False):
             raise ServiceError(429, "too_many_requests", f"{self.limits.max_concurrent_runs} questions are being "
                                                          f"answered; retry in a moment", [("Retry-After", "1")])
+        return ready
+
+    def _finish(self, ready: dict, on_token: Callable[[str], object] | None = None) -> dict:
+        """The run `_prepare` made ready (its slot released at the end), or its cached reply: the fields
+        of `ask --json` and the generation it answered from. A run that failed is a 502."""
+        if "cached" in ready:
+            if on_token:
+                on_token(ready["cached"]["answer"])
+            return ready["cached"]
         try:
-            view = kb.restricted(request.filters) if request.filters else kb
-            state = run_agentic_rag(question, view, self.model, self.tools, config, on_token=on_token)
+            view = ready["kb"].restricted(ready["filters"]) if ready["filters"] else ready["kb"]
+            state = run_agentic_rag(ready["question"], view, self.model, self.tools, ready["config"],
+                                    on_token=on_token)
         finally:
             self._runs.release()
         self.metrics.run(state, self.model_name)
-        reply = dict(result_json(state, self.model_name), generation=generation, cached=False)
-        if state["stop_reason"] != "error":
-            self.cache.put(key, reply)
+        if state["stop_reason"] == "error":
+            raise ServiceError(502, "model_error", f"the run failed: {state['error']}")
+        reply = dict(result_json(state, self.model_name), generation=ready["generation"], cached=False)
+        # kept only when it answers the same next time: not cut short, no tool (a clock, a database, the web)
+        if ready["store"] and state["stop_reason"] not in ("deadline", "token_budget") and not state["used_tools"]:
+            self.cache.put(ready["key"], reply)
         return reply
 
     def _streamed(self, work: Callable[[Callable[[str], object]], dict]) -> queue.Queue:
@@ -271,8 +305,6 @@ class Service:
                 items.put(("answer", work(lambda text: items.put(("draft", text)))))
             except ServiceError as exc:
                 items.put(("error", (exc.status, exc.kind, str(exc))))
-            except AgenticRAGError as exc:
-                items.put(("error", (400, "invalid_request", str(exc))))
             except Exception:
                 log.exception("a streamed request failed")
                 items.put(("error", (500, "internal_error", "the server failed on this request; see its log")))
@@ -281,10 +313,10 @@ class Service:
         threading.Thread(target=run, daemon=True).start()
         return items
 
-    def _stream_ask(self, request: AskRequest) -> Iterator[bytes]:
+    def _stream_ask(self, ready: dict) -> Iterator[bytes]:
         """Server-sent events: `draft` pieces as the model writes, then `answer` (the checked reply,
         which replaces the draft) or `error`, then `done`."""
-        items = self._streamed(lambda on_token: self._answer(request, on_token))
+        items = self._streamed(lambda on_token: self._finish(ready, on_token))
         while (item := items.get()) is not None:
             kind, value = item
             data = {"text": value} if kind == "draft" else value if kind == "answer" else \
@@ -294,8 +326,9 @@ class Service:
 
     def search(self, environ: dict):
         request = self._body(environ, SearchRequest)
-        hits = self.current().search(request.query, k=request.k, mode=request.mode, filters=request.filters)
-        return 200, {"hits": [hit.model_dump() for hit in hits], "generation": self.generation}, []
+        kb, generation = self.current()
+        hits = kb.search(request.query, k=request.k, mode=request.mode, filters=request.filters)
+        return 200, {"hits": [hit.model_dump() for hit in hits], "generation": generation}, []
 
     def add_documents(self, environ: dict):
         request = self._body(environ, DocumentsRequest)
@@ -312,7 +345,10 @@ class Service:
         return 200, WriteReply(**self._write(change)).model_dump(), []
 
     def delete_document(self, environ: dict):
-        doc_id = urllib.parse.unquote(environ["PATH_INFO"][len("/v1/documents/"):], errors="strict")
+        try:  # PATH_INFO is already percent-decoded, its bytes as latin-1 (PEP 3333): UTF-8 again, once
+            doc_id = environ["PATH_INFO"][len("/v1/documents/"):].encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            raise ServiceError(400, "invalid_request", "the document id is not UTF-8") from None
         if not doc_id:
             raise ServiceError(400, "invalid_request", "give the document id: DELETE /v1/documents/{id}")
         reply = self._write(lambda kb: {"deleted": kb.delete_documents([doc_id])})
@@ -330,24 +366,25 @@ class Service:
         asked = next((m for m in reversed(request.messages) if m.role == "user"), None)
         text = asked.content if asked else None
         if isinstance(text, list):  # content parts: the text ones
-            text = " ".join(p.get("text", "") for p in text if isinstance(p, dict) and p.get("type") == "text")
+            text = " ".join(p["text"] for p in text if isinstance(p, dict) and p.get("type") == "text"
+                            and isinstance(p.get("text"), str))
         if not text or not text.strip():
             raise ServiceError(400, "invalid_request", "no user message with text: the last one is the question")
-        ask = AskRequest(question=text)
+        ready = self._prepare(AskRequest(question=text))
         chat_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if request.stream:
-            return 200, self._stream_chat(ask, chat_id, created), []
-        reply = self._answer(ask)
+            return 200, self._stream_chat(ready, chat_id, created), []
+        reply = self._finish(ready)
         return 200, {"id": chat_id, "object": "chat.completion", "created": created, "model": MODEL_ID,
                      "choices": [{"index": 0, "message": {"role": "assistant", "content": _with_sources(reply)},
                                   "finish_reason": "stop"}],
                      "usage": _usage(reply), "citations": reply["citations"],
                      "agentic_rag": {k: reply[k] for k in ("stop_reason", "abstained", "generation", "cached")}}, []
 
-    def _stream_chat(self, ask: AskRequest, chat_id: str, created: int) -> Iterator[bytes]:
+    def _stream_chat(self, ready: dict, chat_id: str, created: int) -> Iterator[bytes]:
         """chat.completion.chunk events: the role, the checked answer in pieces, the sources, then [DONE]
         (the draft is not sent: a streamed token cannot be taken back when the checks change it)."""
-        items = self._streamed(lambda on_token: self._answer(ask))
+        items = self._streamed(lambda on_token: self._finish(ready))
 
         def chunk(delta: dict, finish: str | None = None, **extra) -> bytes:
             body = {"id": chat_id, "object": "chat.completion.chunk", "created": created, "model": MODEL_ID,
@@ -371,9 +408,8 @@ class Service:
                                                  "owned_by": "agentic-rag"}]}, []
 
     def health(self, environ: dict):
-        kb = self.current()
-        return 200, {"status": "ok", "generation": self.generation, "documents": kb.document_count,
-                     "chunks": len(kb)}, []
+        kb, generation = self.current()
+        return 200, {"status": "ok", "generation": generation, "documents": kb.document_count, "chunks": len(kb)}, []
 
     def metrics_text(self, environ: dict):
         return 200, self.metrics.text(), []

@@ -9,9 +9,10 @@ from collections import OrderedDict
 
 
 def cache_key(question: str, *parts) -> str:
-    """The normalised question (NFKC, case-folded, spaces collapsed) and everything else an answer
-    depends on (filters, settings, model names, the knowledge base's generation)."""
-    normal = " ".join(unicodedata.normalize("NFKC", question).casefold().split())
+    """The normalised question (Unicode NFC, spaces collapsed: only what cannot change the answer;
+    not NFKC or case-folding, which make "3²" "32") and everything else an answer depends on
+    (filters, settings, model names, the knowledge base's generation)."""
+    normal = " ".join(unicodedata.normalize("NFC", question).split())
     return json.dumps([normal, *parts], sort_keys=True, ensure_ascii=False, default=str)
 
 
@@ -40,6 +41,10 @@ class AnswerCache:
             self._items.move_to_end(key)
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
 
     def __len__(self) -> int:
         return len(self._items)

@@ -8,6 +8,7 @@ from pydantic.json_schema import models_json_schema
 from .. import __version__
 from ._schemas import AskRequest, ChatRequest, DocumentsRequest, ErrorReply, Health, SearchRequest, WriteReply
 
+_OPEN = ("/healthz", "/openapi.json")  # the endpoints no key guards
 _ENDPOINTS = [  # (method, path, summary, request model, reply model or None for a free-form object)
     ("post", "/v1/ask", "Answer a question (stream: server-sent events draft, answer, done)", AskRequest, None),
     ("post", "/v1/search", "Search the knowledge base", SearchRequest, None),
@@ -38,6 +39,8 @@ def openapi() -> dict:
             "default": {"description": "an error", "content": {"application/json": {"schema": ref(ErrorReply)}}}}}
         if request:
             operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": ref(request)}}}
+        if path not in _OPEN:
+            operation["security"] = [{"key": []}]
         if "{id}" in path:
             operation["parameters"] = [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]
         paths.setdefault(path, {})[method] = operation

@@ -2,15 +2,26 @@
 /openapi.json its schemas."""
 from __future__ import annotations
 
+import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from .._config import SEARCH_MODES
+
+MAX_FILTER_VALUES = 1_000  # values in one request's filters: each is checked against every chunk
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def _filters(value: dict | None) -> dict | None:
+    """At most MAX_FILTER_VALUES values in all."""
+    count = sum(len(c) if isinstance(c, (list, dict)) else 1 for c in (value or {}).values())
+    if count > MAX_FILTER_VALUES:
+        raise ValueError(f"the filters hold {count} values; the limit is {MAX_FILTER_VALUES}")
+    return value
 
 
 class RunSettings(_Strict):
@@ -25,8 +36,10 @@ class AskRequest(_Strict):
     question: str = Field(min_length=1)
     filters: dict | None = None
     settings: RunSettings = RunSettings()
-    cache: bool = True
-    stream: bool = False
+    cache: StrictBool = True
+    stream: StrictBool = False
+
+    _check_filters = field_validator("filters")(_filters)
 
 
 class SearchRequest(_Strict):
@@ -34,6 +47,8 @@ class SearchRequest(_Strict):
     k: int = Field(5, ge=1, le=100)
     mode: Literal[SEARCH_MODES] = "hybrid"  # type: ignore[valid-type]
     filters: dict | None = None
+
+    _check_filters = field_validator("filters")(_filters)
 
 
 class DocumentIn(_Strict):
@@ -46,6 +61,17 @@ class DocumentIn(_Strict):
 
 class DocumentsRequest(_Strict):
     documents: list[DocumentIn] = Field(min_length=1)
+
+    @field_validator("documents")
+    @classmethod
+    def _utf8(cls, documents: list[DocumentIn]) -> list[DocumentIn]:
+        """Every document must be writable as UTF-8 (a lone surrogate is not)."""
+        for document in documents:
+            try:
+                json.dumps(document.model_dump(), ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise ValueError(f"document {document.id!r} holds text that is not valid Unicode") from None
+        return documents
 
 
 class WriteReply(BaseModel):
@@ -65,7 +91,7 @@ class ChatMessage(BaseModel):
 class ChatRequest(BaseModel):  # other OpenAI fields (temperature, user, ...) are accepted and ignored
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
+    stream: StrictBool = False
 
 
 class ErrorBody(BaseModel):
