@@ -328,6 +328,10 @@ class KnowledgeBase:
         self._saved[key] = {"segments": store.segments(manifest), "rows": len(self._chunks),
                             "changes": len(self._changed_docs), "delta_rows": delta_rows,
                             "manifest": manifest["manifest_sha256"]}
+        done = min(saved["changes"] for saved in self._saved.values())  # changes every folder has: forgotten
+        del self._changed_docs[:done]
+        for saved in self._saved.values():
+            saved["changes"] -= done
 
     def _full_writers(self) -> dict:
         if self._vectors.kind == "dense":
