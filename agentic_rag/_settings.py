@@ -9,6 +9,7 @@ from pathlib import Path
 from ._errors import ConfigurationError
 from ._openai_api import endpoint_from_env
 from .kb import KnowledgeBase, make_embedder
+from .kb._postgres import PostgresKnowledgeBase, is_database
 from .kb._store import MANIFEST
 from .models._factory import build_model, read_models_file
 from .tools import CALCULATOR, shop_tools
@@ -56,8 +57,11 @@ def make_cli_embedder(name: str, settings: dict):
     return make_embedder(name)
 
 
-def load_kb(path: str, settings: dict) -> KnowledgeBase:
-    """Open a saved knowledge base with the embedder it was built with."""
+def load_kb(path: str, settings: dict):
+    """Open a saved knowledge base with the embedder it was built with: a folder, or a PostgreSQL
+    database named by its URL (postgresql://...)."""
+    if is_database(path):
+        return PostgresKnowledgeBase(path)
     manifest = Path(path) / MANIFEST
     built = ""
     if manifest.is_file():

@@ -17,6 +17,7 @@ from ._loop import run_agentic_rag
 from ._settings import ask_tools, load_kb, make_cli_embedder, make_model, model_settings
 from .kb import EMBEDDERS, KnowledgeBase, load_documents
 from .kb import _store as store
+from .kb._postgres import PostgresKnowledgeBase, is_database, safe_url
 from .kb._store import MANIFEST
 from .models import OfflineModel
 
@@ -40,8 +41,13 @@ LOCK_WAIT_S = 10.0  # how long index or delete waits for another writer on the s
 
 
 @contextmanager
-def _writing(kb_dir: Path, create: bool):
-    """Hold the folder's writer lock from load to save, so two writers never lose each other's changes."""
+def _writing(kb_dir, create: bool):
+    """Hold the folder's writer lock from load to save, so two writers never lose each other's changes
+    (a PostgreSQL knowledge base: every write is a transaction of its own, nothing to hold)."""
+    if is_database(kb_dir):
+        yield
+        return
+    kb_dir = Path(kb_dir)
     store.check_target(kb_dir)  # before any reading or embedding: a bad --kb fails at once
     if not create and not kb_dir.is_dir():
         raise RetrievalError(f"no knowledge base at {kb_dir}; build one with: agentic-rag index PATH --kb {kb_dir}")
@@ -54,10 +60,17 @@ def _writing(kb_dir: Path, create: bool):
         yield
 
 
-def _open_or_create(kb_dir: Path, args) -> KnowledgeBase:
+def _open_or_create(kb_dir, args) -> KnowledgeBase:
     chunking = {k: v for k, v in (("chunk_size", args.chunk_size), ("chunk_overlap", args.chunk_overlap))
                 if v is not None}
     settings = model_settings(args)
+    if is_database(kb_dir):
+        if args.graph_model:
+            raise ConfigurationError("--graph-model is not offered for a PostgreSQL knowledge base yet; its graph "
+                                     "joins the names that share a sentence")
+        return PostgresKnowledgeBase(kb_dir, make_cli_embedder(args.embedder, settings) if args.embedder else None,
+                                     Config(**chunking) if chunking else None)
+    kb_dir = Path(kb_dir)
     extract, method = None, "names"
     if args.graph_model:  # a language model reads each chunk into triples for the graph
         from .steps import triple_extractor
@@ -90,7 +103,7 @@ def _skipped(loaded) -> str:
 
 def cmd_index(args) -> int:
     start = time.perf_counter()
-    kb_dir = Path(args.kb)
+    kb_dir = args.kb
     with _writing(kb_dir, create=True):
         kb = _open_or_create(kb_dir, args)
         print(f"reading {', '.join(args.paths)} ...", file=sys.stderr)
@@ -104,7 +117,7 @@ def cmd_index(args) -> int:
     print(f"indexed {len(loaded.documents)} documents ({result.added} new, {result.replaced} replaced, "
           f"{result.unchanged} unchanged) into {result.chunks} new chunks; knowledge base now holds "
           f"{kb.document_count} documents, {len(kb)} chunks; skipped {_skipped(loaded)}; "
-          f"{time.perf_counter() - start:.1f} s -> {kb_dir}")
+          f"{time.perf_counter() - start:.1f} s -> {safe_url(kb_dir)}")
     return 0
 
 
@@ -123,7 +136,7 @@ def cmd_search(args) -> int:
 
 
 def cmd_delete(args) -> int:
-    with _writing(Path(args.kb), create=False):
+    with _writing(args.kb, create=False):
         kb = load_kb(args.kb, model_settings(args))
         found = kb.delete_documents(args.doc_ids)
         missing = len(set(args.doc_ids)) - found
@@ -134,6 +147,9 @@ def cmd_delete(args) -> int:
 
 def cmd_compact(args) -> int:
     start = time.perf_counter()
+    if is_database(args.kb):
+        print("nothing to compact: a PostgreSQL knowledge base keeps no segments (VACUUM is the server's)")
+        return 0
     kb_dir = Path(args.kb)
     with _writing(kb_dir, create=False):
         kb = load_kb(args.kb, model_settings(args))
@@ -178,7 +194,10 @@ def cmd_serve(args) -> int:
     if metrics_dir and not Path(metrics_dir).is_dir():
         raise ConfigurationError(f"PROMETHEUS_MULTIPROC_DIR={metrics_dir} is not a folder; create it (empty) first")
     limits = ServiceLimits(max_concurrent_runs=args.max_runs)
-    app = create_app(make_model(settings), kb_dir=args.kb, tools=ask_tools(args), model_name=settings["name"],
+    database = is_database(args.kb)  # shared by every worker already: no folder to watch or lock
+    app = create_app(make_model(settings), kb_dir=None if database else args.kb,
+                     kb=load_kb(args.kb, settings) if database else None, tools=ask_tools(args),
+                     model_name=settings["name"],
                      read_keys=reads, write_keys=writes, cache_size=args.cache_size, cache_ttl_s=args.cache_ttl,
                      limits=limits, loader=lambda path: load_kb(str(path), settings), multiprocess_dir=metrics_dir)
     try:  # waitress refuses bodies past the limit before reading them, and drops connections idle for 30 s
@@ -190,8 +209,8 @@ def cmd_serve(args) -> int:
                                  f"--port (or stop what uses it)") from None
     keys = f"{len(reads)} read and {len(writes)} write keys" if reads or writes else \
         "no keys (open to anyone who can connect)"
-    print(f"serving {args.kb} on http://{args.host}:{server.effective_port} with {args.threads} threads, {keys}; "
-          f"Ctrl-C stops", file=sys.stderr, flush=True)
+    print(f"serving {safe_url(args.kb)} on http://{args.host}:{server.effective_port} with {args.threads} "
+          f"threads, {keys}; Ctrl-C stops", file=sys.stderr, flush=True)
     try:
         server.run()
     except KeyboardInterrupt:

@@ -47,3 +47,28 @@ def example_tools():
     from agentic_rag import CALCULATOR, shop_tools
 
     return [CALCULATOR] + shop_tools(EXAMPLE_DATA / "db" / "shop.sqlite")
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory):
+    """A real PostgreSQL 16 with pgvector (pgserver), started once for the whole test session."""
+    import pgserver
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="stop")
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """A new, empty database on the session's server, by URL."""
+    import uuid
+
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    base = pg_server.get_uri()
+    with psycopg.connect(base, autocommit=True) as db:
+        db.execute(f"CREATE DATABASE {name}")
+    head, _, tail = base.partition("?")
+    return head.rsplit("/", 1)[0] + f"/{name}" + (f"?{tail}" if tail else "")

@@ -91,8 +91,9 @@ class Service:
     def current(self) -> tuple[KnowledgeBase, str]:
         """The knowledge base and its generation, taken together; reloaded first if the folder no
         longer holds what it was loaded from (another process saved, or it was built again)."""
-        if self.kb_dir is None:
-            return self._kb, f"memory-{self._memory_generation}"
+        if self.kb_dir is None:  # in memory, or a database (which names its own generation)
+            kb = self._kb
+            return kb, f"memory-{self._memory_generation}" if isinstance(kb, KnowledgeBase) else kb.generation()
         kb = self._kb
         if not kb.holds_saved(self.kb_dir):
             with self._reload:

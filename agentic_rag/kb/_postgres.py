@@ -1,0 +1,485 @@
+"""A knowledge base in PostgreSQL with pgvector, behind the same interface as the embedded one.
+
+    kb = PostgresKnowledgeBase("postgresql://user@host/db")          # the schema is made if missing
+    kb.add_documents(documents); kb.search("query", k=5, filters={...})
+
+Tables (prefix `ar_`): meta (schema version, embedder, tokenizer, chunking, generation), documents,
+chunks (text, title, source, JSONB metadata, token length, the vector), postings (term, chunk, tf,
+over the same CJK-aware tokens as the embedded index), stats (chunk count and total length) and
+edges (the knowledge graph). BM25 is computed in SQL with the embedded index's formula, k1 and b
+(not ts_rank). Vectors: an HNSW index (cosine) where pgvector allows one (at most 2,000
+dimensions: e5's 384 yes, the hashing embedder's 2,048 no: those are searched by an exact scan); a
+filtered vector search always scans exactly the rows the filter keeps, so it returns k hits however
+few rows pass (pgvector 0.6 has no iterative index scans).
+
+Every write is one transaction: readers never see half a document, a crash mid-batch leaves
+nothing of it, and writers from several processes or hosts serialise on the stats row. A dropped
+connection is a RetrievalError saying so; reads are retried once on a new connection.
+"""
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterable
+
+import numpy as np
+
+from .._config import SEARCH_MODES, Config
+from .._errors import ConfigurationError, RetrievalError
+from ._chunking import chunk_text
+from ._documents import Document
+from ._embedders import SEMANTIC_FUSION, Embedder, embed_batches, embed_query, make_embedder
+from ._filters import check_filters
+from ._fusion import reciprocal_rank_fusion, score_fusion
+from ._graph import KnowledgeGraph, _key
+from ._hit import Hit
+from ._knowledge_base import AddResult, _index_text
+from ._names import names
+from ._tokenize import TOKENIZER_SETTINGS, tokenize
+
+SCHEMA_VERSION = 1
+
+
+def is_database(kb: str | object) -> bool:
+    """Whether a --kb value names a PostgreSQL database (a URL) rather than a folder."""
+    return isinstance(kb, str) and kb.startswith(("postgresql://", "postgres://"))
+MAX_HNSW_DIMENSIONS = 2000  # pgvector 0.6
+
+
+def _psycopg():
+    try:
+        import psycopg
+        from pgvector.psycopg import register_vector
+    except ImportError:
+        raise ConfigurationError("a PostgreSQL knowledge base needs the postgres extra: "
+                                 "pip install 'agentic-rag[postgres]'") from None
+    return psycopg, register_vector
+
+
+_SCHEMA = """
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE TABLE IF NOT EXISTS ar_meta (key text PRIMARY KEY, value jsonb NOT NULL);
+CREATE TABLE IF NOT EXISTS ar_documents (id text PRIMARY KEY, hash text NOT NULL);
+CREATE TABLE IF NOT EXISTS ar_chunks (
+    row bigserial PRIMARY KEY, chunk_id text UNIQUE NOT NULL,
+    doc_id text NOT NULL REFERENCES ar_documents(id) ON DELETE CASCADE,
+    text text NOT NULL, title text NOT NULL, source text NOT NULL, metadata jsonb NOT NULL,
+    length integer NOT NULL, embedding vector({dimension}) NOT NULL);
+CREATE INDEX IF NOT EXISTS ar_chunks_doc ON ar_chunks (doc_id);
+CREATE TABLE IF NOT EXISTS ar_postings (
+    term text NOT NULL, row bigint NOT NULL REFERENCES ar_chunks(row) ON DELETE CASCADE, tf real NOT NULL,
+    PRIMARY KEY (term, row));
+CREATE INDEX IF NOT EXISTS ar_postings_row ON ar_postings (row);
+CREATE TABLE IF NOT EXISTS ar_stats (id integer PRIMARY KEY CHECK (id = 1), n bigint NOT NULL,
+                                     total_length bigint NOT NULL, generation bigint NOT NULL);
+INSERT INTO ar_stats VALUES (1, 0, 0, 0) ON CONFLICT DO NOTHING;
+CREATE TABLE IF NOT EXISTS ar_edges (
+    a text NOT NULL, b text NOT NULL, row bigint NOT NULL REFERENCES ar_chunks(row) ON DELETE CASCADE,
+    a_label text NOT NULL, b_label text NOT NULL);
+CREATE INDEX IF NOT EXISTS ar_edges_a ON ar_edges (a);
+CREATE INDEX IF NOT EXISTS ar_edges_b ON ar_edges (b);
+"""
+
+
+class PostgresKnowledgeBase:
+    """The knowledge base in PostgreSQL: the embedded KnowledgeBase's interface (add, replace and
+    delete documents; hybrid, BM25 and vector search with filters; graph search; term weights),
+    safe to use from several threads, processes and hosts at once."""
+
+    def __init__(self, url: str, embedder: Embedder | None = None, config: Config | None = None):
+        self._psycopg, self._register = _psycopg()
+        self.url, self.config = url, config or Config()
+        self._local = threading.local()
+        with self._connection() as db:
+            meta = self._meta(db)
+            if meta is None:
+                self.embedder = embedder or make_embedder("hashing")
+                self._create(db)
+            else:
+                self.embedder = self._check(meta, embedder, config)
+        self.graph_method = "names"
+
+    # -- connections and the schema ----------------------------------------------------------------
+
+    def _connection(self):
+        """This thread's connection (opened on first use, and again after it dropped)."""
+        connection = getattr(self._local, "connection", None)
+        if connection is None or connection.closed:
+            try:
+                connection = self._psycopg.connect(self.url, autocommit=False)
+            except self._psycopg.OperationalError as exc:
+                raise RetrievalError(f"cannot connect to {safe_url(self.url)}: {_first_line(exc)}") from None
+            self._local.connection = connection
+        return connection
+
+    def _meta(self, db) -> dict | None:
+        exists = db.execute("SELECT to_regclass('ar_meta') IS NOT NULL").fetchone()[0]
+        meta = dict(db.execute("SELECT key, value FROM ar_meta").fetchall()) if exists else {}
+        db.commit()
+        return meta or None
+
+    def _create(self, db) -> None:
+        dimension = self.embedder.dimension
+        with db.transaction():
+            db.execute("SELECT pg_advisory_xact_lock(8711)")  # two processes creating it at once
+            if self._meta_locked(db):
+                return
+            db.execute(_SCHEMA.format(dimension=dimension))
+            if dimension <= MAX_HNSW_DIMENSIONS and not getattr(self.embedder, "sparse", False):
+                db.execute("CREATE INDEX IF NOT EXISTS ar_chunks_hnsw ON ar_chunks USING hnsw "
+                           "(embedding vector_cosine_ops)")
+            meta = {"schema_version": SCHEMA_VERSION, "tokenizer": TOKENIZER_SETTINGS,
+                    "embedder": {"name": self.embedder.name, "dimension": dimension},
+                    "chunking": {"size": self.config.chunk_size, "overlap": self.config.chunk_overlap}}
+            for key, value in meta.items():
+                db.execute("INSERT INTO ar_meta VALUES (%s, %s)", (key, json.dumps(value)))
+
+    def _meta_locked(self, db) -> bool:
+        return bool(db.execute("SELECT to_regclass('ar_meta') IS NOT NULL").fetchone()[0]) and \
+            bool(db.execute("SELECT count(*) FROM ar_meta").fetchone()[0])
+
+    def _check(self, meta: dict, embedder: Embedder | None, config: Config | None) -> Embedder:
+        """The embedder the database was built with; a newer schema or other settings are clear errors."""
+        version = meta.get("schema_version")
+        if not isinstance(version, int) or version > SCHEMA_VERSION:
+            raise RetrievalError(f"{safe_url(self.url)} holds knowledge-base schema {version!r}; this agentic-rag "
+                                 f"reads schema {SCHEMA_VERSION} and older: upgrade agentic-rag")
+        built = meta["embedder"]
+        embedder = embedder or make_embedder(built["name"], built["dimension"])
+        if (embedder.name, embedder.dimension) != (built["name"], built["dimension"]):
+            raise ConfigurationError(f"{safe_url(self.url)} was built with embedder {built['name']!r} "
+                                     f"({built['dimension']}-dim); use --embedder {built['name']}")
+        if meta["tokenizer"] != TOKENIZER_SETTINGS:
+            raise RetrievalError(f"{safe_url(self.url)} was tokenized with {meta['tokenizer']}; rebuild it")
+        chunking = meta["chunking"]
+        if config is None:
+            self.config = Config(chunk_size=chunking["size"], chunk_overlap=chunking["overlap"])
+        elif (config.chunk_size, config.chunk_overlap) != (chunking["size"], chunking["overlap"]):
+            raise ConfigurationError(f"{safe_url(self.url)} was chunked with size {chunking['size']} and overlap "
+                                     f"{chunking['overlap']}; keep its settings")
+        return embedder
+
+    def _read(self, work):
+        """Run `work(connection)` in a read transaction; a dropped connection is retried once."""
+        for attempt in (1, 2):
+            db = self._connection()
+            try:
+                self._register(db)
+                with db.transaction():
+                    return work(db)
+            except self._psycopg.OperationalError as exc:
+                db.close()
+                if attempt == 2:
+                    raise RetrievalError(f"the connection to {safe_url(self.url)} dropped: {_first_line(exc)}; "
+                                         f"check the server and retry") from None
+
+    def _write(self, work):
+        """Run `work(connection)` in one write transaction, serialised with every other writer on the
+        stats row. A connection that dropped before the commit is retried once (nothing was written);
+        one that dropped during the commit is reported: the write may or may not have been saved."""
+        for attempt in (1, 2):
+            db, committing = self._connection(), False
+            try:
+                self._register(db)
+                with db.transaction():
+                    db.execute("SELECT n FROM ar_stats WHERE id = 1 FOR UPDATE")  # one writer at a time
+                    result = work(db)
+                    db.execute("UPDATE ar_stats SET generation = generation + 1 WHERE id = 1")
+                    committing = True
+                return result
+            except self._psycopg.OperationalError as exc:
+                db.close()
+                if committing or attempt == 2:
+                    raise RetrievalError(f"the connection to {safe_url(self.url)} dropped during a write: "
+                                         f"{_first_line(exc)}; it may or may not have been saved: check, then "
+                                         f"retry") from None
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    def add_documents(self, documents: Iterable[Document], progress: bool = False, reuse_from=()) -> AddResult:
+        """Index documents in one transaction; a known id with changed content replaces its chunks."""
+        latest = {doc.id: doc for doc in documents}
+        hashes = self._read(lambda db: dict(db.execute("SELECT id, hash FROM ar_documents WHERE id = ANY(%s)",
+                                                       (list(latest),)).fetchall()))
+        todo = [d for d in latest.values() if hashes.get(d.id) != d.content_hash()]
+        chunks = [dict(chunk_id=f"{doc.id}#{i}", doc_id=doc.id, text=text, title=doc.title, source=doc.source,
+                       metadata=doc.metadata)
+                  for doc in todo for i, text in enumerate(chunk_text(doc.text, self.config.chunk_size,
+                                                                      self.config.chunk_overlap))]
+        texts = [_index_text({"title": c["title"], "text": c["text"]}) for c in chunks]
+        vectors = np.concatenate([batch for _, batch in embed_batches(self.embedder, texts, progress)]) \
+            if texts else np.zeros((0, self.embedder.dimension), np.float32)
+
+        def write(db) -> AddResult:
+            result = AddResult(unchanged=len(latest) - len(todo), chunks=len(chunks))
+            # which ids exist is read again under the writers' lock: another writer may have added one since
+            replaced = [r[0] for r in db.execute("SELECT id FROM ar_documents WHERE id = ANY(%s)",
+                                                 ([d.id for d in todo],)).fetchall()]
+            result.replaced, result.added = len(replaced), len(todo) - len(replaced)
+            self._remove(db, replaced)
+            with db.cursor() as cursor:
+                cursor.executemany("INSERT INTO ar_documents VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET "
+                                   "hash = EXCLUDED.hash", [(d.id, d.content_hash()) for d in todo])
+                total = 0
+                for chunk, text, vector in zip(chunks, texts, vectors, strict=True):
+                    tokens = tokenize(text)
+                    row = cursor.execute(
+                        "INSERT INTO ar_chunks (chunk_id, doc_id, text, title, source, metadata, length, embedding) "
+                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING row",
+                        (chunk["chunk_id"], chunk["doc_id"], chunk["text"], chunk["title"], chunk["source"],
+                         json.dumps(chunk["metadata"], ensure_ascii=False), len(tokens), vector)).fetchone()[0]
+                    cursor.executemany("INSERT INTO ar_postings VALUES (%s, %s, %s)",
+                                       [(term, row, tf) for term, tf in Counter(tokens).items()])
+                    cursor.executemany("INSERT INTO ar_edges VALUES (%s, %s, %s, %s, %s)",
+                                       _edges(row, chunk["title"], chunk["text"]))
+                    total += len(tokens)
+                cursor.execute("UPDATE ar_stats SET n = n + %s, total_length = total_length + %s WHERE id = 1",
+                               (len(chunks), total))
+            return result
+
+        return self._write(write) if todo else AddResult(unchanged=len(latest))
+
+    def _remove(self, db, doc_ids: list[str]) -> int:
+        """Delete documents with their chunks, postings and edges (cascades), keeping the stats right."""
+        if not doc_ids:
+            return 0
+        n, total = db.execute("SELECT count(*), coalesce(sum(length), 0) FROM ar_chunks WHERE doc_id = ANY(%s)",
+                              (doc_ids,)).fetchone()
+        found = db.execute("DELETE FROM ar_documents WHERE id = ANY(%s) RETURNING id", (doc_ids,)).fetchall()
+        db.execute("UPDATE ar_stats SET n = n - %s, total_length = total_length - %s WHERE id = 1", (n, total))
+        return len(found)
+
+    def delete_documents(self, doc_ids: Iterable[str]) -> int:
+        """Remove documents and all their chunks in one transaction; returns how many were found."""
+        wanted = list(dict.fromkeys(doc_ids))
+        return self._write(lambda db: self._remove(db, wanted))
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return int(self._read(lambda db: db.execute("SELECT n FROM ar_stats").fetchone()[0]))
+
+    @property
+    def document_count(self) -> int:
+        return int(self._read(lambda db: db.execute("SELECT count(*) FROM ar_documents").fetchone()[0]))
+
+    def generation(self, directory=None) -> str:
+        """A counter every write moves on."""
+        return f"pg-{self._read(lambda db: db.execute('SELECT generation FROM ar_stats').fetchone()[0]):06d}"
+
+    @property
+    def fusion(self) -> tuple[str, float]:
+        method, weight = getattr(self.embedder, "fusion", SEMANTIC_FUSION)
+        c = self.config
+        return c.fusion or method, weight if c.vector_weight is None else c.vector_weight
+
+    def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
+               rerank: bool | None = None) -> list[Hit]:
+        """The k best chunks for the query; each hit records its rank in each retriever."""
+        if not isinstance(query, str) or not query.strip():
+            raise ConfigurationError("the search query is empty; give some words to search for")
+        if mode not in SEARCH_MODES:
+            raise ConfigurationError(f"unknown search mode {mode!r}; choose one of: {', '.join(SEARCH_MODES)}")
+        if not isinstance(k, int) or k < 1:
+            raise ConfigurationError(f"k = {k!r}; ask for at least one hit (k >= 1)")
+        filters = check_filters(filters)
+        c = self.config
+        fusion, vector_weight = self.fusion
+        weights = {"bm25": c.bm25_weight if mode == "hybrid" else 1.0,
+                   "vector": vector_weight if mode == "hybrid" else 1.0}
+        use = [name for name in ("bm25", "vector") if mode in (name, "hybrid") and weights[name] > 0]
+        depth = max(k, c.candidates)
+        vector = embed_query(self.embedder, query) if "vector" in use else None
+        where, arguments = _where(filters)
+
+        def run(db):
+            if not db.execute("SELECT n FROM ar_stats").fetchone()[0]:
+                raise RetrievalError("the knowledge base is empty; add documents first")
+            found = {}
+            if "bm25" in use:
+                found["bm25"] = self._bm25(db, tokenize(query), depth, where, arguments)
+            if "vector" in use:
+                found["vector"] = self._vector(db, vector, depth, where, arguments, bool(filters))
+            if fusion == "score":
+                fused = score_fusion(found, weights)
+            else:
+                fused = reciprocal_rank_fusion({n: [r for r, _ in f] for n, f in found.items()}, weights, c.rrf_k)
+            if len(use) == 1:
+                raw = dict(found[use[0]])
+                fused = [(row, raw[row], ranks) for row, _, ranks in fused]
+            return self._hits(db, fused[:k])
+
+        return self._read(run)
+
+    def _bm25(self, db, tokens: list[str], k: int, where: str, arguments: list) -> list[tuple[int, float]]:
+        """BM25 in SQL: the embedded index's formula, k1 and b."""
+        terms = list(dict.fromkeys(tokens))
+        if not terms:
+            return []
+        c = self.config
+        rows = db.execute(
+            f"""WITH s AS (SELECT n, total_length::float8 / greatest(n, 1) AS avgdl FROM ar_stats),
+                df AS (SELECT term, count(*) AS df FROM ar_postings WHERE term = ANY(%s) GROUP BY term)
+            SELECT p.row, sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * p.tf * (%s + 1)
+                              / (p.tf + %s * (1 - %s + %s * c.length / s.avgdl)))::float4 AS score
+            FROM ar_postings p JOIN df USING (term) JOIN ar_chunks c ON c.row = p.row CROSS JOIN s
+            WHERE p.term = ANY(%s) {where}
+            GROUP BY p.row ORDER BY score DESC, p.row LIMIT %s""",
+            [terms, c.bm25_k1, c.bm25_k1, c.bm25_b, c.bm25_b, terms, *arguments, k]).fetchall()
+        return [(int(r), float(s)) for r, s in rows if s > 0]
+
+    def _vector(self, db, vector: np.ndarray, k: int, where: str, arguments: list,
+                filtered: bool) -> list[tuple[int, float]]:
+        """Cosine similarity: the HNSW index when there is one and no filter, else an exact scan of
+        the rows the filter keeps (so a filter keeping few rows still gives k hits)."""
+        if filtered:
+            db.execute("SET LOCAL enable_indexscan = off")
+        db.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(int(self.config.hnsw_ef), k))}")
+        rows = db.execute(f"SELECT c.row, 1 - (c.embedding <=> %s) FROM ar_chunks c WHERE true {where} "
+                          f"ORDER BY c.embedding <=> %s, c.row LIMIT %s",
+                          [vector, *arguments, vector, k]).fetchall()
+        return [(int(r), float(s)) for r, s in rows]
+
+    def _hits(self, db, fused: list) -> list[Hit]:
+        if not fused:
+            return []
+        found = {row: rest for row, *rest in db.execute(
+            "SELECT row, chunk_id, doc_id, source, title, text, metadata FROM ar_chunks WHERE row = ANY(%s)",
+            ([row for row, _, _ in fused],)).fetchall()}
+        return [Hit(id=found[row][0], doc_id=found[row][1], source=found[row][2], title=found[row][3],
+                    text=found[row][4], score=score, ranks=ranks, metadata=found[row][5])
+                for row, score, ranks in fused if row in found]
+
+    def term_weights(self, text: str) -> dict[str, float]:
+        """BM25 idf of each distinct token of `text` that the knowledge base holds."""
+        terms = list(dict.fromkeys(tokenize(text)))
+
+        def run(db):
+            n = db.execute("SELECT n FROM ar_stats").fetchone()[0]
+            rows = db.execute("SELECT term, count(*) FROM ar_postings WHERE term = ANY(%s) GROUP BY term",
+                              (terms,)).fetchall()
+            return {term: float(np.log1p((n - df + 0.5) / (df + 0.5))) for term, df in rows}
+
+        return self._read(run) if terms else {}
+
+    def bm25_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
+        """The BM25 score of each given chunk for `query`."""
+        terms = list(dict.fromkeys(tokenize(query)))
+        if not terms or not chunk_ids:
+            return {}
+
+        def run(db):
+            rows = {row: score for row, score in self._bm25(db, terms, len(chunk_ids) + 10 ** 9,
+                                                            "AND c.chunk_id = ANY(%s)", [list(chunk_ids)])}
+            ids = dict(db.execute("SELECT row, chunk_id FROM ar_chunks WHERE chunk_id = ANY(%s)",
+                                  (list(chunk_ids),)).fetchall())
+            return {ids[row]: rows.get(row, 0.0) for row in ids}
+
+        return self._read(run)
+
+    def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
+        """Chunks behind the graph edges within `hops` of the names in the query, nearest first."""
+        def run(db):
+            starts = _starts(db, query)
+            found: dict[int, tuple[int, list[str]]] = {}
+            frontier = {key: [key] for key in starts}
+            seen = set(frontier)
+            for hop in range(1, hops + 1):
+                if not frontier:
+                    break
+                edges = db.execute("SELECT a, b, row, a_label, b_label FROM ar_edges WHERE a = ANY(%s) OR "
+                                   "b = ANY(%s) ORDER BY row", (list(frontier), list(frontier))).fetchall()
+                nxt = {}
+                for a, b, row, a_label, b_label in edges:
+                    node, other, label = (a, b, b_label) if a in frontier else (b, a, a_label)
+                    found.setdefault(row, (hop, frontier[node] + [label]))
+                    if other not in seen:
+                        seen.add(other)
+                        nxt[other] = frontier[node] + [label]
+                frontier = nxt
+            order = sorted(found, key=lambda row: (found[row][0], row))[:k]
+            hits = self._hits(db, [(row, 1.0 / found[row][0], {"graph": rank}) for rank, row in enumerate(order, 1)])
+            return [h.model_copy(update={"path": found[row][1]}) for h, row in zip(hits, order, strict=True)]
+
+        return self._read(run)
+
+    @property
+    def graph_size(self) -> tuple[int, int]:
+        """(nodes, edges) of the knowledge graph."""
+        return self._read(lambda db: db.execute(
+            "SELECT (SELECT count(*) FROM (SELECT a FROM ar_edges UNION SELECT b FROM ar_edges) n), "
+            "(SELECT count(*) FROM (SELECT DISTINCT a, b FROM ar_edges) e)").fetchone())
+
+    def restricted(self, filters: dict):
+        from ._knowledge_base import RestrictedView
+
+        return RestrictedView(self, [check_filters(filters)])
+
+    def save(self, *args, **kwargs) -> None:
+        """Nothing to do: every write was committed in its own transaction."""
+
+    def close(self) -> None:
+        connection = getattr(self._local, "connection", None)
+        if connection is not None:
+            connection.close()
+
+
+def _starts(db, query: str) -> list[str]:
+    """The graph's nodes the query names, as KnowledgeGraph.find gives them: its names that are
+    nodes, then node names of four characters or more that it contains (long ones first, five)."""
+    named = list(dict.fromkeys(_key(n) for n in names(query)))
+    held = {row[0] for row in db.execute("SELECT a FROM ar_edges WHERE a = ANY(%s) UNION "
+                                         "SELECT b FROM ar_edges WHERE b = ANY(%s)", (named, named)).fetchall()}
+    inside = [row[0] for row in db.execute(
+        "SELECT node FROM (SELECT a AS node FROM ar_edges UNION SELECT b FROM ar_edges) n "
+        "WHERE length(node) >= 4 AND strpos(%s, node) > 0 ORDER BY length(node) DESC, node LIMIT 5",
+        (_key(query),)).fetchall()]
+    return list(dict.fromkeys([k for k in named if k in held] + inside))
+
+
+def _edges(row: int, title: str, text: str) -> list[tuple]:
+    """The graph edges one chunk gives, as the embedded graph makes them (KnowledgeGraph.add)."""
+    graph = KnowledgeGraph()
+    graph.add(row, title, text)
+    return [(a, b, row, graph.labels[a], graph.labels[b]) for a, b in graph.edges]
+
+
+_COLUMNS = {"doc_id": "c.doc_id", "source": "c.source", "title": "c.title"}
+
+
+def _where(filters: dict) -> tuple[str, list]:
+    """The filters as SQL conditions on ar_chunks c (AND ...), with their arguments: equality and
+    membership compare text, as the embedded filters compare str(); a range compares numbers as
+    numbers and anything else as text."""
+    parts, arguments = [], []
+    for field, condition in filters.items():
+        column = _COLUMNS.get(field, "(c.metadata ->> %s)")
+        field_args = [] if field in _COLUMNS else [field]
+        if isinstance(condition, dict):
+            for name, bound in condition.items():
+                op = {"gte": ">=", "gt": ">", "lte": "<=", "lt": "<"}[name]
+                if isinstance(bound, (int, float)) and not isinstance(bound, bool):
+                    parts.append(f"({column} ~ '^-?[0-9]+(\\.[0-9]+)?$' AND ({column})::numeric {op} %s)")
+                    arguments += field_args + field_args + [bound]
+                else:
+                    parts.append(f"{column} {op} %s")
+                    arguments += field_args + [str(bound)]
+        elif isinstance(condition, (list, tuple, set, frozenset)):
+            parts.append(f"{column} = ANY(%s)")
+            arguments += field_args + [[str(c) for c in condition]]
+        else:
+            parts.append(f"{column} = %s")
+            arguments += field_args + [str(condition)]
+    return "".join(f" AND {p}" for p in parts), arguments
+
+
+def safe_url(url: str) -> str:
+    """The URL without its password (a folder's path as it is)."""
+    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+

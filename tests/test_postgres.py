@@ -1,0 +1,171 @@
+"""The PostgreSQL backend against a real PostgreSQL 16 with pgvector, started by the tests themselves
+(pgserver, one server for the whole session, a new database per test): every operation, filters,
+parity with the embedded knowledge base, concurrent writers from two processes, a crash in the
+middle of a batch, a dropped connection, schema versions."""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from agentic_rag import Config, ConfigurationError, KnowledgeBase, OfflineModel, RetrievalError
+from agentic_rag.kb import Document
+from agentic_rag.kb._postgres import PostgresKnowledgeBase
+from helpers import ROOT, TINY
+
+QUERIES = ["认证失败", "authentication timeout 2.3.1", "shipping after 15:00", "Team plan"]
+
+
+def _ids(hits):
+    return [h.id for h in hits]
+
+
+def test_every_operation_matches_the_embedded_knowledge_base(pg_url):
+    config = Config(chunk_size=200, chunk_overlap=20)
+    embedded, pg = KnowledgeBase(config=config), PostgresKnowledgeBase(pg_url, config=config)
+    for kb in (embedded, pg):
+        kb.add_documents(TINY)
+    assert len(pg) == len(embedded) and pg.document_count == embedded.document_count
+    for query in QUERIES:
+        for mode in ("bm25", "vector", "hybrid"):
+            ours, theirs = embedded.search(query, k=3, mode=mode), pg.search(query, k=3, mode=mode)
+            assert _ids(theirs) == _ids(ours), (query, mode)
+            assert [round(h.score, 4) for h in theirs] == [round(h.score, 4) for h in ours]
+    assert pg.term_weights("shipping 认证") == pytest.approx(embedded.term_weights("shipping 认证"), abs=1e-6)
+    replaced = Document(TINY[0].id, "认证失败 means the login failed; replaced text about zebras.")
+    for kb in (embedded, pg):
+        assert kb.add_documents([replaced]).replaced == 1
+        assert kb.delete_documents(["pricing", "nope"]) == 1
+    assert _ids(pg.search("zebras", k=2)) == _ids(embedded.search("zebras", k=2))
+    assert len(pg) == len(embedded) and pg.document_count == embedded.document_count
+    assert pg.add_documents([replaced]).unchanged == 1 and pg.generation().startswith("pg-")
+
+
+def test_a_filter_keeping_one_percent_of_rows_still_gives_k_hits(pg_url):
+    pg = PostgresKnowledgeBase(pg_url)
+    docs = [Document(f"d{i}", f"shipping note {i} about parcels and depots", metadata={
+        "type": "rare" if i % 100 == 7 else "common", "year": 2000 + i % 30}) for i in range(300)]
+    pg.add_documents(docs)
+    for mode in ("vector", "bm25", "hybrid"):
+        hits = pg.search("shipping parcels", k=3, mode=mode, filters={"type": "rare"})
+        assert len(hits) == 3 and all(h.metadata["type"] == "rare" for h in hits), mode
+    ranged = pg.search("shipping", k=50, mode="bm25", filters={"year": {"gte": 2025}, "doc_id": ["d5", "d26", "d1"]})
+    assert {h.doc_id for h in ranged} == {"d26"}
+
+
+def test_the_schema_version_and_settings_are_checked(pg_url):
+    import psycopg
+
+    PostgresKnowledgeBase(pg_url).add_documents(TINY[:2])
+    with pytest.raises(ConfigurationError, match="was chunked with size 800"):
+        PostgresKnowledgeBase(pg_url, config=Config(chunk_size=300))
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute("UPDATE ar_meta SET value = '2' WHERE key = 'schema_version'")
+    with pytest.raises(RetrievalError, match="schema 2; this agentic-rag reads schema 1 and older: upgrade"):
+        PostgresKnowledgeBase(pg_url)
+
+
+_WRITER = """
+import sys
+from agentic_rag.kb import Document
+from agentic_rag.kb._postgres import PostgresKnowledgeBase
+url, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+kb = PostgresKnowledgeBase(url)
+for i in range(count):
+    kb.add_documents([Document(f"{name}-{i}", f"note {i} from writer {name}: parcels ship on Monday"),
+                      Document("shared", f"the shared note, last written by {name} at {i}")])
+print("done", flush=True)
+"""
+
+
+def _writer(url: str, name: str, count: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", _WRITER, url, name, str(count)], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_two_processes_writing_at_once_lose_nothing(pg_url):
+    PostgresKnowledgeBase(pg_url).add_documents(TINY[:1])   # the schema exists before they race
+    a, b = _writer(pg_url, "a", 15), _writer(pg_url, "b", 15)
+    for process in (a, b):
+        out, err = process.communicate(timeout=120)
+        assert process.returncode == 0 and out.strip() == "done", err[-2000:]
+    pg = PostgresKnowledgeBase(pg_url)
+    assert pg.document_count == 1 + 15 + 15 + 1
+    import psycopg
+
+    with psycopg.connect(pg_url) as db:    # the statistics agree with the rows
+        n, total = db.execute("SELECT n, total_length FROM ar_stats").fetchone()
+        assert (n, total) == db.execute("SELECT count(*), sum(length) FROM ar_chunks").fetchone()
+        assert db.execute("SELECT count(*) FROM ar_chunks WHERE doc_id = 'shared'").fetchone()[0] == 1
+
+
+def test_a_crash_in_the_middle_of_a_batch_leaves_nothing_of_it(pg_url):
+    PostgresKnowledgeBase(pg_url).add_documents(TINY[:1])
+    code = ("import sys, time\nfrom agentic_rag.kb import Document\nfrom agentic_rag.kb import _postgres as p\n"
+            "kb = p.PostgresKnowledgeBase(sys.argv[1])\n"
+            "real = p._edges\n"
+            "def slow(*a):\n    print('inside', flush=True); time.sleep(0.05); return real(*a)\n"
+            "p._edges = slow\n"
+            "kb.add_documents([Document(f'batch-{i}', f'batch note {i}') for i in range(400)])\n")
+    process = subprocess.Popen([sys.executable, "-c", code, pg_url], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    for _ in range(5):
+        process.stdout.readline()                   # some chunks of the batch are written, not committed
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(30)
+    pg = PostgresKnowledgeBase(pg_url)
+    assert pg.document_count == 1 and len(pg) == 1
+    assert not [h for h in pg.search("batch note", k=5, mode="bm25") if h.doc_id.startswith("batch")]
+
+
+def test_a_dropped_connection_is_retried_and_an_unreachable_server_is_a_clear_error(pg_url):
+    import psycopg
+
+    pg = PostgresKnowledgeBase(pg_url)
+    pg.add_documents(TINY)
+    before = _ids(pg.search("Team plan", k=2))
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                   "AND pid <> pg_backend_pid()")
+    assert _ids(pg.search("Team plan", k=2)) == before          # a read reconnects once
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                   "AND pid <> pg_backend_pid()")
+    assert pg.delete_documents(["pricing"]) == 1                # a write that had not begun: retried once
+    assert pg.document_count == len(TINY) - 1
+    with pytest.raises(RetrievalError, match="cannot connect to postgresql://nobody:\\*\\*\\*@127.0.0.1:1/"):
+        PostgresKnowledgeBase("postgresql://nobody:secret@127.0.0.1:1/none")
+
+
+def test_graph_search_walks_the_same_edges(pg_url):
+    embedded, pg = KnowledgeBase(), PostgresKnowledgeBase(pg_url)
+    docs = [Document("film", "The film Quiet Harbor was directed by Anna Berg in 2019.", title="Quiet Harbor"),
+            Document("berg", "Anna Berg was born in Tromsø and studied in Oslo.", title="Anna Berg")]
+    for kb in (embedded, pg):
+        kb.add_documents(docs)
+    ours, theirs = embedded.graph_search("Where was Anna Berg born?"), pg.graph_search("Where was Anna Berg born?")
+    assert {h.doc_id for h in theirs} == {h.doc_id for h in ours} and theirs[0].path
+    assert pg.graph_size == embedded.graph_size
+
+
+def test_every_command_and_the_service_take_a_database_url(pg_url, capsys):
+    from agentic_rag.cli import main
+    from agentic_rag.service import create_app
+    from helpers import EXAMPLE_DATA
+
+    assert main(["index", str(EXAMPLE_DATA / "release-notes"), "--kb", pg_url]) == 0
+    assert "into" in capsys.readouterr().out
+    assert main(["search", "登录", "--kb", pg_url, "--json", "--k", "1"]) == 0
+    assert '"doc_id"' in capsys.readouterr().out
+    assert main(["ask", "登录报错的问题在 2.3.1 版本里修复了吗？", "--kb", pg_url, "--json"]) == 0
+    reply = capsys.readouterr().out
+    assert '"stop_reason"' in reply and "nimbus-2.3.1" in reply
+    assert main(["delete", "nimbus-2.3.1.md", "--kb", pg_url]) == 0
+    assert "deleted 1 documents" in capsys.readouterr().out
+    assert main(["compact", "--kb", pg_url]) == 0 and "nothing to compact" in capsys.readouterr().out
+    app = create_app(OfflineModel(), kb=PostgresKnowledgeBase(pg_url))
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/healthz", "wsgi.input": None}
+    status = []
+    body = json.loads(b"".join(app(environ, lambda s, h: status.append(s))))
+    assert status == ["200 OK"] and body["generation"].startswith("pg-") and body["documents"] >= 1
