@@ -43,9 +43,11 @@ from .kb import (
     HashingEmbedder,
     Hit,
     KnowledgeBase,
+    KnowledgeBaseBackend,
     LexicalReranker,
     LoadResult,
     OpenAIEmbedder,
+    PostgresKnowledgeBase,
     Reranker,
     SymmetricEmbedder,
     chunk_text,
@@ -116,7 +118,8 @@ __all__ = [
     "run_agentic_rag", "Config", "new_state", "AgentState", "STOP_REASONS", "format_trace", "Evidence",
     "new_evidence",
     # knowledge bases
-    "KnowledgeBase", "AddResult", "Hit", "Document", "LoadResult", "load_documents", "chunk_text", "tokenize",
+    "KnowledgeBase", "PostgresKnowledgeBase", "KnowledgeBaseBackend", "AddResult", "Hit", "Document", "LoadResult",
+    "load_documents", "chunk_text", "tokenize",
     "writer_lock", "Embedder", "SymmetricEmbedder", "HashingEmbedder", "E5Embedder", "OpenAIEmbedder",
     "make_embedder", "LexicalReranker", "Reranker",
     # models

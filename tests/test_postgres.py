@@ -169,3 +169,10 @@ def test_every_command_and_the_service_take_a_database_url(pg_url, capsys):
     status = []
     body = json.loads(b"".join(app(environ, lambda s, h: status.append(s))))
     assert status == ["200 OK"] and body["generation"].startswith("pg-") and body["documents"] >= 1
+
+
+def test_both_backends_implement_the_protocol(pg_url, tiny_kb):
+    from agentic_rag import KnowledgeBaseBackend
+
+    assert isinstance(tiny_kb, KnowledgeBaseBackend) and isinstance(PostgresKnowledgeBase(pg_url), KnowledgeBaseBackend)
+    assert isinstance(tiny_kb.restricted({"type": "ticket"}), KnowledgeBaseBackend)

@@ -219,24 +219,28 @@ class PostgresKnowledgeBase:
                                                  ([d.id for d in todo],)).fetchall()]
             result.replaced, result.added = len(replaced), len(todo) - len(replaced)
             self._remove(db, replaced)
-            with db.cursor() as cursor:
+            with db.cursor() as cursor:  # COPY: a batch of 100,000 chunks goes in minutes, not hours
                 cursor.executemany("INSERT INTO ar_documents VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET "
                                    "hash = EXCLUDED.hash", [(d.id, d.content_hash()) for d in todo])
-                total = 0
-                for chunk, text, vector in zip(chunks, texts, vectors, strict=True):
-                    tokens = tokenize(text)
-                    row = cursor.execute(
-                        "INSERT INTO ar_chunks (chunk_id, doc_id, text, title, source, metadata, length, embedding) "
-                        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING row",
-                        (chunk["chunk_id"], chunk["doc_id"], chunk["text"], chunk["title"], chunk["source"],
-                         json.dumps(chunk["metadata"], ensure_ascii=False), len(tokens), vector)).fetchone()[0]
-                    cursor.executemany("INSERT INTO ar_postings VALUES (%s, %s, %s)",
-                                       [(term, row, tf) for term, tf in Counter(tokens).items()])
-                    cursor.executemany("INSERT INTO ar_edges VALUES (%s, %s, %s, %s, %s)",
-                                       _edges(row, chunk["title"], chunk["text"]))
-                    total += len(tokens)
+                rows = [r[0] for r in cursor.execute("SELECT nextval('ar_chunks_row_seq') FROM "
+                                                     "generate_series(1, %s)", (len(chunks),)).fetchall()]
+                tokens = [tokenize(text) for text in texts]
+                with cursor.copy("COPY ar_chunks (row, chunk_id, doc_id, text, title, source, metadata, length, "
+                                 "embedding) FROM STDIN") as copy:
+                    for row, chunk, words, vector in zip(rows, chunks, tokens, vectors, strict=True):
+                        copy.write_row((row, chunk["chunk_id"], chunk["doc_id"], chunk["text"], chunk["title"],
+                                        chunk["source"], json.dumps(chunk["metadata"], ensure_ascii=False),
+                                        len(words), vector))
+                with cursor.copy("COPY ar_postings (term, row, tf) FROM STDIN") as copy:
+                    for row, words in zip(rows, tokens, strict=True):
+                        for term, tf in Counter(words).items():
+                            copy.write_row((term, row, tf))
+                with cursor.copy("COPY ar_edges (a, b, row, a_label, b_label) FROM STDIN") as copy:
+                    for row, chunk in zip(rows, chunks, strict=True):
+                        for edge in _edges(row, chunk["title"], chunk["text"]):
+                            copy.write_row(edge)
                 cursor.execute("UPDATE ar_stats SET n = n + %s, total_length = total_length + %s WHERE id = 1",
-                               (len(chunks), total))
+                               (len(chunks), sum(map(len, tokens))))
             return result
 
         return self._write(write) if todo else AddResult(unchanged=len(latest))

@@ -1,0 +1,48 @@
+"""What a run, the command line and the service need of a knowledge base: the embedded
+KnowledgeBase and PostgresKnowledgeBase both implement it, and so may a backend of your own."""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Protocol, runtime_checkable
+
+from ._documents import Document
+from ._hit import Hit
+
+
+@runtime_checkable
+class KnowledgeBaseBackend(Protocol):
+    """Documents in (added, replaced by id, deleted), chunks out (hybrid, BM25 or vector search with
+    filters; graph search), the term weights the judges use, and its size."""
+
+    def add_documents(self, documents: Iterable[Document], progress: bool = False, reuse_from=()):
+        """Index documents; a known id with changed content replaces that document's chunks (AddResult)."""
+
+    def delete_documents(self, doc_ids: Iterable[str]) -> int:
+        """Remove documents and their chunks; how many were found."""
+
+    def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
+               rerank: bool | None = None) -> list[Hit]:
+        """The k best chunks; each hit records its rank in each retriever."""
+
+    def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
+        """Chunks behind the graph edges near the names in the query."""
+
+    def term_weights(self, text: str) -> dict[str, float]:
+        """BM25 idf of each distinct token of `text` that the knowledge base holds."""
+
+    def bm25_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
+        """The BM25 score of each given chunk for `query`."""
+
+    def restricted(self, filters: dict):
+        """A view whose searches keep to `filters`."""
+
+    def __len__(self) -> int:
+        """Live chunks."""
+
+    @property
+    def document_count(self) -> int:
+        """Documents held."""
+
+    @property
+    def graph_size(self) -> tuple[int, int]:
+        """(nodes, edges) of the knowledge graph."""
