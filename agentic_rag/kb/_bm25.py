@@ -54,7 +54,8 @@ class BM25:
         self.post_rows = np.zeros(0, np.int32)
         self.post_tf = np.zeros(0, np.float32)
         self._tail = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32))
-        self._impacts: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}  # term -> rows, impacts, max
+        self._impacts: dict[int, tuple] = {}  # term -> rows, impacts, max, term id
+        self._orders: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # term -> _by_impact
         self._base_impacts: np.ndarray | None = None  # every base posting's impact, while the index is unchanged
 
     @property
@@ -99,7 +100,7 @@ class BM25:
 
     def _changed(self) -> None:
         """N, df and the average length may have moved: every impact is recomputed when next needed."""
-        self._impacts, self._base_impacts = {}, None
+        self._impacts, self._orders, self._base_impacts = {}, {}, None
 
     def merge(self) -> None:
         """Fold the tail into the base, drop postings of deleted rows and compute every impact."""
@@ -167,11 +168,19 @@ class BM25:
             else:
                 rows, tfs = self._postings(term_id)
                 impacts = self._impact(self._df_idf(len(rows)), rows, tfs)
-            found = (rows, impacts, float(impacts.max()) if len(rows) else 0.0)
+            found = (rows, impacts, float(impacts.max()) if len(rows) else 0.0, term_id)
             self._impacts[term_id] = found
         return found if len(found[0]) else None
 
-    def _terms(self, tokens: list[str]) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    def _by_impact(self, term: tuple) -> tuple[np.ndarray, np.ndarray]:
+        """A term's posting positions, highest impact first, and those impacts (kept until the index changes)."""
+        found = self._orders.get(term[3])
+        if found is None:
+            order = np.argsort(-term[1], kind="stable")
+            found = self._orders[term[3]] = (order, term[1][order])
+        return found
+
+    def _terms(self, tokens: list[str]) -> list[tuple]:
         """The query's distinct known terms, highest impact first (the order both rankings add them in)."""
         terms = [t for t in map(self._term, dict.fromkeys(tokens)) if t is not None]
         return sorted(terms, key=lambda t: (-t[2], len(t[0])))
@@ -188,7 +197,7 @@ class BM25:
     def scores(self, tokens: list[str]) -> np.ndarray:
         """BM25 score of every row for the query tokens (each distinct term counted once)."""
         out = np.zeros(len(self.alive), np.float32)
-        for rows, impacts, _ in self._terms(tokens):
+        for rows, impacts, *_ in self._terms(tokens):
             out[rows] += impacts
         return out
 
@@ -199,8 +208,13 @@ class BM25:
         allowed = None if allowed is None else fit_mask(allowed, len(self.alive))
         out = np.zeros(len(self.alive), np.float32)
         candidates, seen, kth = None, [], 0.0  # candidates: the only rows that can still make the top k, once known
-        for i, (rows, impacts, _) in enumerate(terms):
+        first = self._first(terms, k, out) if allowed is None else None
+        if first is not None:
+            candidates, kth = first
+        for i, (rows, impacts, *_) in enumerate(terms):
             gain = sum(t[2] for t in terms[i + 1:])  # the most a row can still gain from the terms left
+            if i == 0 and first is not None:
+                continue
             if candidates is None or 8 * len(candidates) > len(rows):  # adding every posting is cheaper
                 out[rows] += impacts
                 scored = rows if allowed is None else rows[allowed[rows]]
@@ -223,6 +237,24 @@ class BM25:
             found = found[out[found] >= np.partition(out[found], len(found) - k)[len(found) - k]]
         found = found[np.lexsort((found, -out[found]))][:k]
         return [(int(row), float(out[row])) for row in found]
+
+    def _first(self, terms: list[tuple], k: int, out: np.ndarray) -> tuple[np.ndarray, float] | None:
+        """When the highest-impact term has many postings: its k-th best impact bounds the k-th best
+        score; if the other terms together cannot lift a row outside its postings to that bound, the
+        candidates are its postings whose impact plus that gain reaches it, read from its postings in
+        impact order, with no pass over the rest. (candidates, bound), their scores put in `out`; or None."""
+        if not terms or len(terms[0][0]) <= 8 * k:
+            return None
+        rows, impacts = terms[0][0], terms[0][1]
+        gain = sum(t[2] for t in terms[1:])
+        order, ranked = self._by_impact(terms[0])
+        kth = float(ranked[k - 1]) * (1 - 1e-6)
+        if not 0 < kth or gain >= kth:
+            return None
+        count = int(np.searchsorted(-ranked, -(kth - gain), side="right"))  # impacts >= kth - gain
+        chosen = np.sort(order[:count])
+        out[rows[chosen]] = impacts[chosen]
+        return rows[chosen], kth
 
     @staticmethod
     def _allowed(rows: np.ndarray, allowed: np.ndarray | None) -> np.ndarray:
