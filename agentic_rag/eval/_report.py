@@ -123,3 +123,12 @@ def write_reports(metrics: dict, out: Path, set_name: str) -> None:
         lines += ["", f"Stop reasons ({mode}): {reasons}"]
     (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (out / "report.svg").write_text(_svg(metrics), encoding="utf-8")
+
+
+def write_report(folder: str | Path, report: dict, text: str) -> None:
+    """report.json and report.md (`text`) in `folder`, made if missing; the Markdown is printed too."""
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.json").write_text(json.dumps(report, indent=2))
+    (out / "report.md").write_text(text)
+    print(text)

@@ -14,7 +14,6 @@ query mix, and adding 100 documents (with the embedded save), per size.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -27,6 +26,7 @@ from ..kb._embedders import HashingEmbedder
 from ..kb._postgres import PostgresKnowledgeBase
 from ._datasets import load_set
 from ._metrics import mrr_at_k, percentile, recall_at_k
+from ._report import write_report
 from .scale import queries, texts
 
 SETS = ("squad2", "hotpotqa", "musique", "cmrc2018", "rgb_zh")
@@ -137,11 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if server is not None:
                 server.cleanup()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(report, indent=2))
-    (out / "report.md").write_text(markdown(report))
-    print(markdown(report))
+    write_report(args.out, report, markdown(report))
     return 0
 
 

@@ -41,6 +41,7 @@ from ..kb._store import read_generation
 from ..kb._tokenize import tokenize
 from ..kb._vectors import DenseIndex, SparseIndex
 from ._metrics import percentile
+from ._report import write_report
 
 _SYLLABLES = ["ka", "lo", "mi", "ru", "se", "ta", "vo", "ne", "pi", "du", "ga", "ho", "zi", "be", "fu", "ya", "co",
               "wa", "xe", "qu"]
@@ -340,11 +341,7 @@ def main(argv: list[str] | None = None) -> int:
         report["sizes"][size] = {"bm25": bm25_run(size, args.queries),
                                  "vectors": vectors_run(size, args.queries, seeds, args.raw_hashing_up_to),
                                  "kb": _in_child(size, args.queries)}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(report, indent=2))
-    (out / "report.md").write_text(markdown(report))
-    print(markdown(report))
+    write_report(args.out, report, markdown(report))
     return 0
 
 

@@ -34,6 +34,7 @@ from .._loop import run_agentic_rag
 from ..kb import KnowledgeBase
 from ..models import OfflineModel
 from ._metrics import percentile
+from ._report import write_report
 
 
 def _free_port() -> int:
@@ -209,11 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="reports/service-load")
     args = parser.parse_args(argv)
     report = run(args.kb, args.clients, args.seconds, args.writes)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps(report, indent=2))
-    (out / "report.md").write_text(markdown(report))
-    print(markdown(report))
+    write_report(args.out, report, markdown(report))
     return 0
 
 

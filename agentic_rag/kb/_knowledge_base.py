@@ -186,20 +186,10 @@ class KnowledgeBase:
     def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
                rerank: bool | None = None) -> list[Hit]:
         """The k best chunks for the query; each hit records its rank in each retriever."""
-        if not isinstance(query, str) or not query.strip():
-            raise ConfigurationError("the search query is empty; give some words to search for")
-        if mode not in SEARCH_MODES:
-            raise ConfigurationError(f"unknown search mode {mode!r}; choose one of: {', '.join(SEARCH_MODES)}")
-        if not isinstance(k, int) or k < 1:
-            raise ConfigurationError(f"k = {k!r}; ask for at least one hit (k >= 1)")
-        filters = check_filters(filters)
         c = self.config
-        fusion, vector_weight = self.fusion
-        weights = {"bm25": c.bm25_weight if mode == "hybrid" else 1.0,
-                   "vector": vector_weight if mode == "hybrid" else 1.0}
-        use = [name for name in ("bm25", "vector") if mode in (name, "hybrid") and weights[name] > 0]
+        plan = SearchPlan.make(query, k, mode, filters, c, self.fusion)
+        filters, use, depth = plan.filters, plan.use, plan.depth
         query_vector = embed_query(self.embedder, query) if "vector" in use else None
-        depth = max(k, c.candidates)
         with self._lock.read():
             if len(self) == 0:
                 raise RetrievalError("the knowledge base is empty; add documents first "
@@ -210,13 +200,7 @@ class KnowledgeBase:
                 found["bm25"] = self._bm25.top(tokenize(query), depth, allowed)
             if "vector" in use:
                 found["vector"] = self._vectors.search(query_vector, depth, allowed)
-            if fusion == "score":
-                fused = score_fusion(found, weights)
-            else:
-                fused = reciprocal_rank_fusion({n: [row for row, _ in f] for n, f in found.items()}, weights, c.rrf_k)
-            if len(use) == 1:  # a single retriever keeps its own score
-                raw = dict(found[use[0]])
-                fused = [(row, raw[row], ranks) for row, _, ranks in fused]
+            fused = plan.fuse(found, c.rrf_k)
             rerank = c.rerank if rerank is None else rerank
             hits = [self._hit(row, score, ranks) for row, score, ranks in fused[:depth if rerank else k]]
             term_weights = self._bm25.idf(tokenize(query)) if rerank else {}
@@ -228,9 +212,7 @@ class KnowledgeBase:
     def fusion(self) -> tuple[str, float]:
         """Hybrid search's (fusion method, vector weight): the config's where set, else the embedder's
         measured defaults (its `fusion` attribute; SEMANTIC_FUSION for an embedder without one)."""
-        method, weight = getattr(self.embedder, "fusion", SEMANTIC_FUSION)
-        c = self.config
-        return c.fusion or method, weight if c.vector_weight is None else c.vector_weight
+        return fusion_of(self.embedder, self.config)
 
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
         """Chunks behind the graph edges within `hops` of the names in the query, nearest first
@@ -440,6 +422,50 @@ class KnowledgeBase:
         self._bm25.add(rows, [tokenize(_index_text(c)) for c in chunks])
         self._vectors.add_arrays(_saved_vector_arrays(segment, rows, len(self._chunks)))
         self._graph.add_json(json.loads((segment / "graph.json").read_text(encoding="utf-8")))
+
+
+def fusion_of(embedder: Embedder, config: Config) -> tuple[str, float]:
+    """(fusion method, vector weight): the config's where set, else the embedder's (KnowledgeBase.fusion)."""
+    method, weight = getattr(embedder, "fusion", SEMANTIC_FUSION)
+    return config.fusion or method, weight if config.vector_weight is None else config.vector_weight
+
+
+@dataclass
+class SearchPlan:
+    """A search's checked arguments: which retrievers run, with which weights and depth, and how
+    their rankings are fused. Every backend searches by one."""
+
+    filters: dict
+    use: list[str]
+    weights: dict[str, float]
+    depth: int
+    fusion: str
+
+    @classmethod
+    def make(cls, query: str, k: int, mode: str, filters: dict | None, config: Config,
+             fusion: tuple[str, float]) -> SearchPlan:
+        if not isinstance(query, str) or not query.strip():
+            raise ConfigurationError("the search query is empty; give some words to search for")
+        if mode not in SEARCH_MODES:
+            raise ConfigurationError(f"unknown search mode {mode!r}; choose one of: {', '.join(SEARCH_MODES)}")
+        if not isinstance(k, int) or k < 1:
+            raise ConfigurationError(f"k = {k!r}; ask for at least one hit (k >= 1)")
+        method, vector_weight = fusion
+        weights = {"bm25": config.bm25_weight if mode == "hybrid" else 1.0,
+                   "vector": vector_weight if mode == "hybrid" else 1.0}
+        use = [name for name in ("bm25", "vector") if mode in (name, "hybrid") and weights[name] > 0]
+        return cls(check_filters(filters), use, weights, max(k, config.candidates), method)
+
+    def fuse(self, found: dict[str, list[tuple[int, float]]], rrf_k: int) -> list[tuple[int, float, dict]]:
+        """The retrievers' (row, score) lists fused, best first; a single retriever keeps its own score."""
+        if self.fusion == "score":
+            fused = score_fusion(found, self.weights)
+        else:
+            fused = reciprocal_rank_fusion({n: [row for row, _ in f] for n, f in found.items()}, self.weights, rrf_k)
+        if len(self.use) == 1:
+            raw = dict(found[self.use[0]])
+            fused = [(row, raw[row], ranks) for row, _, ranks in fused]
+        return fused
 
 
 # a save writes one full segment instead of a delta when the folder holds more delta segments than

@@ -26,16 +26,15 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .._config import SEARCH_MODES, Config
+from .._config import Config
 from .._errors import ConfigurationError, RetrievalError
 from ._chunking import chunk_text
 from ._documents import Document
-from ._embedders import SEMANTIC_FUSION, Embedder, embed_batches, embed_query, make_embedder
+from ._embedders import Embedder, embed_batches, embed_query, make_embedder
 from ._filters import check_filters
-from ._fusion import reciprocal_rank_fusion, score_fusion
 from ._graph import KnowledgeGraph, _key
 from ._hit import Hit
-from ._knowledge_base import AddResult, _index_text
+from ._knowledge_base import AddResult, SearchPlan, _index_text, fusion_of
 from ._names import names
 from ._tokenize import TOKENIZER_SETTINGS, tokenize
 
@@ -275,26 +274,15 @@ class PostgresKnowledgeBase:
 
     @property
     def fusion(self) -> tuple[str, float]:
-        method, weight = getattr(self.embedder, "fusion", SEMANTIC_FUSION)
-        c = self.config
-        return c.fusion or method, weight if c.vector_weight is None else c.vector_weight
+        """Hybrid search's (fusion method, vector weight), as KnowledgeBase.fusion."""
+        return fusion_of(self.embedder, self.config)
 
     def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
                rerank: bool | None = None) -> list[Hit]:
         """The k best chunks for the query; each hit records its rank in each retriever."""
-        if not isinstance(query, str) or not query.strip():
-            raise ConfigurationError("the search query is empty; give some words to search for")
-        if mode not in SEARCH_MODES:
-            raise ConfigurationError(f"unknown search mode {mode!r}; choose one of: {', '.join(SEARCH_MODES)}")
-        if not isinstance(k, int) or k < 1:
-            raise ConfigurationError(f"k = {k!r}; ask for at least one hit (k >= 1)")
-        filters = check_filters(filters)
         c = self.config
-        fusion, vector_weight = self.fusion
-        weights = {"bm25": c.bm25_weight if mode == "hybrid" else 1.0,
-                   "vector": vector_weight if mode == "hybrid" else 1.0}
-        use = [name for name in ("bm25", "vector") if mode in (name, "hybrid") and weights[name] > 0]
-        depth = max(k, c.candidates)
+        plan = SearchPlan.make(query, k, mode, filters, c, self.fusion)
+        filters, use, depth = plan.filters, plan.use, plan.depth
         vector = embed_query(self.embedder, query) if "vector" in use else None
         where, arguments = _where(filters)
 
@@ -306,14 +294,7 @@ class PostgresKnowledgeBase:
                 found["bm25"] = self._bm25(db, tokenize(query), depth, where, arguments)
             if "vector" in use:
                 found["vector"] = self._vector(db, vector, depth, where, arguments, bool(filters))
-            if fusion == "score":
-                fused = score_fusion(found, weights)
-            else:
-                fused = reciprocal_rank_fusion({n: [r for r, _ in f] for n, f in found.items()}, weights, c.rrf_k)
-            if len(use) == 1:
-                raw = dict(found[use[0]])
-                fused = [(row, raw[row], ranks) for row, _, ranks in fused]
-            return self._hits(db, fused[:k])
+            return self._hits(db, plan.fuse(found, c.rrf_k)[:k])
 
         return self._read(run)
 
