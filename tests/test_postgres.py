@@ -99,6 +99,9 @@ def test_two_processes_writing_at_once_lose_nothing(pg_url):
         n, total = db.execute("SELECT n, total_length FROM ar_stats").fetchone()
         assert (n, total) == db.execute("SELECT count(*), sum(length) FROM ar_chunks").fetchone()
         assert db.execute("SELECT count(*) FROM ar_chunks WHERE doc_id = 'shared'").fetchone()[0] == 1
+        counted = "SELECT term, count(*) AS df FROM ar_postings GROUP BY term"
+        assert db.execute(f"SELECT count(*) FROM ({counted}) c FULL JOIN ar_terms t USING (term) "
+                          f"WHERE c.df IS DISTINCT FROM t.df").fetchone()[0] == 0   # document frequencies too
 
 
 def test_a_crash_in_the_middle_of_a_batch_leaves_nothing_of_it(pg_url):
@@ -176,3 +179,18 @@ def test_both_backends_implement_the_protocol(pg_url, tiny_kb):
 
     assert isinstance(tiny_kb, KnowledgeBaseBackend) and isinstance(PostgresKnowledgeBase(pg_url), KnowledgeBaseBackend)
     assert isinstance(tiny_kb.restricted({"type": "ticket"}), KnowledgeBaseBackend)
+
+
+def test_a_bulk_load_rebuilds_the_vector_index_after_it(pg_url):
+    import psycopg
+
+    from agentic_rag.kb import _postgres
+    from helpers import DenseHashing
+
+    pg = PostgresKnowledgeBase(pg_url, DenseHashing(64))
+    docs = [Document(f"d{i}", f"note {i} about topic{i % 50} and word{i % 7}") for i in range(_postgres.BULK_ROWS)]
+    pg.add_documents(docs)
+    with psycopg.connect(pg_url) as db:
+        assert db.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'ar_chunks_hnsw'").fetchone()[0] == 1
+    assert pg.search("note 4321 about topic21", k=1, mode="bm25")[0].doc_id == "d4321"
+    assert len(pg.search("topic21 word4", k=5, mode="vector")) == 5

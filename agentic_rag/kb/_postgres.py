@@ -57,6 +57,8 @@ def _psycopg():
     return psycopg, register_vector
 
 
+_HNSW = "CREATE INDEX IF NOT EXISTS ar_chunks_hnsw ON ar_chunks USING hnsw (embedding vector_cosine_ops)"
+BULK_ROWS = 5_000  # a batch this large (and larger than the rows held) rebuilds the HNSW index after it
 _SCHEMA = """
 CREATE EXTENSION IF NOT EXISTS vector;
 CREATE TABLE IF NOT EXISTS ar_meta (key text PRIMARY KEY, value jsonb NOT NULL);
@@ -69,8 +71,9 @@ CREATE TABLE IF NOT EXISTS ar_chunks (
 CREATE INDEX IF NOT EXISTS ar_chunks_doc ON ar_chunks (doc_id);
 CREATE TABLE IF NOT EXISTS ar_postings (
     term text NOT NULL, row bigint NOT NULL REFERENCES ar_chunks(row) ON DELETE CASCADE, tf real NOT NULL,
-    PRIMARY KEY (term, row));
+    length integer NOT NULL, PRIMARY KEY (term, row));
 CREATE INDEX IF NOT EXISTS ar_postings_row ON ar_postings (row);
+CREATE TABLE IF NOT EXISTS ar_terms (term text PRIMARY KEY, df bigint NOT NULL);
 CREATE TABLE IF NOT EXISTS ar_stats (id integer PRIMARY KEY CHECK (id = 1), n bigint NOT NULL,
                                      total_length bigint NOT NULL, generation bigint NOT NULL);
 INSERT INTO ar_stats VALUES (1, 0, 0, 0) ON CONFLICT DO NOTHING;
@@ -126,9 +129,8 @@ class PostgresKnowledgeBase:
             if self._meta_locked(db):
                 return
             db.execute(_SCHEMA.format(dimension=dimension))
-            if dimension <= MAX_HNSW_DIMENSIONS and not getattr(self.embedder, "sparse", False):
-                db.execute("CREATE INDEX IF NOT EXISTS ar_chunks_hnsw ON ar_chunks USING hnsw "
-                           "(embedding vector_cosine_ops)")
+            if _indexed(self.embedder):
+                db.execute(_HNSW)
             meta = {"schema_version": SCHEMA_VERSION, "tokenizer": TOKENIZER_SETTINGS,
                     "embedder": {"name": self.embedder.name, "dimension": dimension},
                     "chunking": {"size": self.config.chunk_size, "overlap": self.config.chunk_overlap}}
@@ -218,6 +220,10 @@ class PostgresKnowledgeBase:
                                                  ([d.id for d in todo],)).fetchall()]
             result.replaced, result.added = len(replaced), len(todo) - len(replaced)
             self._remove(db, replaced)
+            held = db.execute("SELECT n FROM ar_stats").fetchone()[0]
+            rebuild = _indexed(self.embedder) and len(chunks) >= max(BULK_ROWS, held)
+            if rebuild:  # pgvector builds an index over many rows far faster than it inserts them one by one
+                db.execute("DROP INDEX IF EXISTS ar_chunks_hnsw")
             with db.cursor() as cursor:  # COPY: a batch of 100,000 chunks goes in minutes, not hours
                 cursor.executemany("INSERT INTO ar_documents VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET "
                                    "hash = EXCLUDED.hash", [(d.id, d.content_hash()) for d in todo])
@@ -230,16 +236,22 @@ class PostgresKnowledgeBase:
                         copy.write_row((row, chunk["chunk_id"], chunk["doc_id"], chunk["text"], chunk["title"],
                                         chunk["source"], json.dumps(chunk["metadata"], ensure_ascii=False),
                                         len(words), vector))
-                with cursor.copy("COPY ar_postings (term, row, tf) FROM STDIN") as copy:
+                df: Counter = Counter()
+                with cursor.copy("COPY ar_postings (term, row, tf, length) FROM STDIN") as copy:
                     for row, words in zip(rows, tokens, strict=True):
-                        for term, tf in Counter(words).items():
-                            copy.write_row((term, row, tf))
+                        counts = Counter(words)
+                        df.update(counts.keys())
+                        for term, tf in counts.items():
+                            copy.write_row((term, row, tf, len(words)))
+                _change_df(cursor, df)
                 with cursor.copy("COPY ar_edges (a, b, row, a_label, b_label) FROM STDIN") as copy:
                     for row, chunk in zip(rows, chunks, strict=True):
                         for edge in _edges(row, chunk["title"], chunk["text"]):
                             copy.write_row(edge)
                 cursor.execute("UPDATE ar_stats SET n = n + %s, total_length = total_length + %s WHERE id = 1",
                                (len(chunks), sum(map(len, tokens))))
+            if rebuild:
+                db.execute(_HNSW)
             return result
 
         return self._write(write) if todo else AddResult(unchanged=len(latest))
@@ -250,6 +262,10 @@ class PostgresKnowledgeBase:
             return 0
         n, total = db.execute("SELECT count(*), coalesce(sum(length), 0) FROM ar_chunks WHERE doc_id = ANY(%s)",
                               (doc_ids,)).fetchone()
+        gone = db.execute("SELECT p.term, count(*) FROM ar_postings p JOIN ar_chunks c ON c.row = p.row "
+                          "WHERE c.doc_id = ANY(%s) GROUP BY p.term", (doc_ids,)).fetchall()
+        with db.cursor() as cursor:
+            _change_df(cursor, Counter({term: -count for term, count in gone}))
         found = db.execute("DELETE FROM ar_documents WHERE id = ANY(%s) RETURNING id", (doc_ids,)).fetchall()
         db.execute("UPDATE ar_stats SET n = n - %s, total_length = total_length - %s WHERE id = 1", (n, total))
         return len(found)
@@ -304,26 +320,31 @@ class PostgresKnowledgeBase:
         if not terms:
             return []
         c = self.config
+        n, total = db.execute("SELECT n, total_length FROM ar_stats").fetchone()
+        df = dict(db.execute("SELECT term, df FROM ar_terms WHERE term = ANY(%s)", (terms,)).fetchall())
+        if not df:
+            return []
+        idf = {term: float(np.log1p((n - d + 0.5) / (d + 0.5))) for term, d in df.items()}  # as the embedded index
+        chunks = "JOIN ar_chunks c ON c.row = p.row" if where else ""  # the chunk is read only for filters
         rows = db.execute(
-            f"""WITH s AS (SELECT n, total_length::float8 / greatest(n, 1) AS avgdl FROM ar_stats),
-                df AS (SELECT term, count(*) AS df FROM ar_postings WHERE term = ANY(%s) GROUP BY term)
-            SELECT p.row, sum(ln(1 + (s.n - df.df + 0.5) / (df.df + 0.5)) * p.tf * (%s + 1)
-                              / (p.tf + %s * (1 - %s + %s * c.length / s.avgdl)))::float4 AS score
-            FROM ar_postings p JOIN df USING (term) JOIN ar_chunks c ON c.row = p.row CROSS JOIN s
-            WHERE p.term = ANY(%s) {where}
-            GROUP BY p.row ORDER BY score DESC, p.row LIMIT %s""",
-            [terms, c.bm25_k1, c.bm25_k1, c.bm25_b, c.bm25_b, terms, *arguments, k]).fetchall()
+            f"""SELECT p.row, sum(q.idf * p.tf * %s / (p.tf + %s * (1 - %s + %s * p.length / %s)))::float4 AS score
+            FROM ar_postings p JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) USING (term) {chunks}
+            WHERE true {where} GROUP BY p.row ORDER BY score DESC, p.row LIMIT %s""",
+            [c.bm25_k1 + 1, c.bm25_k1, c.bm25_b, c.bm25_b, max(total / max(n, 1), 1e-9), list(idf),
+             list(idf.values()), *arguments, k]).fetchall()
         return [(int(r), float(s)) for r, s in rows if s > 0]
 
     def _vector(self, db, vector: np.ndarray, k: int, where: str, arguments: list,
                 filtered: bool) -> list[tuple[int, float]]:
         """Cosine similarity: the HNSW index when there is one and no filter, else an exact scan of
         the rows the filter keeps (so a filter keeping few rows still gives k hits)."""
+        exact = filtered or not _indexed(self.embedder)
         if filtered:
             db.execute("SET LOCAL enable_indexscan = off")
         db.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(int(self.config.hnsw_ef), k))}")
+        ties = ", c.row" if exact else ""  # a second sort key would keep the HNSW index from being used
         rows = db.execute(f"SELECT c.row, 1 - (c.embedding <=> %s) FROM ar_chunks c WHERE true {where} "
-                          f"ORDER BY c.embedding <=> %s, c.row LIMIT %s",
+                          f"ORDER BY c.embedding <=> %s{ties} LIMIT %s",
                           [vector, *arguments, vector, k]).fetchall()
         return [(int(r), float(s)) for r, s in rows]
 
@@ -343,8 +364,7 @@ class PostgresKnowledgeBase:
 
         def run(db):
             n = db.execute("SELECT n FROM ar_stats").fetchone()[0]
-            rows = db.execute("SELECT term, count(*) FROM ar_postings WHERE term = ANY(%s) GROUP BY term",
-                              (terms,)).fetchall()
+            rows = db.execute("SELECT term, df FROM ar_terms WHERE term = ANY(%s)", (terms,)).fetchall()
             return {term: float(np.log1p((n - df + 0.5) / (df + 0.5))) for term, df in rows}
 
         return self._read(run) if terms else {}
@@ -409,6 +429,25 @@ class PostgresKnowledgeBase:
         connection = getattr(self._local, "connection", None)
         if connection is not None:
             connection.close()
+
+
+def _indexed(embedder: Embedder) -> bool:
+    """Whether the vectors get an HNSW index: dense, and within pgvector's 2,000 dimensions."""
+    return embedder.dimension <= MAX_HNSW_DIMENSIONS and not getattr(embedder, "sparse", False)
+
+
+def _change_df(cursor, change: Counter) -> None:
+    """Add `change` (term -> chunks gained or lost) to each term's document frequency in ar_terms."""
+    if not change:
+        return
+    cursor.execute("CREATE TEMP TABLE IF NOT EXISTS ar_df_change (term text, df bigint) ON COMMIT DROP")
+    with cursor.copy("COPY ar_df_change (term, df) FROM STDIN") as copy:
+        for term, count in change.items():
+            copy.write_row((term, count))
+    cursor.execute("INSERT INTO ar_terms SELECT term, sum(df) FROM ar_df_change GROUP BY term "
+                   "ON CONFLICT (term) DO UPDATE SET df = ar_terms.df + EXCLUDED.df")
+    cursor.execute("DELETE FROM ar_terms WHERE term IN (SELECT term FROM ar_df_change) AND df <= 0")
+    cursor.execute("TRUNCATE ar_df_change")
 
 
 def _starts(db, query: str) -> list[str]:
