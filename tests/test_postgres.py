@@ -172,6 +172,14 @@ def test_every_command_and_the_service_take_a_database_url(pg_url, capsys):
     status = []
     body = json.loads(b"".join(app(environ, lambda s, h: status.append(s))))
     assert status == ["200 OK"] and body["generation"].startswith("pg-") and body["documents"] >= 1
+    import io
+
+    data = json.dumps({"documents": [{"id": "mascot", "text": "The Nimbus mascot is a teal cloud."}]}).encode()
+    written = json.loads(b"".join(app({"REQUEST_METHOD": "POST", "PATH_INFO": "/v1/documents",
+                                       "CONTENT_TYPE": "application/json", "CONTENT_LENGTH": str(len(data)),
+                                       "wsgi.input": io.BytesIO(data)}, lambda s, h: status.append(s))))
+    assert status[-1] == "200 OK" and written["added"] == 1 and written["generation"] != body["generation"]
+    assert PostgresKnowledgeBase(pg_url).search("mascot teal", k=1)[0].doc_id == "mascot"  # through the database
 
 
 def test_both_backends_implement_the_protocol(pg_url, tiny_kb):
@@ -194,3 +202,17 @@ def test_a_bulk_load_rebuilds_the_vector_index_after_it(pg_url):
         assert db.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'ar_chunks_hnsw'").fetchone()[0] == 1
     assert pg.search("note 4321 about topic21", k=1, mode="bm25")[0].doc_id == "d4321"
     assert len(pg.search("topic21 word4", k=5, mode="vector")) == 5
+
+
+def test_an_older_schema_is_migrated_step_by_step(pg_url, monkeypatch):
+    import psycopg
+
+    from agentic_rag.kb import _postgres
+
+    PostgresKnowledgeBase(pg_url).add_documents(TINY[:2])
+    monkeypatch.setattr(_postgres, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(_postgres.MIGRATIONS, 2, lambda db: db.execute("ALTER TABLE ar_documents ADD COLUMN note text"))
+    assert PostgresKnowledgeBase(pg_url).document_count == 2
+    with psycopg.connect(pg_url) as db:
+        assert db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version'").fetchone()[0] == 2
+        assert db.execute("SELECT count(note) FROM ar_documents").fetchone()[0] == 0   # the new column is there

@@ -39,6 +39,8 @@ from ._names import names
 from ._tokenize import TOKENIZER_SETTINGS, tokenize
 
 SCHEMA_VERSION = 1
+# version -> the function (given a connection in a transaction) that brings version - 1 up to it
+MIGRATIONS: dict = {}
 
 
 def is_database(kb: str | object) -> bool:
@@ -147,6 +149,8 @@ class PostgresKnowledgeBase:
         if not isinstance(version, int) or version > SCHEMA_VERSION:
             raise RetrievalError(f"{safe_url(self.url)} holds knowledge-base schema {version!r}; this agentic-rag "
                                  f"reads schema {SCHEMA_VERSION} and older: upgrade agentic-rag")
+        if version < SCHEMA_VERSION:
+            self._migrate(version)
         built = meta["embedder"]
         embedder = embedder or make_embedder(built["name"], built["dimension"])
         if (embedder.name, embedder.dimension) != (built["name"], built["dimension"]):
@@ -161,6 +165,16 @@ class PostgresKnowledgeBase:
             raise ConfigurationError(f"{safe_url(self.url)} was chunked with size {chunking['size']} and overlap "
                                      f"{chunking['overlap']}; keep its settings")
         return embedder
+
+    def _migrate(self, version: int) -> None:
+        """Bring an older schema up to this version, one step at a time, in one transaction."""
+        db = self._connection()
+        with db.transaction():
+            db.execute("SELECT pg_advisory_xact_lock(8711)")
+            found = db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version' FOR UPDATE").fetchone()[0]
+            for step in range(found + 1, SCHEMA_VERSION + 1):
+                MIGRATIONS[step](db)
+            db.execute("UPDATE ar_meta SET value = %s WHERE key = 'schema_version'", (json.dumps(SCHEMA_VERSION),))
 
     def _read(self, work):
         """Run `work(connection)` in a read transaction; a dropped connection is retried once."""
