@@ -216,3 +216,27 @@ def test_an_older_schema_is_migrated_step_by_step(pg_url, monkeypatch):
     with psycopg.connect(pg_url) as db:
         assert db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version'").fetchone()[0] == 2
         assert db.execute("SELECT count(note) FROM ar_documents").fetchone()[0] == 0   # the new column is there
+
+
+def test_filters_on_odd_metadata_and_bad_text_behave_as_the_embedded_knowledge_base(pg_url):
+    from agentic_rag.kb._postgres import safe_url
+
+    docs = [Document("a", "zebra notes", metadata={"flag": True, "e": "1e5", "n": "1" + "0" * 400}),
+            Document("b", "zebra notes", metadata={"flag": False, "e": "+3", "n": "2"}),
+            Document("c", "zebra notes", metadata={"e": ".5", "n": "x"})]
+    embedded, pg = KnowledgeBase(), PostgresKnowledgeBase(pg_url)
+    for kb in (embedded, pg):
+        kb.add_documents(docs)
+    for filters in ({"flag": True}, {"flag": [False]}, {"flag": "true"}, {"e": {"gt": 1}}, {"e": {"lt": 1.5}},
+                    {"n": {"gt": 1.5}}, {"n": {"gte": 2}}):
+        for mode in ("bm25", "vector"):
+            assert sorted(h.doc_id for h in pg.search("zebra", k=5, mode=mode, filters=filters)) == \
+                sorted(h.doc_id for h in embedded.search("zebra", k=5, mode=mode, filters=filters)), (filters, mode)
+    with pytest.raises(ConfigurationError, match="PostgreSQL cannot store this batch"):
+        pg.add_documents([Document("nul", "a NUL \x00 inside")])
+    assert pg.document_count == 3 and pg.generation() == pg.generation()
+    before = pg.generation()
+    assert pg.delete_documents(["nope"]) == 0 and pg.generation() == before   # nothing changed: same generation
+    assert safe_url("postgresql://:s3cret@h/kb") == "postgresql://:***@h/kb"
+    assert safe_url("postgresql://alice@h/kb?sslmode=require&password=s3cret") == \
+        "postgresql://alice@h/kb?sslmode=require&password=***"

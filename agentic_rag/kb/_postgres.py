@@ -113,7 +113,7 @@ class PostgresKnowledgeBase:
         if connection is None or connection.closed:
             try:
                 connection = self._psycopg.connect(self.url, autocommit=False)
-            except self._psycopg.OperationalError as exc:
+            except (self._psycopg.OperationalError, self._psycopg.ProgrammingError) as exc:
                 raise RetrievalError(f"cannot connect to {safe_url(self.url)}: {_first_line(exc)}") from None
             self._local.connection = connection
         return connection
@@ -177,12 +177,15 @@ class PostgresKnowledgeBase:
             db.execute("UPDATE ar_meta SET value = %s WHERE key = 'schema_version'", (json.dumps(SCHEMA_VERSION),))
 
     def _read(self, work):
-        """Run `work(connection)` in a read transaction; a dropped connection is retried once."""
+        """Run `work(connection)` in one read-only snapshot (REPEATABLE READ: every statement of a
+        search sees the same committed state, never one writer's change between two of them); a
+        dropped connection is retried once."""
         for attempt in (1, 2):
             db = self._connection()
             try:
                 self._register(db)
                 with db.transaction():
+                    db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                     return work(db)
             except self._psycopg.OperationalError as exc:
                 db.close()
@@ -201,9 +204,13 @@ class PostgresKnowledgeBase:
                 with db.transaction():
                     db.execute("SELECT n FROM ar_stats WHERE id = 1 FOR UPDATE")  # one writer at a time
                     result = work(db)
-                    db.execute("UPDATE ar_stats SET generation = generation + 1 WHERE id = 1")
+                    if result != 0:  # a write that changed nothing (a delete of unknown ids) keeps the generation
+                        db.execute("UPDATE ar_stats SET generation = generation + 1 WHERE id = 1")
                     committing = True
                 return result
+            except self._psycopg.DataError as exc:  # e.g. a NUL character, which PostgreSQL text cannot hold
+                raise ConfigurationError(f"PostgreSQL cannot store this batch: {_first_line(exc)}; remove the "
+                                         f"offending characters (NUL, NaN) from the documents") from None
             except self._psycopg.OperationalError as exc:
                 db.close()
                 if committing or attempt == 2:
@@ -402,8 +409,12 @@ class PostgresKnowledgeBase:
         """Chunks behind the graph edges within `hops` of the names in the query, nearest first."""
         def run(db):
             starts = _starts(db, query)
+            labels = dict(db.execute(  # each start node's name as first written
+                "SELECT DISTINCT ON (key) key, label FROM (SELECT a AS key, a_label AS label, row FROM ar_edges "
+                "WHERE a = ANY(%s) UNION ALL SELECT b, b_label, row FROM ar_edges WHERE b = ANY(%s)) x "
+                "ORDER BY key, row", (starts, starts)).fetchall())
             found: dict[int, tuple[int, list[str]]] = {}
-            frontier = {key: [key] for key in starts}
+            frontier = {key: [labels.get(key, key)] for key in starts}
             seen = set(frontier)
             for hop in range(1, hops + 1):
                 if not frontier:
@@ -493,14 +504,17 @@ def _where(filters: dict) -> tuple[str, list]:
     numbers and anything else as text."""
     parts, arguments = [], []
     for field, condition in filters.items():
-        column = _COLUMNS.get(field, "(c.metadata ->> %s)")
-        field_args = [] if field in _COLUMNS else [field]
+        # a JSON true or false reads as Python's str() gives it: True, False
+        column = _COLUMNS.get(field, "(CASE jsonb_typeof(c.metadata -> %s) WHEN 'boolean' THEN "
+                                     "initcap(c.metadata ->> %s) ELSE c.metadata ->> %s END)")
+        field_args = [] if field in _COLUMNS else [field] * 3
         if isinstance(condition, dict):
             for name, bound in condition.items():
                 op = {"gte": ">=", "gt": ">", "lte": "<=", "lt": "<"}[name]
-                if isinstance(bound, (int, float)) and not isinstance(bound, bool):
-                    parts.append(f"({column} ~ '^-?[0-9]+(\\.[0-9]+)?$' AND ({column})::numeric {op} %s)")
-                    arguments += field_args + field_args + [bound]
+                if isinstance(bound, (int, float)) and not isinstance(bound, bool):  # numbers as numbers (numeric:
+                    parts.append(f"({column} ~ '{_NUMBER}' AND ({column})::numeric {op} %s::numeric)")  # no overflow)
+                    arguments += field_args + field_args + [repr(float(bound)) if isinstance(bound, float)
+                                                            else str(bound)]
                 else:
                     parts.append(f"{column} {op} %s")
                     arguments += field_args + [str(bound)]
@@ -513,9 +527,13 @@ def _where(filters: dict) -> tuple[str, list]:
     return "".join(f" AND {p}" for p in parts), arguments
 
 
+_NUMBER = r"^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)?$"
+
+
 def safe_url(url: str) -> str:
-    """The URL without its password (a folder's path as it is)."""
-    return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", url)
+    """The URL without its password, in the user part or as a parameter (a folder's path as it is)."""
+    url = re.sub(r"://([^:/@]*):[^@]*@", r"://\1:***@", url)
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", url)
 
 
 def _first_line(exc: Exception) -> str:
