@@ -4,9 +4,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ._errors import AgenticRAGError
 from ._openai_api import call_error, make_client
 from ._schemas import Answer
 from .kb._openai_embedder import OpenAIEmbedder
+from .kb._postgres import PostgresKnowledgeBase, is_database, safe_url
 from .kb._store import MANIFEST
 from .models._openai_client import OpenAIChatModel
 from .models._protocol import ModelRequest
@@ -53,13 +55,18 @@ def run_doctor(settings: dict, kb: str | None = None) -> int:
         except Exception as exc:
             report(False, f"embedding model {settings['embedding_model']}: {exc}", "check --embedding-model")
     if kb:
+        shown = safe_url(kb)
         try:
-            built = json.loads((Path(kb) / MANIFEST).read_text(encoding="utf-8"))["embedder"]
+            if is_database(kb):
+                database = PostgresKnowledgeBase(kb)
+                built = {"name": database.embedder.name, "dimension": database.embedder.dimension}
+            else:
+                built = json.loads((Path(kb) / MANIFEST).read_text(encoding="utf-8"))["embedder"]
             same = dimension is None or built["dimension"] == dimension
-            report(same, f"knowledge base {kb}: built with {built['name']} ({built['dimension']} dimensions)"
+            report(same, f"knowledge base {shown}: built with {built['name']} ({built['dimension']} dimensions)"
                    + ("" if same else f", but the embedding model gives {dimension}"),
                    "use the embedding model it was built with, or rebuild into a new --kb")
-        except (OSError, ValueError, KeyError) as exc:
-            report(False, f"knowledge base {kb} cannot be read ({exc})", "agentic-rag index PATH --kb DIR")
+        except (OSError, ValueError, KeyError, AgenticRAGError) as exc:
+            report(False, f"knowledge base {shown} cannot be read ({exc})", "agentic-rag index PATH --kb DIR")
     print("all checks passed" if not problems else f"{problems} problem(s) found")
     return 0 if not problems else 1

@@ -240,3 +240,14 @@ def test_filters_on_odd_metadata_and_bad_text_behave_as_the_embedded_knowledge_b
     assert safe_url("postgresql://:s3cret@h/kb") == "postgresql://:***@h/kb"
     assert safe_url("postgresql://alice@h/kb?sslmode=require&password=s3cret") == \
         "postgresql://alice@h/kb?sslmode=require&password=***"
+
+
+def test_doctor_checks_a_database_and_never_prints_its_password(pg_url, capsys):
+    from agentic_rag.cli import main
+
+    PostgresKnowledgeBase(pg_url).add_documents(TINY[:1])
+    assert main(["doctor", "--kb", pg_url]) == 0
+    assert "built with hashing (2048 dimensions)" in capsys.readouterr().out
+    main(["doctor", "--kb", "postgresql://alice:s3cret@127.0.0.1:1/kb"])
+    out = capsys.readouterr().out
+    assert "s3cret" not in out and "cannot be read" in out
