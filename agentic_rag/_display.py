@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import json
 
-from ._state import format_trace
+from ._state import cited_as, format_trace
 
 
 def result_json(state: dict, model_name: str) -> dict:
     """The `ask --json` object: the answer, its citations, why it stopped, the trace, usage and timings."""
-    keep = ("n", "id", "doc_id", "source", "title", "text", "kind")
+    keep = ("n", "id", "doc_id", "source", "title", "text", "kind", "page", "section", "media")
     return {"question": state["question"], "answer": state["answer"], "abstained": state["abstained"],
             "abstain_reason": state["abstain_reason"],
             "citations": [{k: c.get(k) for k in keep} for c in state["citations"]],
@@ -29,7 +29,8 @@ def print_result(state: dict, trace: bool, streamed: bool) -> None:
     if state["citations"]:
         print("\nSources:")
         for c in state["citations"]:
-            print(f"  [{c['n']}] ({c.get('kind', 'passage')}) {c.get('title') or c['doc_id']} ({c['source']})")
+            kind = c.get("media") or c.get("kind", "passage")
+            print(f"  [{c['n']}] ({kind}) {c.get('title') or c['doc_id']} ({cited_as(c)})")
     print(f"\nTrace: {format_trace(state)}")
     for event in state["trace"] if trace else []:
         print(f"  round {event['round']} {event['summary']}: {event['ms']:.1f} ms, {event['tokens']} tokens, "

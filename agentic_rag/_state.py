@@ -29,14 +29,20 @@ class Evidence(_EvidenceKeys, total=False):
     query: str                  # the search query or tool call that found it
     rank: int                   # its rank in that search
     relevance: float            # its score against the original question: the pool's order
+    page: int                   # the page of a PDF its chunk is from
+    section: str                # the heading of the Word or HTML section its chunk is from
+    media: str                  # "image": the passage is an image's description, its source the image
 
 
 def new_evidence(id: str, doc_id: str, source: str, text: str, *, title: str = "", kind: str = "passage",
                  ranks: dict[str, int] | None = None, path: list[str] | None = None, query: str | None = None,
-                 rank: int | None = None, relevance: float | None = None) -> Evidence:
-    """An evidence item; the optional keys (path, query, rank, relevance) are present only when given."""
+                 rank: int | None = None, relevance: float | None = None, page: int | None = None,
+                 section: str | None = None, media: str | None = None) -> Evidence:
+    """An evidence item; the optional keys (path, query, rank, relevance, page, section, media) are
+    present only when given."""
     item = Evidence(id=id, doc_id=doc_id, source=source, title=title, text=text, kind=kind, ranks=dict(ranks or {}))
-    optional = {"path": path, "query": query, "rank": rank, "relevance": relevance}
+    optional = {"path": path, "query": query, "rank": rank, "relevance": relevance, "page": page,
+                "section": section, "media": media}
     item.update({key: value for key, value in optional.items() if value is not None})
     return item
 
@@ -95,6 +101,13 @@ def new_state(question: str, config: Config | None = None) -> AgentState:
         evidence=[], grade=None, missing=[], low_rounds=0, last_top=[], draft_answer="", answer="", citations=[],
         removed_citations=[], faithfulness=None, abstained=False, abstain_reason="", stop_reason=None,
         resume_reason=None, error=None, trace=[], timings_ms={}, usage=new_usage())
+
+
+def cited_as(item: dict) -> str:
+    """Where a cited passage is: "contract-a.pdf, p. 3", "manual.html § Login", or its source."""
+    if item.get("page") is not None:
+        return f"{item['source']}, p. {item['page']}"
+    return f"{item['source']} § {item['section']}" if item.get("section") else item["source"]
 
 
 def format_trace(state: dict) -> str:

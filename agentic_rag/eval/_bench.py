@@ -10,13 +10,14 @@ from pathlib import Path
 
 from .._config import Config
 from .._loop import run_agentic_rag
-from .._state import format_trace, new_evidence
+from .._state import format_trace
 from ..kb import Embedder, KnowledgeBase, make_embedder
 from ..kb._store import FORMAT_VERSION
 from ..kb._tokenize import TOKENIZER_SETTINGS
 from ..models._meter import Meter
 from ..models._protocol import Model
 from ..steps import check_faithfulness, generate_answer, verify_citations
+from ..steps._search import hit_evidence
 from ..steps._verify import question_weights
 from ._datasets import Question, load_set
 from ._report import summarize, write_reports
@@ -52,7 +53,7 @@ def answer_linear(question: str, kb: KnowledgeBase, model: Model, config: Config
     meter = Meter(model)
     start = time.perf_counter()
     hits = kb.search(question, k=max(10, config.evidence_k))
-    pool = [new_evidence(**h.model_dump(exclude={"score", "metadata"})) for h in hits]
+    pool = [hit_evidence(h) for h in hits]
     weights = question_weights(question, kb.term_weights(question))
     draft = generate_answer(question, pool[:config.evidence_k], meter, (), weights)
     answer, citations, _ = verify_citations(draft.answer, pool[:config.evidence_k])

@@ -22,6 +22,8 @@ exhaustive one (a property test checks it).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ._filters import fit_mask
@@ -40,6 +42,31 @@ def _union(parts: list[np.ndarray], size: int) -> np.ndarray:
     for part in parts:
         marked[part] = True
     return np.flatnonzero(marked)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Postings of a batch of rows apart from any index: its distinct terms, and for each (term, row)
+    pair, term-major, the term's index in `terms`, the row's index in the batch and the term frequency."""
+
+    terms: list[str]
+    term_index: np.ndarray
+    rows: np.ndarray
+    tfs: np.ndarray
+    lengths: np.ndarray  # tokens per row
+
+
+def batch_postings(token_lists: list[list[str]]) -> Batch:
+    """A batch's postings, made without touching an index (so outside its lock)."""
+    flat = [token for tokens in token_lists for token in tokens]
+    terms = list(dict.fromkeys(flat))
+    local = {term: i for i, term in enumerate(terms)}
+    ids = np.fromiter(map(local.__getitem__, flat), np.int64, len(flat))
+    lengths = np.fromiter(map(len, token_lists), np.int64, len(token_lists))
+    span = len(token_lists) + 1
+    pairs, tfs = np.unique(ids * span + np.repeat(np.arange(len(token_lists)), lengths), return_counts=True)
+    return Batch(terms, (pairs // span).astype(np.int32), (pairs % span).astype(np.int32), tfs.astype(np.float32),
+                 lengths.astype(np.float32))
 
 
 class BM25:
@@ -65,33 +92,34 @@ class BM25:
 
     def add(self, rows: list[int], token_lists: list[list[str]]) -> None:
         """Index each row's tokens; a row must be new (delete it first to replace it)."""
-        span = max(rows, default=0) + 1
-        parts = [self._postings_of(rows[i:i + _ADD_SLICE], token_lists[i:i + _ADD_SLICE], span)
-                 for i in range(0, len(rows), _ADD_SLICE)]  # a slice at a time: bounded scratch memory
+        self.add_batches(rows, [batch_postings(token_lists[i:i + _ADD_SLICE])
+                                for i in range(0, len(rows), _ADD_SLICE)])  # a slice at a time: bounded scratch
+
+    def add_batches(self, rows: list[int], batches: list[Batch]) -> None:
+        """Index batches made by batch_postings, in order, as the given rows (one per batch row)."""
+        rows_of = np.asarray(rows, np.int64)
+        parts, offset = [], 0
+        for batch in batches:
+            fresh = [term for term in batch.terms if term not in self.vocab]
+            self.vocab.update({term: i for i, term in enumerate(fresh, len(self.vocab))})
+            ids = np.fromiter(map(self.vocab.__getitem__, batch.terms), np.int32, len(batch.terms))
+            parts.append((ids[batch.term_index], rows_of[offset + batch.rows].astype(np.int32), batch.tfs))
+            offset += len(batch.lengths)
         terms, post_rows, tfs = (np.concatenate([np.zeros(0, t)] + [p[n] for p in parts])
                                  for n, t in enumerate((np.int32, np.int32, np.float32)))
+        span = max(rows, default=0) + 1
         if rows and span > len(self.alive):  # grow by half at least, so many small adds stay cheap
             grow = max(span, len(self.alive) * 3 // 2) - len(self.alive)
             self.lengths = np.concatenate([self.lengths, np.zeros(grow, np.float32)])
             self.alive = np.concatenate([self.alive, np.zeros(grow, bool)])
-        self.lengths[rows] = [len(tokens) for tokens in token_lists]
-        self.alive[rows] = True
+        self.lengths[rows_of] = np.concatenate([np.zeros(0, np.float32)] + [b.lengths for b in batches])
+        self.alive[rows_of] = True
         tail_terms, tail_rows, tail_tf = self._tail
         self._tail = (np.concatenate([tail_terms, terms]), np.concatenate([tail_rows, post_rows]),
                       np.concatenate([tail_tf, tfs]))
         self._changed()
         if len(self._tail[0]) > _TAIL_LIMIT:
             self.merge()
-
-    def _postings_of(self, rows: list[int], token_lists: list[list[str]], span: int):
-        """(term, row, tf) of each distinct term of each row, term-major; new terms join the vocabulary."""
-        flat = [token for tokens in token_lists for token in tokens]
-        fresh = [term for term in dict.fromkeys(flat) if term not in self.vocab]  # ids in order of first use
-        self.vocab.update({term: i for i, term in enumerate(fresh, len(self.vocab))})
-        ids = np.fromiter(map(self.vocab.__getitem__, flat), np.int64, len(flat))
-        owner = np.repeat(np.asarray(rows, np.int64), [len(tokens) for tokens in token_lists])
-        pairs, tfs = np.unique(ids * span + owner, return_counts=True)
-        return (pairs // span).astype(np.int32), (pairs % span).astype(np.int32), tfs.astype(np.float32)
 
     def delete(self, rows: list[int]) -> None:
         """Remove rows from every ranking at once."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 # Each level cuts right after its separator, so punctuation stays at the end of its piece.
 _LEVELS = (
@@ -12,45 +13,65 @@ _LEVELS = (
 )
 
 
-def _cut_after(text: str, pattern: re.Pattern) -> list[str]:
-    pieces, start = [], 0
+def _cuts(text: str, pattern: re.Pattern) -> Iterator[str]:
+    """The text cut right after each match of the pattern, piece by piece."""
+    start = 0
     for match in pattern.finditer(text):
         if match.end() > start:
-            pieces.append(text[start:match.end()])
+            yield text[start:match.end()]
             start = match.end()
     if start < len(text):
-        pieces.append(text[start:])
-    return pieces
+        yield text[start:]
 
 
-def _split(text: str, size: int, level: int = 0) -> list[str]:
+def _cut_after(text: str, pattern: re.Pattern) -> list[str]:
+    return list(_cuts(text, pattern))
+
+
+def _split(text: str, size: int, level: int = 0) -> Iterator[str]:
     """Pieces of at most `size` characters, each cut at the coarsest boundary that allows it."""
     if len(text) <= size:
-        return [text]
-    if level == len(_LEVELS):
-        return [text[i:i + size] for i in range(0, len(text), size)]
-    pieces = []
-    for piece in _cut_after(text, _LEVELS[level]):
-        pieces.extend(_split(piece, size, level + 1))
-    return pieces
+        yield text
+    elif level == len(_LEVELS):
+        yield from (text[i:i + size] for i in range(0, len(text), size))
+    else:
+        for piece in _cuts(text, _LEVELS[level]):
+            yield from _split(piece, size, level + 1)
 
 
-def chunk_text(text: str, size: int = 800, overlap: int = 100) -> list[str]:
+def iter_chunks(text: str, size: int = 800, overlap: int = 100) -> Iterator[str]:
     """Merge pieces into chunks of at most `size` characters; each chunk repeats up to
-    `overlap` characters of whole pieces (sentences, where there are) from the one before."""
-    chunks: list[str] = []
+    `overlap` characters of whole pieces (sentences, where there are) from the one before.
+    A generator: a long text is never held as all its pieces at once."""
     current: list[str] = []
     length = 0
     for piece in _split(text, size):
         if current and length + len(piece) > size:
-            chunks.append("".join(current))
+            if chunk := "".join(current).strip():
+                yield chunk
             while current and (length > overlap or length + len(piece) > size):
                 length -= len(current.pop(0))
         current.append(piece)
         length += len(piece)
-    if current:
-        chunks.append("".join(current))
-    return [c.strip() for c in chunks if c.strip()]
+    if current and (chunk := "".join(current).strip()):
+        yield chunk
+
+
+def chunk_text(text: str, size: int = 800, overlap: int = 100) -> list[str]:
+    """The chunks of iter_chunks as a list."""
+    return list(iter_chunks(text, size, overlap))
+
+
+def document_chunks(document, size: int = 800, overlap: int = 100) -> Iterator[tuple[str, dict]]:
+    """(text, metadata) of each chunk of a Document: a chunk never crosses one of its parts (a page,
+    a section) and its metadata is the document's with its part's added."""
+    parts = list(document.parts) or [(0, {})]
+    if parts[0][0] > 0:
+        parts.insert(0, (0, {}))
+    ends = [start for start, _ in parts[1:]] + [len(document.text)]
+    for (start, meta), end in zip(parts, ends, strict=True):
+        for chunk in iter_chunks(document.text[start:end], size, overlap):
+            yield chunk, {**document.metadata, **meta}
 
 
 def split_sentences(text: str) -> list[str]:

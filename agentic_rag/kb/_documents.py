@@ -1,4 +1,6 @@
-"""Load documents from .txt, .md and .jsonl files and from directories, recursively."""
+"""Load documents from files and folders, recursively: text (.txt, .md), .jsonl, PDF, Word .docx,
+HTML and images (indexed by their description). A page or a section of a document is a part of it:
+its chunks never cross a part and carry its page or section in their metadata."""
 from __future__ import annotations
 
 import hashlib
@@ -10,29 +12,93 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._errors import ConfigurationError
+from ._loaders import IMAGE_SUFFIXES, Unreadable, decode_html, markdown_images, read_docx, read_html, read_pdf
 
 log = logging.getLogger("agentic_rag")
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
-SUFFIXES = TEXT_SUFFIXES + (".jsonl",)
+FILE_SUFFIXES = (".pdf", ".docx", ".html", ".htm")
+SUFFIXES = TEXT_SUFFIXES + (".jsonl",) + FILE_SUFFIXES + IMAGE_SUFFIXES
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*\n", re.S)
 _HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
 
 
 @dataclass(frozen=True)
 class Document:
-    """One document: its stable id, text, title, where it came from and its metadata."""
+    """One document: its stable id, text, title, where it came from and its metadata. `parts` marks
+    where each page or section starts in the text and the metadata its chunks get ({"page": 3},
+    {"section": "Login"}); chunks never cross a part."""
 
     id: str
     text: str
     title: str = ""
     source: str = ""
     metadata: dict = field(default_factory=dict)
+    parts: tuple[tuple[int, dict], ...] = ()
 
     def content_hash(self) -> str:
         """A hash of everything indexed, so an unchanged document is not indexed twice."""
-        payload = json.dumps([self.text, self.title, self.metadata], sort_keys=True, ensure_ascii=False)
+        indexed = [self.text, self.title, self.metadata] + ([list(self.parts)] if self.parts else [])
+        payload = json.dumps(indexed, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+
+def from_pieces(doc_id: str, pieces: list[tuple[str, dict]], title: str = "", source: str = "",
+                metadata: dict | None = None) -> Document:
+    """A document of pieces in reading order, each (text, the metadata of its chunks), joined by blank lines."""
+    texts, parts, offset = [], [], 0
+    for text, meta in pieces:
+        parts.append((offset, meta))
+        texts.append(text)
+        offset += len(text) + 2
+    return Document(doc_id, "\n\n".join(texts), title, source, dict(metadata or {}), tuple(parts))
+
+
+def read_file(name: str, data: bytes, doc_id: str, source: str = "", encoding: str | None = None) -> Document:
+    """A document from a file's bytes, read by the suffix of its name: text, PDF, .docx or HTML.
+    Raises Unreadable with the reason in one line (an empty file too)."""
+    return _read(name, data, doc_id, source or name, encoding)[0]
+
+
+def _read(name: str, data: bytes, doc_id: str, source: str, encoding: str | None) -> tuple[Document, list]:
+    """The document, and (src, description) of each image it shows (Markdown and HTML)."""
+    suffix = Path(name).suffix.lower()
+    images = []
+    if suffix == ".pdf":
+        title, pieces = read_pdf(data)
+    elif suffix == ".docx":
+        title, pieces = read_docx(data)
+    elif suffix in (".html", ".htm"):
+        title, pieces, images = read_html(decode_html(data))
+    elif suffix in TEXT_SUFFIXES:
+        doc = _text_document(decode_text(data, encoding), suffix, doc_id, source)
+        if not doc.text:
+            raise Unreadable("empty file")
+        return doc, markdown_images(doc.text) if suffix != ".txt" else []
+    else:
+        raise Unreadable(f"unsupported file type; use one of {', '.join(s for s in SUFFIXES if s != '.jsonl')}")
+    if not pieces:
+        raise Unreadable("empty file")
+    return from_pieces(doc_id, pieces, title or Path(name).stem, source), images
+
+
+def decode_text(data: bytes, encoding: str | None = None) -> str:
+    """Text bytes as a string: in `encoding` when given; else UTF-8, or UTF-16 by its byte-order mark."""
+    if encoding:
+        try:
+            return data.decode(encoding)
+        except LookupError:
+            raise ConfigurationError(f"unknown encoding {encoding!r}; use a Python codec name such as gb18030, "
+                                     f"latin-1 or cp1252") from None
+        except UnicodeDecodeError as exc:
+            raise Unreadable(f"not {encoding} text (byte {exc.start}); give its encoding with --encoding") from None
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise Unreadable(f"not UTF-8 text (byte {exc.start}; tried UTF-8, and UTF-16 by a byte-order mark): "
+                         f"convert it (iconv -f GB18030 -t UTF-8) or give its encoding (--encoding gb18030)") from None
 
 
 @dataclass
@@ -57,15 +123,15 @@ def _front_matter(text: str) -> tuple[dict, str]:
     return meta, text[match.end():]
 
 
-def _text_document(path: Path, doc_id: str) -> Document:
-    meta, body = _front_matter(path.read_text(encoding="utf-8"))
-    heading = _HEADING.search(body) if path.suffix.lower() != ".txt" else None
-    title = meta.pop("title", "") or (heading.group(1) if heading else path.stem)
-    return Document(id=doc_id, text=body.strip(), title=title, source=str(path), metadata=meta)
+def _text_document(text: str, suffix: str, doc_id: str, source: str) -> Document:
+    meta, body = _front_matter(text)
+    heading = _HEADING.search(body) if suffix != ".txt" else None
+    title = meta.pop("title", "") or (heading.group(1) if heading else Path(source).stem)
+    return Document(id=doc_id, text=body.strip(), title=title, source=source, metadata=meta)
 
 
-def _jsonl_documents(path: Path, doc_id: str, result: LoadResult) -> None:
-    with path.open(encoding="utf-8") as lines:
+def _jsonl_documents(path: Path, doc_id: str, result: LoadResult, encoding: str | None) -> None:
+    with path.open(encoding=encoding or "utf-8") as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -84,33 +150,71 @@ def _jsonl_documents(path: Path, doc_id: str, result: LoadResult) -> None:
                 source=where, metadata=dict(row.get("metadata") or {})))
 
 
-def _load_file(path: Path, doc_id: str, result: LoadResult) -> None:
+def _load_file(path: Path, doc_id: str, result: LoadResult, encoding: str | None, shown: dict) -> None:
     try:
         if path.suffix.lower() == ".jsonl":
-            _jsonl_documents(path, doc_id, result)
-        else:
-            doc = _text_document(path, doc_id)
-            if doc.text:
-                result.documents.append(doc)
-            else:
-                result.skipped.append((str(path), "empty file"))
-    except UnicodeDecodeError:
-        result.skipped.append((str(path), "not UTF-8 text"))
+            _jsonl_documents(path, doc_id, result, encoding)
+            return
+        doc, images = _read(path.name, path.read_bytes(), doc_id, str(path), encoding)
+        result.documents.append(doc)
+        for src, description in images:
+            target = _local(path.parent, src)
+            if target is not None and description:
+                shown.setdefault(target, description)
+    except Unreadable as exc:
+        result.skipped.append((str(path), str(exc)))
+    except UnicodeDecodeError as exc:  # a .jsonl line
+        result.skipped.append((str(path), f"not {encoding or 'UTF-8'} text (byte {exc.start}); give its encoding "
+                                          f"(--encoding NAME)"))
     except OSError as exc:
         result.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
 
 
-def load_documents(paths, on_skip: Callable[[str, str], None] | None = None) -> LoadResult:
+def _local(folder: Path, src: str) -> Path | None:
+    """The file an image reference names, when it is a local path (not a URL)."""
+    if re.match(r"^[a-z][a-z0-9+.-]*:", src, re.I) or src.startswith("//"):
+        return None
+    return (folder / src.split("#")[0].split("?")[0]).resolve()
+
+
+def _sidecar(image: Path) -> Path | None:
+    """The description beside an image: photo.jpg.md or photo.jpg.txt."""
+    return next((p for p in (Path(f"{image}.md"), Path(f"{image}.txt")) if p.is_file()), None)
+
+
+def _image_document(path: Path, doc_id: str, shown: dict, describe, encoding: str | None) -> Document:
+    """An image as a document whose text is its description: its sidecar, else the alt text and
+    caption a document showing it gives, else the vision model's (`describe(path, data)`)."""
+    sidecar = _sidecar(path)
+    metadata, title, text = {}, path.name, ""
+    if sidecar is not None:
+        described = _text_document(decode_text(sidecar.read_bytes(), encoding), sidecar.suffix, doc_id, str(path))
+        metadata, text = described.metadata, described.text
+        title = described.title if described.title != path.stem else path.name
+    text = text or shown.get(path.resolve(), "")
+    if not text and describe is not None:
+        text = describe(path, path.read_bytes()).strip()
+    if not text:
+        raise Unreadable(f"an image with no description: write one beside it ({path.name}.md) or describe images "
+                         f"with a vision model (--vision-model NAME)")
+    return Document(doc_id, text, title, str(path), {**metadata, "media": "image"})
+
+
+def load_documents(paths, on_skip: Callable[[str, str], None] | None = None, encoding: str | None = None,
+                   describe_image: Callable[[Path, bytes], str] | None = None) -> LoadResult:
     """Read every supported file under the given paths; each bad file or jsonl line is skipped, listed
-    in the result and reported once: to `on_skip(where, reason)` when given, else as a logged warning."""
+    in the result and reported once: to `on_skip(where, reason)` when given, else as a logged warning.
+    Text files are read as UTF-8 unless `encoding` is given. An image is indexed by its description
+    (see _image_document); `describe_image(path, data)` describes the others, e.g. an ImageDescriber."""
     result = LoadResult()
+    files: list[tuple[Path, str]] = []
     for raw in [paths] if isinstance(paths, (str, Path)) else paths:
         root = Path(raw)
         if not root.exists():
             raise ConfigurationError(f"path not found: {raw!s}; give an existing file or directory")
         if root.is_file():
             if root.suffix.lower() in SUFFIXES:
-                _load_file(root, root.name, result)
+                files.append((root, root.name))
             else:
                 result.skipped.append((str(root), f"unsupported file type; use one of {', '.join(SUFFIXES)}"))
             continue
@@ -118,7 +222,20 @@ def load_documents(paths, on_skip: Callable[[str, str], None] | None = None) -> 
             relative = path.relative_to(root)
             hidden = any(part.startswith(".") for part in relative.parts)
             if path.is_file() and path.suffix.lower() in SUFFIXES and not hidden:
-                _load_file(path, relative.as_posix(), result)
+                files.append((path, relative.as_posix()))
+    images = [(p, i) for p, i in files if p.suffix.lower() in IMAGE_SUFFIXES]
+    sidecars = {s for s in map(_sidecar, (p for p, _ in images)) if s is not None}
+    shown: dict[Path, str] = {}
+    for path, doc_id in files:
+        if path.suffix.lower() not in IMAGE_SUFFIXES and path not in sidecars:
+            _load_file(path, doc_id, result, encoding, shown)
+    for path, doc_id in images:
+        try:
+            result.documents.append(_image_document(path, doc_id, shown, describe_image, encoding))
+        except Unreadable as exc:
+            result.skipped.append((str(path), str(exc)))
+        except OSError as exc:
+            result.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
     for where, reason in result.skipped:
         if on_skip is None:
             log.warning("skipped %s: %s", where, reason)

@@ -155,24 +155,38 @@ def content_key(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8")).digest()[:16]
 
 
-def embed_batches(embedder: Embedder, texts: Sequence[str], progress: bool = True) -> Iterator[tuple[int, np.ndarray]]:
+class EmbedProgress:
+    """The stderr line `embedding N/M chunks, R chunks/s, XmYYs left`, over one or many calls of embed_batches."""
+
+    def __init__(self, total: int):
+        self.total, self.done, self.started = total, 0, time.perf_counter()
+
+    def __call__(self, count: int) -> None:
+        self.done += count
+        rate = self.done / max(time.perf_counter() - self.started, 1e-9)
+        left = int((self.total - self.done) / rate)
+        print(f"\rembedding {self.done}/{self.total} chunks, {rate:.1f} chunks/s, {left // 60}m{left % 60:02d}s left ",
+              end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        print(file=sys.stderr)
+
+
+def embed_batches(embedder: Embedder, texts: Sequence[str],
+                  progress: bool | EmbedProgress = True) -> Iterator[tuple[int, np.ndarray]]:
     """(start, vectors) for each batch of the embedder's `batch_size` (256 if it names none), shapes
     checked; with progress and more than one batch, a line on stderr: chunks done, chunks per
-    second, time left."""
+    second, time left (or the given EmbedProgress's, which the caller closes)."""
     size = getattr(embedder, "batch_size", 256)
-    show = progress and len(texts) > size
-    started = time.perf_counter()
+    show = progress if isinstance(progress, EmbedProgress) else \
+        EmbedProgress(len(texts)) if progress and len(texts) > size else None
     for start in range(0, len(texts), size):
         expected = (min(size, len(texts) - start), embedder.dimension)
         batch = embedder.embed(texts[start:start + size])
         if batch.shape != expected:
             raise ConfigurationError(f"embedder {embedder.name!r} returned shape {batch.shape}; expected {expected}")
         yield start, batch
-        if show:
-            done = start + expected[0]
-            rate = done / max(time.perf_counter() - started, 1e-9)
-            left = int((len(texts) - done) / rate)
-            print(f"\rembedding {done}/{len(texts)} chunks, {rate:.1f} chunks/s, {left // 60}m{left % 60:02d}s left ",
-                  end="", file=sys.stderr, flush=True)
-    if show:
-        print(file=sys.stderr)
+        if show is not None:
+            show(expected[0])
+    if show is not None and show is not progress:
+        show.close()

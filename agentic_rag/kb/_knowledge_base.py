@@ -15,13 +15,14 @@ import numpy as np
 from .._config import SEARCH_MODES, Config
 from .._errors import ConfigurationError, RetrievalError
 from . import _store as store
-from ._bm25 import BM25
-from ._chunking import chunk_text
+from ._bm25 import BM25, batch_postings
+from ._chunking import document_chunks
 from ._documents import Document
 from ._embedders import (
     REMOVED,
     SEMANTIC_FUSION,
     Embedder,
+    EmbedProgress,
     content_key,
     embed_batches,
     embed_query,
@@ -50,6 +51,21 @@ class AddResult:
 def _index_text(chunk: dict) -> str:
     """What both retrievers see: the title (often the entity's name) above the chunk."""
     return f"{chunk['title']}\n{chunk['text']}" if chunk["title"] else chunk["text"]
+
+
+ADD_BATCH = 2048  # chunks tokenized and embedded at a time by an add: its scratch memory is bounded by it
+
+
+def _batches(items: Iterable, size: int) -> Iterator[list]:
+    """Lists of `size` items (the last may be shorter)."""
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 class KnowledgeBase:
@@ -99,15 +115,25 @@ class KnowledgeBase:
             with self._lock.read():
                 todo = [d for d in latest.values() if self._docs.get(d.id, {}).get("hash") != d.content_hash()]
             result.unchanged = len(latest) - len(todo)
-            chunks = [dict(id=f"{doc.id}#{i}", doc_id=doc.id, text=text, title=doc.title, source=doc.source,
-                           metadata=doc.metadata)
-                      for doc in todo for i, text in enumerate(chunk_text(doc.text, self.config.chunk_size,
-                                                                          self.config.chunk_overlap))]
-            texts = [_index_text(c) for c in chunks]
-            keys = [content_key(t) for t in texts]
-            tokens = [list(map(sys.intern, tokenize(t))) for t in texts]  # one copy of each word, not one a use
-            packed = self._embed(texts, keys, progress, reuse_from)
-            triples = [self.extract_triples(c["title"], c["text"]) for c in chunks] if self.extract_triples else None
+            chunks, keys, postings, packed, triples = [], [], [], [], []
+            total = sum(1 for _ in self._chunks_of(todo)) if progress else 0
+            shown = EmbedProgress(total) if total > getattr(self.embedder, "batch_size", 256) else False
+            reused = 0
+            for batch in _batches(self._chunks_of(todo), ADD_BATCH):  # a batch at a time: bounded memory
+                texts = [_index_text(c) for c in batch]
+                batch_keys = [content_key(t) for t in texts]
+                postings.append(batch_postings([tokenize(t) for t in texts]))
+                parts, known = self._embed(texts, batch_keys, shown, reuse_from)
+                packed += [([len(chunks) + i for i in indices], part) for indices, part in parts]
+                reused += known
+                if self.extract_triples:
+                    triples += [self.extract_triples(c["title"], c["text"]) for c in batch]
+                chunks.extend(batch)
+                keys.extend(batch_keys)
+            if shown:
+                shown.close()
+            if progress and reused:
+                print(f"reused the vectors of {reused} of {len(chunks)} chunks", file=sys.stderr)
             with self._lock.write():
                 for doc in todo:
                     if doc.id in self._docs:
@@ -121,23 +147,32 @@ class KnowledgeBase:
                     self._changed_docs.append(doc.id)
                 for row, chunk in zip(rows, chunks, strict=True):
                     self._docs[chunk["doc_id"]]["rows"].append(row)
-                self._bm25.add(rows, tokens)
+                self._bm25.add_batches(rows, postings)
                 for indices, part in packed:
                     self._vectors.add_packed([rows[i] for i in indices], part)
                 self._content_rows().update(zip(keys, rows, strict=True))
                 for i, (row, chunk) in enumerate(zip(rows, chunks, strict=True)):
-                    if triples is None:
+                    if not self.extract_triples:
                         self._graph.add(row, chunk["title"], chunk["text"])
                     else:
                         self._graph.add_triples(row, triples[i])
         result.chunks = len(chunks)
         return result
 
-    def _embed(self, texts: list[str], keys: list[bytes], progress: bool,
-               reuse_from: Iterable[str | Path] | str | Path) -> list[tuple[list[int], object]]:
+    def _chunks_of(self, documents: list[Document]) -> Iterator[dict]:
+        """The chunks of the documents, one at a time; a chunk never crosses a page or section."""
+        for doc in documents:
+            for i, (text, metadata) in enumerate(document_chunks(doc, self.config.chunk_size,
+                                                                 self.config.chunk_overlap)):
+                yield dict(id=f"{doc.id}#{i}", doc_id=doc.id, text=text, title=doc.title, source=doc.source,
+                           metadata=metadata)
+
+    def _embed(self, texts: list[str], keys: list[bytes], progress: bool | EmbedProgress,
+               reuse_from: Iterable[str | Path] | str | Path) -> tuple[list[tuple[list[int], object]], int]:
         """The texts' vectors, as (indices of the texts, their vectors packed by the vector index)
         batch by batch, so that all of them are never held unpacked: copied where the same text was
-        embedded before (here, or in a saved knowledge base of `reuse_from`), embedded otherwise."""
+        embedded before (here, or in a saved knowledge base of `reuse_from`), embedded otherwise;
+        and how many were copied."""
         with self._lock.read():
             held = self._content_rows()
             here = [key for key in dict.fromkeys(keys) if key in held]
@@ -150,12 +185,12 @@ class KnowledgeBase:
                 wanted -= found.keys()
         reused = [i for i, key in enumerate(keys) if key in known]
         todo = [i for i, key in enumerate(keys) if key not in known]
-        if progress and known:
-            print(f"reusing the vectors of {len(reused)} of {len(texts)} chunks", file=sys.stderr)
         parts = [(reused, self._vectors.pack(np.array([known[keys[i]] for i in reused], np.float32)))] if reused else []
+        if isinstance(progress, EmbedProgress) and reused:
+            progress(len(reused))
         for start, batch in embed_batches(self.embedder, [texts[i] for i in todo], progress):
             parts.append((todo[start:start + len(batch)], self._vectors.pack(batch)))
-        return parts
+        return parts, len(reused)
 
     def _content_rows(self) -> dict[bytes, int]:
         """content_key of its text -> a live row: built by the first add that asks, then kept by adds and deletes."""

@@ -28,7 +28,7 @@ import numpy as np
 
 from .._config import Config
 from .._errors import ConfigurationError, RetrievalError
-from ._chunking import chunk_text
+from ._chunking import document_chunks
 from ._documents import Document
 from ._embedders import Embedder, embed_batches, embed_query, make_embedder
 from ._filters import check_filters
@@ -227,9 +227,9 @@ class PostgresKnowledgeBase:
                                                        (list(latest),)).fetchall()))
         todo = [d for d in latest.values() if hashes.get(d.id) != d.content_hash()]
         chunks = [dict(chunk_id=f"{doc.id}#{i}", doc_id=doc.id, text=text, title=doc.title, source=doc.source,
-                       metadata=doc.metadata)
-                  for doc in todo for i, text in enumerate(chunk_text(doc.text, self.config.chunk_size,
-                                                                      self.config.chunk_overlap))]
+                       metadata=metadata)
+                  for doc in todo for i, (text, metadata) in enumerate(document_chunks(doc, self.config.chunk_size,
+                                                                                       self.config.chunk_overlap))]
         texts = [_index_text({"title": c["title"], "text": c["text"]}) for c in chunks]
         vectors = np.concatenate([batch for _, batch in embed_batches(self.embedder, texts, progress)]) \
             if texts else np.zeros((0, self.embedder.dimension), np.float32)

@@ -1,6 +1,7 @@
 """The WSGI application: routing, keys, limits, the query cache, reloads and writes, JSON errors."""
 from __future__ import annotations
 
+import base64
 import hmac
 import json
 import logging
@@ -18,7 +19,10 @@ from .._config import Config
 from .._display import result_json
 from .._errors import AgenticRAGError, ConfigurationError, RetrievalError
 from .._loop import run_agentic_rag
+from .._state import cited_as
 from ..kb import Document, KnowledgeBase
+from ..kb._documents import read_file
+from ..kb._loaders import IMAGE_SUFFIXES, Unreadable
 from ..kb._store import writer_lock
 from ._cache import AnswerCache, cache_key
 from ._metrics import Metrics
@@ -336,7 +340,7 @@ class Service:
         if len(request.documents) > self.limits.max_batch:
             raise ServiceError(400, "invalid_request", f"{len(request.documents)} documents in one request; the "
                                                        f"limit is {self.limits.max_batch}")
-        documents = [Document(d.id, d.text, d.title, d.source, d.metadata) for d in request.documents]
+        documents = [_document(d) for d in request.documents]
 
         def change(kb: KnowledgeBase) -> dict:
             added = kb.add_documents(documents)
@@ -425,8 +429,33 @@ def _error(kind: str, message: str) -> dict:
     return {"error": {"type": kind, "message": message}}
 
 
+def _document(given) -> Document:
+    """A document of a write request: its text, or its file read as `index` reads it."""
+    if not given.file:
+        return Document(given.id, given.text, given.title, given.source, given.metadata)
+    try:
+        data = base64.b64decode(given.file, validate=True)
+    except ValueError:
+        raise ServiceError(400, "invalid_request", f"document {given.id!r}: 'file' is not base64") from None
+    name = given.filename or given.id
+    if Path(name).suffix.lower() in IMAGE_SUFFIXES:
+        if not given.text.strip():
+            raise ServiceError(400, "invalid_request", f"document {given.id!r} is an image: give its description "
+                                                       f"in 'text'")
+        return Document(given.id, given.text, given.title or Path(name).name, given.source or name,
+                        {**given.metadata, "media": "image"})
+    if given.text:
+        raise ServiceError(400, "invalid_request", f"document {given.id!r}: give 'text' or 'file', not both (only "
+                                                   f"an image file takes its description in 'text')")
+    try:
+        document = read_file(name, data, given.id, given.source or name)
+    except Unreadable as exc:
+        raise ServiceError(400, "invalid_request", f"document {given.id!r} ({name}): {exc}") from None
+    return replace(document, title=given.title or document.title, metadata={**document.metadata, **given.metadata})
+
+
 def _with_sources(reply: dict) -> str:
-    lines = [f"[{c['n']}] {c.get('title') or c['doc_id']} ({c['source']})" for c in reply["citations"]]
+    lines = [f"[{c['n']}] {c.get('title') or c['doc_id']} ({cited_as(c)})" for c in reply["citations"]]
     return reply["answer"] + ("\n\nSources:\n" + "\n".join(lines) if lines else "")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from .._config import SEARCH_MODES
 
@@ -52,11 +52,23 @@ class SearchRequest(_Strict):
 
 
 class DocumentIn(_Strict):
+    """A document as text, or as a file: `file` holds its bytes in base64 and `filename` (default: the
+    id) names it, its suffix choosing the reader (.pdf, .docx, .html, .md, .txt); an image file
+    needs its description in `text`."""
+
     id: str = Field(min_length=1, max_length=512)
-    text: str = Field(min_length=1)
+    text: str = ""
+    file: str = ""
+    filename: str = ""
     title: str = ""
     source: str = ""
     metadata: dict = {}
+
+    @model_validator(mode="after")
+    def _text_or_file(self):
+        if not self.text and not self.file:
+            raise ValueError(f"document {self.id!r} has neither text nor a file: give one")
+        return self
 
 
 class DocumentsRequest(_Strict):

@@ -40,10 +40,15 @@ def usable_filters(filters: dict | None) -> tuple[dict, list[str]]:
     return kept, dropped
 
 
+def hit_evidence(hit: Hit, **found) -> Evidence:
+    """A hit as evidence, with the page, section or media its chunk's metadata names."""
+    where = {key: hit.metadata[key] for key in ("page", "section", "media") if key in hit.metadata}
+    return new_evidence(**hit.model_dump(exclude={"score", "metadata"}), **where, **found)
+
+
 def _passages(hits: list[Hit], query: str) -> list[Evidence]:
     """The hits of one search as evidence, each with the query that found it and its rank there."""
-    return [new_evidence(**h.model_dump(exclude={"score", "metadata"}), query=query, rank=rank)
-            for rank, h in enumerate(hits, 1)]
+    return [hit_evidence(h, query=query, rank=rank) for rank, h in enumerate(hits, 1)]
 
 
 def _search(kb: KnowledgeBase, query: str, k: int, filters: dict) -> list[Evidence]:

@@ -1,0 +1,224 @@
+"""Readers that turn a file's bytes into text with its structure: PDF pages (pypdf), Word headings
+and tables (python-docx), HTML headings and tables (the standard library's parser), and the images a
+Markdown or HTML document shows with their alt text and caption. Each reader returns a title and
+its pieces, (text, metadata) in reading order: a page ({"page": 3}) or a section ({"section":
+"Login"}); chunks never cross a piece. pypdf and python-docx come with the `docs` extra."""
+from __future__ import annotations
+
+import io
+import re
+from html.parser import HTMLParser
+
+DOCS_EXTRA = "pip install 'agentic-rag[docs]'"
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
+_MD_IMAGE = re.compile(r'!\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+"([^"]*)")?\s*\)(?:[ \t]*\n[ \t]*([*_])(.+?)\4[ \t]*$)?',
+                       re.M)
+
+
+class Unreadable(Exception):
+    """Why a file cannot be indexed, in one line that says what to do."""
+
+
+Pieces = list[tuple[str, dict]]
+
+
+def read_pdf(data: bytes) -> tuple[str, Pieces]:
+    """One piece a page with text. Encrypted (unless its user password is empty) and scanned PDFs
+    (no text layer on any page) are refused, never indexed as empty documents."""
+    try:
+        import pypdf
+    except ImportError:
+        raise Unreadable(f"reading PDF needs the docs extra: {DOCS_EXTRA}") from None
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not _opened(reader):
+            raise Unreadable("encrypted PDF: decrypt it first (e.g. qpdf --decrypt --password=... in.pdf out.pdf)")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        title = str((reader.metadata or {}).get("/Title") or "").strip()
+    except Unreadable:
+        raise
+    except Exception as exc:  # pypdf raises many kinds on a damaged file
+        raise Unreadable(f"not a readable PDF ({exc.__class__.__name__}: {str(exc)[:120]})") from None
+    pieces = [(text, {"page": n}) for n, text in enumerate(pages, 1) if text.strip()]
+    if not pieces:
+        raise Unreadable(f"scanned PDF: none of its {len(pages)} pages has a text layer; run OCR on it first "
+                         f"(e.g. ocrmypdf in.pdf out.pdf)")
+    return title, pieces
+
+
+def _opened(reader) -> bool:
+    """Whether an encrypted PDF opens with the empty user password (permissions-only encryption)."""
+    try:
+        return bool(reader.decrypt(""))
+    except Exception:  # a cipher pypdf cannot run without the cryptography package is still encrypted
+        return False
+
+
+def read_docx(data: bytes) -> tuple[str, Pieces]:
+    """Paragraphs and tables in order; each heading starts a section; a table becomes one text row
+    a table row, its cells joined by ' | '."""
+    try:
+        import docx
+    except ImportError:
+        raise Unreadable(f"reading Word files needs the docs extra: {DOCS_EXTRA}") from None
+    try:
+        document = docx.Document(io.BytesIO(data))
+        sections = _Sections()
+        for block in document.iter_inner_content():
+            if isinstance(block, docx.table.Table):
+                for row in block.rows:
+                    sections.add(" | ".join(dict.fromkeys(cell.text.strip() for cell in row.cells)))
+                continue
+            style = (block.style.name if block.style is not None else "") or ""
+            if style == "Title" or style.startswith("Heading"):
+                sections.heading(block.text.strip(), title=style == "Title")
+            else:
+                sections.add(block.text)
+        title = (document.core_properties.title or "").strip()
+    except Exception as exc:  # not a zip, not a Word document, a damaged part
+        raise Unreadable(f"not a readable Word .docx file ({exc.__class__.__name__}: {str(exc)[:120]})") from None
+    return title or sections.title, sections.pieces()
+
+
+class _Sections:
+    """Text gathered under the heading it follows."""
+
+    def __init__(self):
+        self.title = ""
+        self._current: tuple[str, list[str]] = ("", [])
+        self._done: list[tuple[str, list[str]]] = []
+
+    def heading(self, text: str, title: bool = False) -> None:
+        if not text:
+            return
+        self.title = self.title or text if not title else text
+        self._done.append(self._current)
+        self._current = (text, [text])
+
+    def add(self, text: str) -> None:
+        if text.strip():
+            self._current[1].append(text.strip())
+
+    def pieces(self) -> Pieces:
+        return [("\n\n".join(lines), {"section": name} if name else {})
+                for name, lines in [*self._done, self._current] if any(line.strip() for line in lines)]
+
+
+def decode_html(data: bytes) -> str:
+    """HTML bytes as text: a byte-order mark, else the charset its <meta> declares, else UTF-8."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        return data[3:].decode("utf-8")
+    declared = re.search(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", data[:4096], re.I)
+    encoding = declared.group(1).decode("ascii") if declared else "utf-8"
+    try:
+        return data.decode(encoding)
+    except LookupError:
+        return data.decode("utf-8")
+
+
+def read_html(text: str) -> tuple[str, Pieces, list[tuple[str, str]]]:
+    """The page's title, its sections, and (src, alt text and caption) of each image it shows."""
+    parser = _HTMLText()
+    parser.feed(text)
+    parser.close()
+    parser.flush()
+    return parser.page_title or parser.sections.title, parser.sections.pieces(), parser.images
+
+
+class _HTMLText(HTMLParser):
+    """Visible text by block, without scripts, styles and navigation; h1-h6 start sections; table
+    rows become lines of cells joined by ' | '; <img> alt text and <figcaption> are kept per image."""
+
+    SKIP = {"script", "style", "noscript", "template", "nav", "svg", "iframe", "select"}
+    BLOCKS = {"p", "div", "section", "article", "main", "li", "ul", "ol", "dl", "dt", "dd", "blockquote", "pre",
+              "table", "tr", "br", "hr", "figure", "figcaption", "header", "footer", "aside", "form", "address"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.sections = _Sections()
+        self.page_title = ""
+        self.images: list[tuple[str, str]] = []
+        self._skip: list[str] = []     # the skipped element we are in, and the same tag nested in it
+        self._line: list[str] = []
+        self._heading: list[str] | None = None
+        self._in_title = False
+        self._pre = 0
+        self._figure: list[list] = []  # per open <figure>: its images' indexes, then its caption's words
+        self._caption: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if self._skip:
+            self._skip.append(tag) if tag == self._skip[0] else None
+            return
+        if tag == "title":
+            self._in_title = True
+        if tag in self.SKIP or attrs.get("role") == "navigation" or "hidden" in attrs:
+            self._skip.append(tag)
+            return
+        if tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
+            self.flush()
+            self._heading = []
+        elif tag in ("td", "th") and self._line:
+            self._line.append(" | ")
+        elif tag in self.BLOCKS:
+            self.flush()
+        if tag == "pre":
+            self._pre += 1
+        elif tag == "figure":
+            self._figure.append([])
+        elif tag == "figcaption":
+            self._caption = []
+        elif tag == "img" and attrs.get("src"):
+            if self._figure:
+                self._figure[-1].append(len(self.images))
+            self.images.append((attrs["src"], " ".join(filter(None, [attrs.get("alt"), attrs.get("title")]))))
+
+    def handle_endtag(self, tag):
+        if self._skip:
+            if tag == self._skip[-1]:
+                self._skip.pop()
+            return
+        if tag == "title":
+            self._in_title = False
+        elif tag in ("h1", "h2", "h3", "h4", "h5", "h6") and self._heading is not None:
+            self.sections.heading(" ".join("".join(self._heading).split()), title=False)
+            self._heading = None
+        elif tag == "figcaption" and self._caption is not None:
+            self._caption_done(" ".join("".join(self._caption).split()))
+        elif tag == "figure" and self._figure:
+            self._figure.pop()
+        elif tag == "pre":
+            self._pre = max(0, self._pre - 1)
+        if tag in self.BLOCKS:
+            self.flush()
+
+    def _caption_done(self, caption: str) -> None:
+        for i in self._figure[-1] if self._figure else []:
+            src, alt = self.images[i]
+            self.images[i] = (src, f"{alt}. {caption}" if alt else caption)
+        self._caption = None
+
+    def handle_data(self, data):
+        if self._in_title and not self._skip:
+            self.page_title += data.strip()
+            return
+        if self._skip:
+            return
+        for sink in (self._heading, self._caption):
+            if sink is not None:
+                sink.append(data)
+        if self._heading is None:
+            self._line.append(data if self._pre else re.sub(r"\s+", " ", data))
+
+    def flush(self):
+        line = "".join(self._line)
+        self._line = []
+        if line.strip():
+            self.sections.add(line if self._pre else line.strip())
+
+
+def markdown_images(text: str) -> list[tuple[str, str]]:
+    """(src, alt text, title and the caption line under it) of each image a Markdown text shows."""
+    return [(src, ". ".join(part for part in (alt.strip(), (title or "").strip(), (caption or "").strip()) if part))
+            for alt, src, title, _, caption in _MD_IMAGE.findall(text)]
