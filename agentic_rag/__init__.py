@@ -58,6 +58,7 @@ from .kb import (
 )
 from .models import (
     Endpoint,
+    ImageDescriber,
     Meter,
     Model,
     ModelRequest,
@@ -124,7 +125,7 @@ __all__ = [
     "make_embedder", "LexicalReranker", "Reranker",
     # models
     "Model", "ModelRequest", "OfflineModel", "ScriptedModel", "OpenAIChatModel", "Endpoint", "endpoint_from_env",
-    "ModelSet", "Meter",
+    "ModelSet", "ImageDescriber", "Meter",
     # steps and the values they return
     "route_query", "rewrite_query", "decompose_query", "vector_search", "graph_search", "call_tool",
     "verify_sufficiency", "question_weights", "unseen_terms", "generate_answer", "verify_citations",

@@ -36,6 +36,17 @@ def model_settings(args) -> dict:
                                          or file.get("embedding_input_type", False))}
 
 
+def make_describer(model: str | None, settings: dict, cache_dir: str | None = None):
+    """The vision model that describes images at index time, or None when none is named; its
+    descriptions are cached in cache_dir, by default under XDG_CACHE_HOME (~/.cache)."""
+    if not model:
+        return None
+    from .models import ImageDescriber
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentic-rag" / "image-descriptions"
+    return ImageDescriber(model, settings["endpoint"], cache_dir or cache)
+
+
 def make_model(settings: dict):
     """The model the command line runs: offline unless a model is named; nothing switches silently."""
     return build_model(settings["name"], settings["endpoint"], settings["per_task"], settings["temperature"],

@@ -14,7 +14,7 @@ from ._config import SEARCH_MODES, Config
 from ._display import print_result, result_json
 from ._errors import AgenticRAGError, ConfigurationError, RetrievalError
 from ._loop import run_agentic_rag
-from ._settings import ask_tools, load_kb, make_cli_embedder, make_model, model_settings
+from ._settings import ask_tools, load_kb, make_cli_embedder, make_describer, make_model, model_settings
 from .kb import EMBEDDERS, KnowledgeBase, load_documents
 from .kb import _store as store
 from .kb._postgres import PostgresKnowledgeBase, is_database, safe_url
@@ -107,10 +107,16 @@ def cmd_index(args) -> int:
     with _writing(kb_dir, create=True):
         kb = _open_or_create(kb_dir, args)
         print(f"reading {', '.join(args.paths)} ...", file=sys.stderr)
+        describer = make_describer(args.vision_model, model_settings(args), args.vision_cache)
         loaded = load_documents(args.paths, on_skip=lambda where, reason: print(
-            f"warning: skipped {where}: {reason}", file=sys.stderr))
+            f"warning: skipped {where}: {reason}", file=sys.stderr), encoding=args.encoding, describe_image=describer)
+        if not loaded.documents and loaded.skipped:
+            where, reason = loaded.skipped[0]
+            raise ConfigurationError(f"no document in {', '.join(args.paths)} could be read: {_skipped(loaded)} "
+                                     f"skipped, the first {where}: {reason}")
         if not loaded.documents:
-            raise ConfigurationError(f"no documents found in {', '.join(args.paths)}; index .txt, .md or .jsonl files")
+            raise ConfigurationError(f"no documents found in {', '.join(args.paths)}; index .txt, .md, .jsonl, .pdf, "
+                                     f".docx, .html or image files")
         print(f"chunking and embedding {len(loaded.documents)} documents with {kb.embedder.name} ...", file=sys.stderr)
         result = kb.add_documents(loaded.documents, progress=True)
         kb.save(kb_dir)
@@ -284,11 +290,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="agentic-rag", description="Agentic retrieval-augmented question answering.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     index = commands.add_parser("index", help="index files or folders into a knowledge base")
-    index.add_argument("paths", nargs="+", metavar="PATH", help=".txt, .md or .jsonl files, or folders of them")
+    index.add_argument("paths", nargs="+", metavar="PATH", help=".txt, .md, .jsonl, .pdf, .docx, .html or image "
+                                                                "files, or folders of them")
     index.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder (created, or added to)")
     index.add_argument("--embedder", choices=sorted(EMBEDDERS) + ["openai"], help="default hashing")
     index.add_argument("--chunk-size", type=_positive, metavar="N", help="characters per chunk (default 800)")
     index.add_argument("--chunk-overlap", type=int, metavar="N", help="characters repeated (default 100)")
+    index.add_argument("--encoding", metavar="NAME", help="read text files in this encoding (default UTF-8), "
+                                                         "e.g. gb18030")
+    index.add_argument("--vision-model", metavar="NAME", help="describe images that come with no description "
+                                                             "with this vision model (at --base-url)")
+    index.add_argument("--vision-cache", metavar="DIR", help="where descriptions are kept by image hash (default "
+                                                            "~/.cache/agentic-rag/image-descriptions)")
     index.add_argument("--graph-model", metavar="NAME", help="build the knowledge graph from a model's triples "
                                                              "(default: names that share a sentence)")
     _model_flags(index, chat=False, embedding=True)

@@ -251,3 +251,18 @@ def test_doctor_checks_a_database_and_never_prints_its_password(pg_url, capsys):
     main(["doctor", "--kb", "postgresql://alice:s3cret@127.0.0.1:1/kb"])
     out = capsys.readouterr().out
     assert "s3cret" not in out and "cannot be read" in out
+
+
+def test_a_pdf_in_the_database_keeps_its_pages_and_the_answer_cites_one(pg_url):
+    from agentic_rag import run_agentic_rag
+    from agentic_rag.kb._documents import read_file
+
+    spec = read_file("spec.pdf", (ROOT / "tests" / "fixtures" / "docs" / "shared-mime-info-spec.pdf").read_bytes(),
+                     "spec.pdf")
+    pg = PostgresKnowledgeBase(pg_url)
+    pg.add_documents([spec])
+    assert {h.metadata["page"] for h in pg.search("glob files", k=10)} <= set(range(1, 18))
+    assert all(h.metadata["page"] == 14 for h in pg.search("extended attribute", k=5, filters={"page": 14}))
+    state = run_agentic_rag("Which extended attribute can hold a file's MIME type?", pg, OfflineModel(),
+                            config=Config(max_rounds=2))
+    assert "user.mime_type" in state["answer"] and 14 in [c.get("page") for c in state["citations"]]

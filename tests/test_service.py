@@ -111,6 +111,31 @@ def test_a_write_is_saved_before_the_reply_and_invalidates_the_cache(served):
     assert "mascot.md" not in [h["doc_id"] for h in hits["hits"]] and hits["generation"] == "gen-000003"
 
 
+def test_files_are_uploaded_in_base64_and_answers_cite_their_page(served):
+    import base64
+
+    server, _ = served
+    pdf = ROOT / "tests" / "fixtures" / "docs" / "shared-mime-info-spec.pdf"
+    upload = {"id": "spec", "filename": "spec.pdf", "file": base64.b64encode(pdf.read_bytes()).decode()}
+    status, _, written = server.request("POST", "/v1/documents", {"documents": [upload]}, key=WRITE)
+    assert status == 200 and written["added"] == 1 and written["chunks"] > 17
+    reply = server.request("POST", "/v1/ask", {"question": "Which extended attribute can hold a file's MIME type?"},
+                           key=READ)[2]
+    assert "user.mime_type" in reply["answer"] and 14 in [c["page"] for c in reply["citations"]]
+    picture = {"id": "dock.png", "file": base64.b64encode(b"\x89PNG fake").decode(), "text": "Dock 4 map"}
+    assert server.request("POST", "/v1/documents", {"documents": [picture]}, key=WRITE)[0] == 200
+    scanned = ROOT / "tests" / "fixtures" / "docs" / "scanned-page.pdf"
+    for document, message in [
+            ({"id": "s.pdf", "file": base64.b64encode(scanned.read_bytes()).decode()}, "scanned PDF"),
+            ({"id": "x.pdf", "file": "not base64!"}, "'file' is not base64"),
+            ({"id": "p.png", "file": base64.b64encode(b"png").decode()}, "give its description in 'text'"),
+            ({"id": "t.txt", "file": base64.b64encode("café".encode("latin-1")).decode()}, "not UTF-8 text"),
+            ({"id": "both", "text": "a", "file": "YQ==", "filename": "a.md"}, "not both"),
+            ({"id": "none"}, "neither text nor a file")]:
+        status, _, error = server.request("POST", "/v1/documents", {"documents": [document]}, key=WRITE)
+        assert status == 400 and message in error["error"]["message"], (document["id"], error)
+
+
 def test_search_and_filters(served):
     server, _ = served
     status, _, found = server.request("POST", "/v1/search", {"query": "违约责任", "k": 2, "mode": "bm25"}, key=READ)
@@ -291,6 +316,7 @@ def test_two_server_processes_share_one_folder(kb_dir, tmp_path):
 
     folder = tmp_path / "kb"
     shutil.copytree(kb_dir, folder)
+    held = KnowledgeBase.load(folder).document_count
     (a, port_a), (b, port_b) = _start(folder, tmp_path, "a"), _start(folder, tmp_path, "b")
     try:
         server_a, server_b = object.__new__(Server), object.__new__(Server)
@@ -311,7 +337,7 @@ def test_two_server_processes_share_one_folder(kb_dir, tmp_path):
             w.join()
         assert sorted(r[0] for r in replies) == [200] * 6                 # one writer at a time, none lost
         health = server_a.request("GET", "/healthz")[2]
-        assert health["documents"] == KnowledgeBase.load(folder).document_count == 26 + 1 + 6
+        assert health["documents"] == KnowledgeBase.load(folder).document_count == held + 1 + 6
     finally:
         for process in (a, b):
             process.terminate()

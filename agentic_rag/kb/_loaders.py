@@ -15,6 +15,10 @@ _MD_IMAGE = re.compile(r'!\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+"([^"]*)")?\s*\)(
                        re.M)
 
 
+ENCRYPTED = "encrypted PDF: decrypt it first (e.g. qpdf --decrypt --password=... in.pdf out.pdf)"
+_NAV = re.compile(r"(?:^|\s)nav", re.I)  # class or id navbar, navheader, nav-footer: navigation
+
+
 class Unreadable(Exception):
     """Why a file cannot be indexed, in one line that says what to do."""
 
@@ -32,11 +36,13 @@ def read_pdf(data: bytes) -> tuple[str, Pieces]:
     try:
         reader = pypdf.PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not _opened(reader):
-            raise Unreadable("encrypted PDF: decrypt it first (e.g. qpdf --decrypt --password=... in.pdf out.pdf)")
+            raise Unreadable(ENCRYPTED)
         pages = [page.extract_text() or "" for page in reader.pages]
         title = str((reader.metadata or {}).get("/Title") or "").strip()
     except Unreadable:
         raise
+    except (pypdf.errors.DependencyError, pypdf.errors.FileNotDecryptedError):  # a cipher it cannot run unaided
+        raise Unreadable(ENCRYPTED) from None
     except Exception as exc:  # pypdf raises many kinds on a damaged file
         raise Unreadable(f"not a readable PDF ({exc.__class__.__name__}: {str(exc)[:120]})") from None
     pieces = [(text, {"page": n}) for n, text in enumerate(pages, 1) if text.strip()]
@@ -153,7 +159,8 @@ class _HTMLText(HTMLParser):
             return
         if tag == "title":
             self._in_title = True
-        if tag in self.SKIP or attrs.get("role") == "navigation" or "hidden" in attrs:
+        named = f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
+        if tag in self.SKIP or attrs.get("role") == "navigation" or "hidden" in attrs or _NAV.search(named):
             self._skip.append(tag)
             return
         if tag in ("h1", "h2", "h3", "h4", "h5", "h6"):

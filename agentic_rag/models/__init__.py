@@ -7,7 +7,8 @@ from ._offline import OfflineModel
 from ._openai_client import OpenAIChatModel
 from ._protocol import TASKS, Model, ModelRequest, complete_with_repair, has_capability, parse_reply
 from ._scripted import ScriptedModel
+from ._vision import ImageDescriber
 
 __all__ = ["Model", "ModelRequest", "TASKS", "has_capability", "complete_with_repair", "parse_reply",
            "OfflineModel", "ScriptedModel", "OpenAIChatModel", "Endpoint", "endpoint_from_env", "ModelSet",
-           "Meter", "BudgetExceeded", "new_usage"]
+           "Meter", "BudgetExceeded", "new_usage", "ImageDescriber"]

@@ -1,0 +1,184 @@
+"""PDF, Word, HTML and images, read from real files made by real tools (tests/fixtures/docs/README.md):
+pages and sections kept into the citations, scanned and encrypted PDFs refused, images indexed by
+their description (a sidecar, alt text, or a vision model over HTTP, cached), text that is not UTF-8."""
+import json
+import shutil
+import sys
+
+import pytest
+
+from agentic_rag import Config, ImageDescriber, KnowledgeBase, OfflineModel, load_documents, run_agentic_rag
+from agentic_rag.cli import main
+from agentic_rag.kb._chunking import document_chunks
+from agentic_rag.kb._documents import Document, from_pieces, read_file
+from agentic_rag.kb._loaders import Unreadable
+from agentic_rag.models import Endpoint
+from helpers import EXAMPLE_DATA, ROOT
+from openai_server import FakeOpenAI
+
+FIXTURES = ROOT / "tests" / "fixtures" / "docs"
+ATTRIBUTE = "Which extended attribute can hold a file's MIME type?"
+
+
+def _ask(kb: KnowledgeBase, question: str) -> dict:
+    return run_agentic_rag(question, kb, OfflineModel(), config=Config(max_rounds=2))
+
+
+def test_a_pdf_keeps_its_pages_and_the_answer_cites_the_page_it_is_on():
+    spec = read_file("spec.pdf", (FIXTURES / "shared-mime-info-spec.pdf").read_bytes(), "spec.pdf")
+    pages = [meta["page"] for _, meta in spec.parts]
+    assert pages == list(range(1, 18)) and spec.title == "spec"        # pdfTeX left /Title empty
+    kb = KnowledgeBase()
+    kb.add_documents([spec])
+    for hit in kb.search("extended attribute MIME type", k=10):          # a chunk never crosses a page
+        start = spec.parts[hit.metadata["page"] - 1][0]
+        end = spec.parts[hit.metadata["page"]][0] if hit.metadata["page"] < 17 else len(spec.text)
+        assert hit.text in spec.text[start:end]
+    state = _ask(kb, ATTRIBUTE)
+    assert "user.mime_type" in state["answer"] and not state["abstained"]
+    assert 14 in [c.get("page") for c in state["citations"]]             # section 2.10 is on page 14
+
+
+def test_html_drops_navigation_and_cites_the_section():
+    page = read_file("spec.html", (FIXTURES / "shared-mime-info-spec.html").read_bytes(), "spec.html")
+    assert page.title == "Unified system" and "Prev" not in page.text and "Next" not in page.text
+    sections = [meta.get("section") for _, meta in page.parts]
+    assert "2.10. Storing the MIME type using Extended Attributes" in sections and "2.4. The glob files" in sections
+    kb = KnowledgeBase()
+    kb.add_documents([page])
+    state = _ask(kb, ATTRIBUTE)
+    assert "user.mime_type" in state["answer"]
+    assert state["citations"][0]["section"] == "2.10. Storing the MIME type using Extended Attributes"
+
+
+def test_html_tables_images_scripts_and_charset():
+    html = ("<html><head><meta charset='gb18030'><title>设备</title><style>p{}</style><script>var x=1</script>"
+            "</head><body><nav>Home | About</nav><div class='navbar'>Menu</div><h1>库存</h1>"
+            "<table><tr><th>型号</th><th>数量</th></tr><tr><td>DK-200</td><td>12</td></tr></table>"
+            "<figure><img src='dock.png' alt='二号码头'><figcaption>冷库在二号码头旁边</figcaption></figure>"
+            "<p hidden>secret</p></body></html>").encode("gb18030")
+    page = read_file("stock.html", html, "stock.html")
+    assert page.title == "设备" and "型号 | 数量" in page.text and "DK-200 | 12" in page.text
+    assert not any(word in page.text for word in ("var x", "Home", "Menu", "secret", "p{}"))
+
+
+def test_a_word_file_written_by_libreoffice_keeps_headings_and_table_rows():
+    card = read_file("card.docx", (FIXTURES / "nimbus-quick-reference.docx").read_bytes(), "card.docx")
+    assert card.title == "Nimbus Notes quick reference"
+    assert [m.get("section") for _, m in card.parts] == [
+        "Nimbus Notes 2.3 quick reference", "Sync status icons", "Keyboard shortcuts", "Printing and PDF"]
+    assert "Lock the client | Ctrl+L | Cmd+L" in card.text
+    kb = KnowledgeBase()
+    kb.add_documents([card])
+    state = _ask(kb, "Which keys search all notebooks on macOS?")
+    assert "Cmd+Shift+F" in state["answer"] and state["citations"][0]["section"] == "Keyboard shortcuts"
+
+
+def test_scanned_and_encrypted_pdfs_are_reported_never_indexed_empty(tmp_path):
+    for name in ("scanned-page.pdf", "encrypted.pdf"):
+        shutil.copy(FIXTURES / name, tmp_path / name)
+    (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
+    told = {}
+    loaded = load_documents(tmp_path, on_skip=told.__setitem__)
+    assert loaded.documents == []
+    assert told[str(tmp_path / "scanned-page.pdf")].startswith("scanned PDF: none of its 1 pages has a text layer")
+    assert told[str(tmp_path / "encrypted.pdf")].startswith("encrypted PDF: decrypt it first")
+    assert told[str(tmp_path / "broken.pdf")].startswith("not a readable PDF")
+
+
+def test_without_the_docs_extra_pdf_and_word_files_are_skipped_naming_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "pypdf", None)   # as if not installed: importing it raises ImportError
+    monkeypatch.setitem(sys.modules, "docx", None)
+    shutil.copy(FIXTURES / "shared-mime-info-spec.pdf", tmp_path / "a.pdf")
+    shutil.copy(FIXTURES / "nimbus-quick-reference.docx", tmp_path / "b.docx")
+    (tmp_path / "c.md").write_text("# C\ntext", encoding="utf-8")
+    loaded = load_documents(tmp_path, on_skip=lambda *_: None)
+    assert [d.id for d in loaded.documents] == ["c.md"]
+    assert all("pip install 'agentic-rag[docs]'" in reason for _, reason in loaded.skipped)
+
+
+def test_images_are_indexed_by_sidecar_or_alt_text_and_cited_as_images(tmp_path, capsys):
+    png = (EXAMPLE_DATA / "manual" / "login-screen.png").read_bytes()
+    for name in ("with-sidecar.png", "shown.png", "in-html.png", "bare.png"):
+        (tmp_path / name).write_bytes(png)
+    (tmp_path / "with-sidecar.png.md").write_text("The loading dock map: dock 4 handles express parcels.",
+                                                  encoding="utf-8")
+    guide = '# Guide\n\n![The sign-in window](shown.png "sign in")\n*Figure 1: SSO button*\n'
+    (tmp_path / "guide.md").write_text(guide, encoding="utf-8")
+    (tmp_path / "page.html").write_text("<figure><img src='in-html.png' alt='Cold store'><figcaption>next to dock 2"
+                                        "</figcaption></figure><p>Warehouse page.</p>", encoding="utf-8")
+    told = {}
+    loaded = load_documents(tmp_path, on_skip=told.__setitem__)
+    by_id = {d.id: d for d in loaded.documents}
+    assert "with-sidecar.png.md" not in by_id                        # a sidecar is not a document of its own
+    assert by_id["with-sidecar.png"].text.startswith("The loading dock map")
+    assert by_id["shown.png"].text == "The sign-in window. sign in. Figure 1: SSO button"
+    assert by_id["in-html.png"].text == "Cold store. next to dock 2"
+    assert all(by_id[i].metadata["media"] == "image" for i in ("with-sidecar.png", "shown.png", "in-html.png"))
+    assert "--vision-model" in told[str(tmp_path / "bare.png")]
+    assert main(["index", str(tmp_path), "--kb", str(tmp_path / "kb")]) == 0
+    capsys.readouterr()
+    assert main(["ask", "Which dock handles express parcels?", "--kb", str(tmp_path / "kb")]) == 0
+    assert f"(image) with-sidecar.png ({tmp_path / 'with-sidecar.png'})" in capsys.readouterr().out
+
+
+def test_a_vision_model_describes_images_once_and_the_description_is_cached(tmp_path):
+    png = (EXAMPLE_DATA / "manual" / "login-screen.png").read_bytes()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.png").write_bytes(png)
+    (tmp_path / "docs" / "same-picture.png").write_bytes(png)
+    with FakeOpenAI() as server:
+        server.chat.append("A sign-in window with Email and Password fields and a Sign in with SSO button.")
+        describer = ImageDescriber("vision-model", Endpoint(base_url=server.url), tmp_path / "cache")
+        loaded = load_documents(tmp_path / "docs", describe_image=describer)
+        assert [d.text[:18] for d in loaded.documents] == ["A sign-in window w"] * 2
+        sent = server.chat_requests()
+        assert len(sent) == 1 and describer.calls == 1                  # the second file: same bytes, cached
+        image = sent[0]["messages"][0]["content"][1]
+        assert sent[0]["model"] == "vision-model" and image["image_url"]["url"].startswith("data:image/png;base64,")
+        again = ImageDescriber("vision-model", Endpoint(base_url=server.url), tmp_path / "cache")
+        assert load_documents(tmp_path / "docs", describe_image=again).documents[0].text.startswith("A sign-in")
+        assert again.calls == 0 and len(server.chat_requests()) == 1   # from the cache, across runs
+        server.chat.append({"status": 500, "body": {"error": {"message": "model down"}}})
+        with pytest.raises(Exception, match="describing a.png with other-model failed"):
+            load_documents(tmp_path / "docs", describe_image=ImageDescriber(
+                "other-model", Endpoint(base_url=server.url, max_retries=0), tmp_path / "cache"))
+
+
+def test_the_cli_says_files_are_not_utf8_and_reads_them_in_the_encoding_given(tmp_path, capsys):
+    (tmp_path / "docs").mkdir()
+    for i in range(2):
+        (tmp_path / "docs" / f"n{i}.txt").write_bytes(f"第{i}号仓库的冷库温度是零下十八度。".encode("gb18030"))
+    assert main(["index", str(tmp_path / "docs"), "--kb", str(tmp_path / "kb")]) == 1
+    err = capsys.readouterr().err
+    assert "could be read: 2 files skipped" in err and "not UTF-8 text" in err and "--encoding gb18030" in err
+    assert "no documents found" not in err and "Traceback" not in err
+    assert main(["index", str(tmp_path / "docs"), "--kb", str(tmp_path / "kb"), "--encoding", "gb18030"]) == 0
+    assert "indexed 2 documents" in capsys.readouterr().out
+    assert main(["index", str(tmp_path / "docs"), "--kb", str(tmp_path / "kb"), "--encoding", "klingon"]) == 1
+    assert "unknown encoding 'klingon'" in capsys.readouterr().err
+
+
+def test_the_example_knowledge_base_cites_a_pdf_page_and_an_image(tmp_path, capsys):
+    assert main(["index", str(EXAMPLE_DATA), "--kb", str(tmp_path / "kb")]) == 0
+    capsys.readouterr()
+    assert main(["ask", "What is the keyboard shortcut to search all notebooks?", "--kb", str(tmp_path / "kb"),
+                 "--json"]) == 0
+    reply = json.loads(capsys.readouterr().out)
+    assert "Ctrl+Shift+F" in reply["answer"]
+    assert reply["citations"][0]["source"].endswith("manual/nimbus-quick-reference.pdf")
+    assert reply["citations"][0]["page"] == 2
+    hits = KnowledgeBase.load(tmp_path / "kb").search("sign-in window screenshot SSO button", k=3)
+    assert hits[0].doc_id == "manual/login-screen.png" and hits[0].metadata["media"] == "image"
+
+
+def test_chunks_never_cross_a_part_and_carry_its_metadata():
+    doc = from_pieces("d", [("a" * 50 + ". " + "b" * 50, {"page": 1}), ("c" * 30, {"page": 2})],
+                      metadata={"type": "manual"})
+    chunks = list(document_chunks(doc, size=40, overlap=10))
+    assert all(set(text) <= set("ab. ") for text, meta in chunks if meta["page"] == 1)
+    assert [(t, m) for t, m in chunks if m["page"] == 2] == [("c" * 30, {"type": "manual", "page": 2})]
+    plain = Document("p", "x " * 30)
+    assert [m for _, m in document_chunks(plain, 20, 5)] == [{}] * len(list(document_chunks(plain, 20, 5)))
+    with pytest.raises(Unreadable, match="empty file"):
+        read_file("empty.md", b"  ", "empty.md")
