@@ -120,3 +120,20 @@ def test_impacts_follow_every_change_of_the_index():
     index.delete([3])
     assert index.top(["a"], 4) == before
     assert index.idf(["a"]) == BM25.from_arrays(*index.to_arrays(), 1.2, 0.75).idf(["a"])
+
+
+def test_saved_arrays_hold_row_gaps_and_counts_and_load_back_exactly():
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(300)]
+    docs = [list(rng.choice(words, size=rng.integers(1, 40))) for _ in range(2_000)]
+    index = BM25()
+    index.add(list(range(len(docs))), docs)
+    index.delete([5, 17, 1_999])
+    arrays, vocab = index.to_arrays()
+    assert arrays["post_gaps"].min() >= 0 and arrays["post_tf"].dtype == np.uint16
+    loaded = BM25.from_arrays(arrays, vocab, index.k1, index.b)
+    merged = index._merged()
+    assert np.array_equal(loaded.post_rows, merged[1]) and np.array_equal(loaded.post_tf, merged[2])
+    for query in (["w1", "w7"], ["w299"], ["w3", "w3", "w150", "nope"]):
+        assert np.allclose(loaded.scores(query), index.scores(query))
+        assert [row for row, _ in loaded.top(query, 10)] == [row for row, _ in index.top(query, 10)]

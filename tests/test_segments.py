@@ -145,15 +145,20 @@ def test_a_format_2_knowledge_base_loads_and_grows_by_deltas(tiny_kb, tmp_path):
         dense[arrays["rows"]] = tiny_kb._vectors.vectors_of(arrays["rows"].tolist())
     (generation / "vectors.npz").unlink()
     np.save(generation / "vectors.npy", dense)
+    arrays, _ = tiny_kb._bm25.to_arrays()                 # and BM25 as formats 2 and 3 did: rows, float32 counts
+    arrays = dict(arrays, post_rows=tiny_kb._bm25._merged()[1], post_tf=arrays["post_tf"].astype(np.float32))
+    del arrays["post_gaps"]
+    with (generation / "bm25.npz").open("wb") as f:
+        np.savez(f, **arrays)
     manifest = _manifest(kb_dir)
     del manifest["files"]["vectors.npz"]
     manifest.update(format_version=2, files=dict(manifest["files"], **{
-        "vectors.npy": hashlib.sha256((generation / "vectors.npy").read_bytes()).hexdigest()}))
+        name: hashlib.sha256((generation / name).read_bytes()).hexdigest() for name in ("vectors.npy", "bm25.npz")}))
     (kb_dir / "manifest.json").write_text(json.dumps(manifest))
     loaded = KnowledgeBase.load(kb_dir)
     assert _results(loaded) == expected
     _changed(loaded).save(kb_dir)
-    assert _manifest(kb_dir)["format_version"] == 3 and _results(KnowledgeBase.load(kb_dir)) == _results(loaded)
+    assert _manifest(kb_dir)["format_version"] == 4 and _results(KnowledgeBase.load(kb_dir)) == _results(loaded)
 
 
 def test_a_folder_emptied_or_built_again_is_never_written_over_as_if_unchanged(saved, tmp_path):

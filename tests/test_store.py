@@ -58,7 +58,7 @@ def test_failed_save_leaves_previous_generation_loadable(tiny_kb, tmp_path, monk
         file.write(b"half a file")
         raise OSError("disk full")
 
-    monkeypatch.setattr(np, "savez", crash)
+    monkeypatch.setattr(np.lib.format, "write_array", crash)
     with pytest.raises(OSError, match="disk full"):
         tiny_kb.save(tmp_path / "kb")
     assert (tmp_path / "kb" / "manifest.json").read_text() == before

@@ -289,9 +289,17 @@ class BM25:
         return rows if allowed is None else rows[allowed[rows]]
 
     def to_arrays(self) -> tuple[dict[str, np.ndarray], list[str]]:
-        """The index as arrays plus its vocabulary, for saving; the index itself is not changed."""
-        indptr, post_rows, post_tf = self._merged()
-        arrays = {"indptr": indptr, "post_rows": post_rows, "post_tf": post_tf,
+        """The index as arrays plus its vocabulary, for saving; the index itself is not changed. Rows
+        are written as the gap to the term's row before (the first as itself), term frequencies as
+        16-bit counts where they fit: both compress several times over."""
+        merged = not len(self._tail[0]) and self._base_impacts is not None  # as merge() left it: no copy
+        indptr, post_rows, post_tf = (self.indptr, self.post_rows, self.post_tf) if merged else self._merged()
+        gaps = np.diff(post_rows, prepend=np.int32(0)).astype(np.int32)
+        starts = indptr[:-1][np.diff(indptr) > 0]
+        gaps[starts] = post_rows[starts]
+        counts = post_tf.astype(np.uint16)
+        arrays = {"indptr": indptr, "post_gaps": gaps,
+                  "post_tf": counts if np.array_equal(counts, post_tf) else post_tf,
                   "lengths": self.lengths, "alive": self.alive}
         return arrays, sorted(self.vocab, key=self.vocab.__getitem__)
 
@@ -300,8 +308,16 @@ class BM25:
         """Rebuild an index saved by to_arrays."""
         index = cls(k1, b)
         index.vocab = {term: i for i, term in enumerate(vocab)}
-        for name in ("indptr", "post_rows", "post_tf", "lengths", "alive"):
+        for name in ("indptr", "lengths", "alive"):
             setattr(index, name, np.asarray(arrays[name]))
+        index.post_tf = np.asarray(arrays["post_tf"], np.float32)
+        if "post_gaps" in arrays:  # format 4: each term's rows as gaps
+            total = np.cumsum(arrays["post_gaps"], dtype=np.int64)
+            starts = index.indptr[:-1]
+            before = (total - arrays["post_gaps"])[starts[starts < len(total)]]
+            index.post_rows = (total - np.repeat(before, np.diff(index.indptr)[starts < len(total)])).astype(np.int32)
+        else:
+            index.post_rows = np.asarray(arrays["post_rows"], np.int32)
         if len(index.indptr) != len(vocab) + 1 or len(index.lengths) != len(index.alive):
             raise ValueError("BM25 arrays do not match the vocabulary")
         if index.alive[index.post_rows].all():  # as saved: deleted rows' postings were dropped
