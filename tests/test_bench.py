@@ -77,3 +77,13 @@ def test_rgb_protocol_smoke(tmp_path):
     report = run_rgb(SHARED_DATA / "rgb" / "zh_refine.dev.jsonl", 0.4, 5, OfflineModel(), limit=4, out=tmp_path)
     assert report["n"] == 4 and 0 <= report["agentic_accuracy"] <= 1 and 0 <= report["rejection_rate"] <= 1
     assert json.loads((tmp_path / "rgb.json").read_text())["noise_rate"] == 0.4
+
+
+@needs_data
+def test_the_large_file_benchmark_reports_time_memory_and_size(tmp_path):
+    from agentic_rag.eval import big_file
+
+    assert big_file.main(["--data", str(SHARED_DATA), "--mb", "0.3", "--out", str(tmp_path / "report")]) == 0
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert 250_000 < report["text_bytes"] <= 300_000 and report["peak_mb"] > 0
+    assert 0.5 < report["kb_over_text"] < 5 and "chunks.jsonl" in report["files"]

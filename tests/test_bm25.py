@@ -137,3 +137,18 @@ def test_saved_arrays_hold_row_gaps_and_counts_and_load_back_exactly():
     for query in (["w1", "w7"], ["w299"], ["w3", "w3", "w150", "nope"]):
         assert np.allclose(loaded.scores(query), index.scores(query))
         assert [row for row, _ in loaded.top(query, 10)] == [row for row, _ in index.top(query, 10)]
+
+
+def test_a_first_bulk_load_builds_the_same_index_as_adds_one_by_one():
+    rng = np.random.default_rng(11)
+    words = [f"w{i}" for i in range(500)]
+    docs = [list(rng.choice(words, size=rng.integers(1, 30))) for _ in range(20_000)]
+    bulk, small = BM25(), BM25()
+    bulk.add(list(range(len(docs))), docs)               # 3 slices, placed without a sort
+    for start in range(0, len(docs), 1_000):
+        small.add(list(range(start, start + 1_000)), docs[start:start + 1_000])
+    small.merge()
+    assert bulk.vocab == small.vocab
+    for name in ("indptr", "post_rows", "post_tf"):
+        assert np.array_equal(getattr(bulk, name), getattr(small, name)), name
+    assert np.array_equal(bulk.scores(["w3", "w77"]), small.scores(["w3", "w77"])[:len(docs)])

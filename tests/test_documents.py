@@ -70,3 +70,8 @@ def test_each_skip_is_reported_once_and_jsonl_lines_are_counted_apart(tmp_path, 
     assert told == [where for where, _ in result.skipped] and len(told) == 3
     assert result.skipped_lines == 2 and "skipped" not in caplog.text   # told to the caller, not logged as well
     assert load_documents(tmp_path).skipped_lines == 2 and caplog.text.count("skipped") == 3
+
+
+def test_line_ends_are_made_newlines_as_text_mode_reading_did(tmp_path):
+    (tmp_path / "crlf.txt").write_bytes(b"one\r\ntwo\rthree\n")
+    assert load_documents(tmp_path).documents[0].text == "one\ntwo\nthree"

@@ -26,10 +26,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._csr import group
 from ._filters import fit_mask
 
 _TAIL_LIMIT = 50_000  # tail postings kept unmerged; a query scans the tail once per term
 _ADD_SLICE = 8_192    # rows turned into postings at a time
+_IMPACT_TERMS = 4_096  # terms whose impacts are computed at a time
 
 
 def _union(parts: list[np.ndarray], size: int) -> np.ndarray:
@@ -96,17 +98,18 @@ class BM25:
                                 for i in range(0, len(rows), _ADD_SLICE)])  # a slice at a time: bounded scratch
 
     def add_batches(self, rows: list[int], batches: list[Batch]) -> None:
-        """Index batches made by batch_postings, in order, as the given rows (one per batch row)."""
+        """Index batches made by batch_postings, in order, as the given rows (one per batch row). The
+        batches are used up: their arrays are rewritten in place."""
         rows_of = np.asarray(rows, np.int64)
         parts, offset = [], 0
         for batch in batches:
             fresh = [term for term in batch.terms if term not in self.vocab]
             self.vocab.update({term: i for i, term in enumerate(fresh, len(self.vocab))})
             ids = np.fromiter(map(self.vocab.__getitem__, batch.terms), np.int32, len(batch.terms))
-            parts.append((ids[batch.term_index], rows_of[offset + batch.rows].astype(np.int32), batch.tfs))
+            batch.term_index[:] = ids[batch.term_index]  # in place: the batch's arrays become the index's
+            batch.rows[:] = rows_of[offset + batch.rows]
+            parts.append((batch.term_index, batch.rows, batch.tfs))
             offset += len(batch.lengths)
-        terms, post_rows, tfs = (np.concatenate([np.zeros(0, t)] + [p[n] for p in parts])
-                                 for n, t in enumerate((np.int32, np.int32, np.float32)))
         span = max(rows, default=0) + 1
         if rows and span > len(self.alive):  # grow by half at least, so many small adds stay cheap
             grow = max(span, len(self.alive) * 3 // 2) - len(self.alive)
@@ -114,10 +117,16 @@ class BM25:
             self.alive = np.concatenate([self.alive, np.zeros(grow, bool)])
         self.lengths[rows_of] = np.concatenate([np.zeros(0, np.float32)] + [b.lengths for b in batches])
         self.alive[rows_of] = True
+        self._changed()
+        if not len(self.post_rows) and not len(self._tail[0]) and bool(np.all(np.diff(rows_of) > 0)):
+            self.indptr, self.post_rows, self.post_tf = group(parts, len(self.vocab), (np.int32, np.float32))
+            self._fill_impacts()
+            return
+        terms, post_rows, tfs = (np.concatenate([np.zeros(0, t)] + [p[n] for p in parts])
+                                 for n, t in enumerate((np.int32, np.int32, np.float32)))
         tail_terms, tail_rows, tail_tf = self._tail
         self._tail = (np.concatenate([tail_terms, terms]), np.concatenate([tail_rows, post_rows]),
                       np.concatenate([tail_tf, tfs]))
-        self._changed()
         if len(self._tail[0]) > _TAIL_LIMIT:
             self.merge()
 
@@ -140,7 +149,13 @@ class BM25:
         """Every base posting's impact at once (the tail must be empty and every base row live)."""
         self._changed()
         df = np.diff(self.indptr)
-        self._base_impacts = self._impact(np.repeat(self._df_idf(df), df), self.post_rows, self.post_tf)
+        idf = self._df_idf(df)
+        impacts = np.empty(len(self.post_rows), np.float32)
+        for start in range(0, len(self.indptr) - 1, _IMPACT_TERMS):  # a slice of terms at a time: bounded scratch
+            end = min(start + _IMPACT_TERMS, len(self.indptr) - 1)
+            at = slice(self.indptr[start], self.indptr[end])
+            impacts[at] = self._impact(np.repeat(idf[start:end], df[start:end]), self.post_rows[at], self.post_tf[at])
+        self._base_impacts = impacts
 
     def _merged(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         base_terms = np.repeat(np.arange(len(self.indptr) - 1, dtype=np.int32), np.diff(self.indptr))

@@ -83,7 +83,12 @@ def _read(name: str, data: bytes, doc_id: str, source: str, encoding: str | None
 
 
 def decode_text(data: bytes, encoding: str | None = None) -> str:
-    """Text bytes as a string: in `encoding` when given; else UTF-8, or UTF-16 by its byte-order mark."""
+    """Text bytes as a string, line ends made \\n: in `encoding` when given; else UTF-8, or UTF-16 by
+    its byte-order mark."""
+    return _decode(data, encoding).replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _decode(data: bytes, encoding: str | None) -> str:
     if encoding:
         try:
             return data.decode(encoding)

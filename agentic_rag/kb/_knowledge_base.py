@@ -148,8 +148,7 @@ class KnowledgeBase:
                 for row, chunk in zip(rows, chunks, strict=True):
                     self._docs[chunk["doc_id"]]["rows"].append(row)
                 self._bm25.add_batches(rows, postings)
-                for indices, part in packed:
-                    self._vectors.add_packed([rows[i] for i in indices], part)
+                self._vectors.add_packs([([rows[i] for i in indices], part) for indices, part in packed])
                 self._content_rows().update(zip(keys, rows, strict=True))
                 for i, (row, chunk) in enumerate(zip(rows, chunks, strict=True)):
                     if not self.extract_triples:

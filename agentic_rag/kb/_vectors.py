@@ -18,6 +18,7 @@ from pathlib import Path
 import hnswlib
 import numpy as np
 
+from ._csr import group, parts_of
 from ._filters import fit_mask
 
 _MAX_BLOCKS = 8  # SparseIndex: additions kept as separate blocks until there are this many
@@ -106,6 +107,11 @@ class DenseIndex:
         """Add a batch made by `pack` under new rows."""
         self.add(rows, packed.astype(np.float32))
 
+    def add_packs(self, batches: list[tuple[list[int], np.ndarray]]) -> None:
+        """Add batches made by `pack`, each under its new rows."""
+        for rows, packed in batches:
+            self.add_packed(rows, packed)
+
     def delete(self, rows: list[int]) -> None:
         """Remove rows from every search at once."""
         for row in rows:
@@ -185,33 +191,47 @@ class SparseIndex:
 
     def add_packed(self, rows: list[int], packed: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
         """Add a batch made by `pack` under new rows."""
-        at, dims, weights = packed
-        self._add(np.asarray(rows, np.int64)[at], dims, weights, rows)
+        self.add_packs([(rows, packed)])
+
+    def add_packs(self, batches: list[tuple[list[int], tuple]]) -> None:
+        """Add batches made by `pack`, each under its new rows, as one block."""
+        new_rows = np.concatenate([np.zeros(0, np.int64)] + [np.asarray(rows, np.int64) for rows, _ in batches])
+        self.alive = _grow(self.alive, int(np.max(new_rows, initial=-1)) + 1)
+        self.alive[new_rows] = True
+        self._blocks.append(self._block([(dims, np.asarray(rows, np.int32)[at], weights)
+                                         for rows, (at, dims, weights) in batches]))
+        if len(self._blocks) > _MAX_BLOCKS:
+            self._merge()
 
     def _add(self, rows: np.ndarray, dims: np.ndarray, weights: np.ndarray, new_rows) -> None:
         self.alive = _grow(self.alive, int(np.max(new_rows, initial=-1)) + 1)
         self.alive[np.asarray(new_rows, np.int64)] = True
-        self._blocks.append(self._block(rows, dims, weights))
+        self._blocks.append(self._block(parts_of(dims, rows, weights)))
         if len(self._blocks) > _MAX_BLOCKS:
             self._merge()
 
-    def _block(self, rows: np.ndarray, dims: np.ndarray, weights: np.ndarray):
-        order = np.lexsort((rows, dims))
-        indptr = np.zeros(self.dimension + 1, np.int64)
-        np.cumsum(np.bincount(dims, minlength=self.dimension), out=indptr[1:])
-        return indptr, rows[order].astype(np.int32), weights[order].astype(np.float32)
+    def _block(self, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
+        """A block by dimension from parts of (dimension, row, weight); each dimension's rows keep the
+        order given, ascending since rows only ever grow."""
+        return group(parts, self.dimension, (np.int32, np.float32))
 
-    def _entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Every live (row, dimension, weight)."""
-        parts = [(rows, np.repeat(np.arange(self.dimension), np.diff(indptr)), weights)
-                 for indptr, rows, weights in self._blocks]
-        rows, dims, weights = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0) for i in range(3))
-        keep = self.alive[rows.astype(np.int64)] if len(rows) else np.zeros(0, bool)
-        return rows[keep].astype(np.int64), dims[keep].astype(np.int64), weights[keep].astype(np.float32)
+    @property
+    def _dim_type(self):
+        return np.int16 if self.dimension <= 32767 else np.int32
+
+    def _entries(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Every live (dimension, row, weight), dimension by dimension within each block, in parts."""
+        parts = []
+        for indptr, rows, weights in self._blocks:
+            dims = np.repeat(np.arange(self.dimension, dtype=self._dim_type), np.diff(indptr))
+            for dim, row, weight in parts_of(dims, rows, weights):
+                keep = self.alive[row]
+                parts.append((dim, row, weight) if keep.all() else (dim[keep], row[keep], weight[keep]))
+        return parts
 
     def _merge(self) -> None:
         """One block from all, without the rows deleted since."""
-        self._blocks = [self._block(*self._entries())]
+        self._blocks = [self._block(self._entries())]
 
     def delete(self, rows: list[int]) -> None:
         """Remove rows from every search at once (their weights go at the next merge)."""
@@ -227,17 +247,15 @@ class SparseIndex:
     def arrays(self, rows: list[int]) -> dict[str, np.ndarray]:
         """The given rows' weights for saving, row by row (CSR): `indptr` into `dims` and `weights`."""
         wanted = np.asarray(rows, np.int64)
-        entries, dims, weights = self._entries()
-        keep = np.isin(entries, wanted)
-        entries, dims, weights = entries[keep], dims[keep], weights[keep]
-        position = np.searchsorted(np.sort(wanted), entries)
-        slot = np.argsort(wanted, kind="stable")[position]  # each entry's index in `rows`
-        order = np.lexsort((dims, slot))
-        indptr = np.zeros(len(wanted) + 1, np.int64)
-        np.cumsum(np.bincount(slot, minlength=len(wanted)), out=indptr[1:])
-        return {"rows": wanted, "indptr": indptr, "dims": dims[order].astype(np.int16 if self.dimension <= 32767
-                                                                             else np.int32),
-                "weights": weights[order]}
+        slot = np.full(len(self.alive), -1, np.int32)  # each row's place in `rows`, -1 if not wanted
+        slot[wanted] = np.arange(len(wanted), dtype=np.int32)
+        parts = []
+        for dim, row, weight in self._entries():
+            at = slot[row]
+            keep = at >= 0
+            parts.append((at, dim, weight) if keep.all() else (at[keep], dim[keep], weight[keep]))
+        indptr, dims, weights = group(parts, len(wanted), (self._dim_type, np.float32))  # each row's dims ascending
+        return {"rows": wanted, "indptr": indptr, "dims": dims, "weights": weights}
 
     def add_arrays(self, arrays: dict, graph: Path | None = None) -> None:
         """Add rows saved by `arrays`, or dense ones (`vectors`, as format 2 saved them); `graph`:
