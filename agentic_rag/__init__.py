@@ -33,7 +33,7 @@ from ._schemas import (
     Triple,
     Triples,
 )
-from ._state import STOP_REASONS, AgentState, Evidence, format_trace, new_evidence, new_state
+from ._state import STOP_REASONS, AgentState, Evidence, cited_as, format_trace, new_evidence, new_state
 from .eval import run_bench
 from .kb import (
     AddResult,
@@ -116,7 +116,7 @@ def __getattr__(name: str):
 __all__ = [
     "__version__",
     # running the agent
-    "run_agentic_rag", "Config", "new_state", "AgentState", "STOP_REASONS", "format_trace", "Evidence",
+    "run_agentic_rag", "Config", "new_state", "AgentState", "STOP_REASONS", "format_trace", "cited_as", "Evidence",
     "new_evidence",
     # knowledge bases
     "KnowledgeBase", "PostgresKnowledgeBase", "KnowledgeBaseBackend", "AddResult", "Hit", "Document", "LoadResult",
