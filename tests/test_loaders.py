@@ -60,6 +60,7 @@ def test_html_tables_images_scripts_and_charset():
     page = read_file("stock.html", html, "stock.html")
     assert page.title == "设备" and "型号 | 数量" in page.text and "DK-200 | 12" in page.text
     assert not any(word in page.text for word in ("var x", "Home", "Menu", "secret", "p{}"))
+    assert read_file("bad.html", b"<p>caf\xe9 ok</p>", "bad.html").text == "caf\ufffd ok"  # as a browser shows it
 
 
 def test_a_word_file_written_by_libreoffice_keeps_headings_and_table_rows():
@@ -157,6 +158,10 @@ def test_the_cli_says_files_are_not_utf8_and_reads_them_in_the_encoding_given(tm
     assert "indexed 2 documents" in capsys.readouterr().out
     assert main(["index", str(tmp_path / "docs"), "--kb", str(tmp_path / "kb"), "--encoding", "klingon"]) == 1
     assert "unknown encoding 'klingon'" in capsys.readouterr().err
+    (tmp_path / "docs" / "rows.jsonl").write_text('{"text": "x"}\n', encoding="utf-8")
+    rows = str(tmp_path / "docs" / "rows.jsonl")
+    assert main(["index", rows, "--kb", str(tmp_path / "kb"), "--encoding", "nope"]) == 1
+    assert "unknown encoding 'nope'" in capsys.readouterr().err
 
 
 def test_the_example_knowledge_base_cites_a_pdf_page_and_an_image(tmp_path, capsys):

@@ -3,6 +3,7 @@ HTML and images (indexed by their description). A page or a section of a documen
 its chunks never cross a part and carry its page or section in their metadata."""
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import logging
@@ -211,6 +212,12 @@ def load_documents(paths, on_skip: Callable[[str, str], None] | None = None, enc
     in the result and reported once: to `on_skip(where, reason)` when given, else as a logged warning.
     Text files are read as UTF-8 unless `encoding` is given. An image is indexed by its description
     (see _image_document); `describe_image(path, data)` describes the others, e.g. an ImageDescriber."""
+    if encoding:
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise ConfigurationError(f"unknown encoding {encoding!r}; use a Python codec name such as gb18030, "
+                                     f"latin-1 or cp1252") from None
     result = LoadResult()
     files: list[tuple[Path, str]] = []
     for raw in [paths] if isinstance(paths, (str, Path)) else paths:

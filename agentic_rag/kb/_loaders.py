@@ -116,10 +116,10 @@ def decode_html(data: bytes) -> str:
         return data[3:].decode("utf-8")
     declared = re.search(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", data[:4096], re.I)
     encoding = declared.group(1).decode("ascii") if declared else "utf-8"
-    try:
-        return data.decode(encoding)
+    try:  # as browsers do: a byte the charset does not allow becomes U+FFFD, not a refused page
+        return data.decode(encoding, errors="replace")
     except LookupError:
-        return data.decode("utf-8")
+        return data.decode("utf-8", errors="replace")
 
 
 def read_html(text: str) -> tuple[str, Pieces, list[tuple[str, str]]]:
