@@ -217,7 +217,7 @@ def cmd_serve(args) -> int:
     metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if metrics_dir and not Path(metrics_dir).is_dir():
         raise ConfigurationError(f"PROMETHEUS_MULTIPROC_DIR={metrics_dir} is not a folder; create it (empty) first")
-    limits = ServiceLimits(max_concurrent_runs=args.max_runs)
+    limits = ServiceLimits(max_concurrent_runs=args.max_runs, max_body_bytes=args.max_body)
     database = is_database(args.kb)  # shared by every worker already: no folder to watch or lock
     app = create_app(make_model(settings), kb_dir=None if database else args.kb,
                      kb=load_kb(args.kb, settings) if database else None, tools=ask_tools(args),
@@ -346,6 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--threads", type=_positive, default=8, help="worker threads (default %(default)s)")
     serve.add_argument("--max-runs", type=_positive, default=4, help="questions answered at once; more get 429 "
                                                                      "(default %(default)s)")
+    serve.add_argument("--max-body", type=_positive, default=1_000_000, metavar="BYTES",
+                       help="largest request body; files come base64 in POST /v1/documents, a third larger "
+                            "(default %(default)s)")
     serve.add_argument("--cache-size", type=int, default=1024, help="answers kept in memory; 0 turns the cache off "
                                                                    "(default %(default)s)")
     serve.add_argument("--cache-ttl", type=float, default=300.0, help="seconds an answer is kept (default %(default)s)")
