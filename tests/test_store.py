@@ -245,3 +245,14 @@ def test_a_save_keeps_the_generation_the_manifest_named_not_a_crash_leftover(tin
     tiny_kb.save(tmp_path / "kb")
     names = sorted(p.name for p in (tmp_path / "kb").iterdir() if p.name.startswith("gen-"))
     assert names == [first.name, "gen-000006"]  # a reader that opened the old manifest can still read it
+
+
+def test_line_separators_inside_text_survive_a_save(tmp_path):
+    kb = KnowledgeBase()
+    text = "The harbour master\u2028is Captain Solberg.\x85 Menu\u2029croissant\x1c end"
+    kb.add_documents([Document("odd", text, title="Line\u2028separators")])
+    kb.save(tmp_path / "kb")
+    kb.add_documents([Document("more", "another \u2028 one")])
+    kb.save(tmp_path / "kb")                                  # a delta segment too
+    loaded = KnowledgeBase.load(tmp_path / "kb")
+    assert loaded.search("harbour Solberg", k=1)[0].text == text and len(loaded) == 2

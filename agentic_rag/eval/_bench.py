@@ -117,4 +117,4 @@ def run_bench(folder: Path, modes: list[str], out: Path, model: Model, config: C
 def _read(path: Path) -> list[dict]:
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]

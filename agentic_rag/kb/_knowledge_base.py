@@ -566,8 +566,10 @@ def _write_chunks(path: Path, chunks: list, rows: list[int]) -> None:
 
 def _saved_chunks(generation: Path) -> Iterator[dict]:
     """The live chunks a saved segment holds (chunks.jsonl), each with its row."""
-    for line in (generation / "chunks.jsonl").read_text(encoding="utf-8").splitlines():
-        yield json.loads(line)
+    with (generation / "chunks.jsonl").open(encoding="utf-8", newline="\n") as lines:  # only \n ends a line:
+        for line in lines:  # U+2028 and its kind may stand in a chunk's text, written as is
+            if line.strip():
+                yield json.loads(line)
 
 
 def _saved_vector_arrays(segment: Path, live: list[int], rows: int) -> dict:
