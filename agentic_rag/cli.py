@@ -314,8 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
     index.add_argument("--embedder", choices=sorted(EMBEDDERS) + ["openai"], help="default hashing")
     index.add_argument("--chunk-size", type=_positive, metavar="N", help="characters per chunk (default 800)")
     index.add_argument("--chunk-overlap", type=int, metavar="N", help="characters repeated (default 100)")
-    index.add_argument("--encoding", metavar="NAME", help="read text files in this encoding (default UTF-8), "
-                                                         "e.g. gb18030")
+    index.add_argument("--encoding", metavar="NAME", help="read text files that are not UTF-8 in this encoding, "
+                                                         "e.g. gb18030 or cp1252")
     index.add_argument("--vision-model", metavar="NAME", help="describe images that come with no description "
                                                              "with this vision model (at --base-url)")
     index.add_argument("--vision-cache", metavar="DIR", help="where descriptions are kept by image hash (default "

@@ -87,6 +87,13 @@ def test_scanned_and_encrypted_pdfs_are_reported_never_indexed_empty(tmp_path):
     assert told[str(tmp_path / "broken.pdf")].startswith("not a readable PDF")
 
 
+def test_a_pdf_with_an_empty_user_password_opens_and_a_damaged_page_loses_only_itself():
+    owner = read_file("o.pdf", (FIXTURES / "owner-password-only.pdf").read_bytes(), "o.pdf")
+    assert [meta["page"] for _, meta in owner.parts] == [1, 2, 3] and "Ctrl+Shift+F" in owner.text
+    damaged = read_file("d.pdf", (FIXTURES / "damaged-page.pdf").read_bytes(), "d.pdf")
+    assert [meta["page"] for _, meta in damaged.parts] == [1, 3] and "Printing and PDF" in damaged.text
+
+
 def test_without_the_docs_extra_pdf_and_word_files_are_skipped_naming_it(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "pypdf", None)   # as if not installed: importing it raises ImportError
     monkeypatch.setitem(sys.modules, "docx", None)
@@ -154,8 +161,10 @@ def test_the_cli_says_files_are_not_utf8_and_reads_them_in_the_encoding_given(tm
     err = capsys.readouterr().err
     assert "could be read: 2 files skipped" in err and "not UTF-8 text" in err and "--encoding gb18030" in err
     assert "no documents found" not in err and "Traceback" not in err
+    (tmp_path / "docs" / "utf8.md").write_text("# 说明\n统一编码的文件。", encoding="utf-8")  # stays UTF-8
     assert main(["index", str(tmp_path / "docs"), "--kb", str(tmp_path / "kb"), "--encoding", "gb18030"]) == 0
-    assert "indexed 2 documents" in capsys.readouterr().out
+    assert "indexed 3 documents" in capsys.readouterr().out
+    assert KnowledgeBase.load(tmp_path / "kb").search("统一编码", k=1)[0].text.endswith("统一编码的文件。")
     assert main(["index", str(tmp_path / "docs"), "--kb", str(tmp_path / "kb"), "--encoding", "klingon"]) == 1
     assert "unknown encoding 'klingon'" in capsys.readouterr().err
     (tmp_path / "docs" / "rows.jsonl").write_text('{"text": "x"}\n', encoding="utf-8")
@@ -175,6 +184,45 @@ def test_the_example_knowledge_base_cites_a_pdf_page_and_an_image(tmp_path, caps
     assert reply["citations"][0]["page"] == 2
     hits = KnowledgeBase.load(tmp_path / "kb").search("sign-in window screenshot SSO button", k=3)
     assert hits[0].doc_id == "manual/login-screen.png" and hits[0].metadata["media"] == "image"
+
+
+def test_a_jsonl_line_that_is_not_utf8_is_one_skipped_line(tmp_path):
+    rows = [json.dumps({"id": f"r{i}", "text": f"row {i} 文本"}, ensure_ascii=False).encode() for i in range(5)]
+    rows[2] = json.dumps({"id": "r2", "text": "第二行"}, ensure_ascii=False).encode("gb18030")
+    (tmp_path / "rows.jsonl").write_bytes(b"\n".join(rows) + b"\n")
+    told = {}
+    loaded = load_documents(tmp_path, on_skip=told.__setitem__)
+    assert [d.id for d in loaded.documents] == ["r0", "r1", "r3", "r4"] and loaded.skipped_lines == 1
+    assert "not UTF-8 text" in told[f"{tmp_path / 'rows.jsonl'}:3"]
+    assert [d.id for d in load_documents(tmp_path, encoding="gb18030").documents] == ["r0", "r1", "r2", "r3", "r4"]
+
+
+def test_html_and_word_edge_cases_keep_their_text():
+    for html, expected in [
+            ('<header><img class="nav-icon" src="l.png"></header><h1>Bicycle Repair</h1><p>Fix it.</p>', "Fix it."),
+            ('<form><input hidden name="csrf"></form><h2>Hours</h2><p>9 to 5</p>', "9 to 5"),
+            ('<ul><li class="nav-item">Home<li class="nav-item">Blog</ul><p>The ferry leaves at 07:40.</p>',
+             "The ferry leaves at 07:40."),
+            ('<div class="naval-history">Ships of the line</div><div class="navbar">Menu</div>', "Ships of the line"),
+            ("<table><tr><td><p>Oil change</p></td><td>45 EUR</td></tr><tr><td>Tyre<br>swap<td>20</table>",
+             "Oil change | 45 EUR\n\nTyre swap | 20")]:
+        text = read_file("page.html", html.encode(), "page.html").text
+        assert expected in text and "Home" not in text and "Menu" not in text and "Blog" not in text, html
+    assert read_file("m.md", b"![Solar](<img/solar panel.png>)", "m.md") is not None
+
+
+def test_images_named_with_spaces_are_found_from_markdown_and_html(tmp_path):
+    png = (EXAMPLE_DATA / "manual" / "login-screen.png").read_bytes()
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "solar panel.png").write_bytes(png)
+    (tmp_path / "img" / "red kite.png").write_bytes(png)
+    (tmp_path / "notes.md").write_text("# Notes\n\n![A solar panel on the shed](<img/solar panel.png>)\n",
+                                       encoding="utf-8")
+    (tmp_path / "birds.html").write_text('<p><img src="img/red%20kite.png" alt="A red kite over the field"></p>',
+                                         encoding="utf-8")
+    by_id = {d.id: d.text for d in load_documents(tmp_path).documents}
+    assert by_id["img/solar panel.png"] == "A solar panel on the shed"
+    assert by_id["img/red kite.png"] == "A red kite over the field"
 
 
 def test_chunks_never_cross_a_part_and_carry_its_metadata():

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote
 
 from .._errors import ConfigurationError
 from ._loaders import IMAGE_SUFFIXES, Unreadable, decode_html, markdown_images, read_docx, read_html, read_pdf
@@ -58,11 +59,15 @@ def from_pieces(doc_id: str, pieces: list[tuple[str, dict]], title: str = "", so
 def read_file(name: str, data: bytes, doc_id: str, source: str = "", encoding: str | None = None) -> Document:
     """A document from a file's bytes, read by the suffix of its name: text, PDF, .docx or HTML.
     Raises Unreadable with the reason in one line (an empty file too)."""
-    return _read(name, data, doc_id, source or name, encoding)[0]
+    document = _read(name, data, doc_id, source or name, encoding)[0]
+    if document is None:
+        raise Unreadable("no text in it, only images")
+    return document
 
 
-def _read(name: str, data: bytes, doc_id: str, source: str, encoding: str | None) -> tuple[Document, list]:
-    """The document, and (src, description) of each image it shows (Markdown and HTML)."""
+def _read(name: str, data: bytes, doc_id: str, source: str, encoding: str | None) -> tuple[Document | None, list]:
+    """The document (None for a page that shows images and holds no text), and (src, description) of
+    each image it shows (Markdown and HTML)."""
     suffix = Path(name).suffix.lower()
     images = []
     if suffix == ".pdf":
@@ -78,33 +83,35 @@ def _read(name: str, data: bytes, doc_id: str, source: str, encoding: str | None
         return doc, markdown_images(doc.text) if suffix != ".txt" else []
     else:
         raise Unreadable(f"unsupported file type; use one of {', '.join(s for s in SUFFIXES if s != '.jsonl')}")
-    if not pieces:
+    if not pieces and not images:
         raise Unreadable("empty file")
-    return from_pieces(doc_id, pieces, title or Path(name).stem, source), images
+    return from_pieces(doc_id, pieces, title or Path(name).stem, source) if pieces else None, images
 
 
 def decode_text(data: bytes, encoding: str | None = None) -> str:
-    """Text bytes as a string, line ends made \\n: in `encoding` when given; else UTF-8, or UTF-16 by
-    its byte-order mark."""
+    """Text bytes as a string, line ends made \\n: UTF-16 by its byte-order mark, else UTF-8, else (for
+    a file that is not UTF-8) `encoding` when given."""
     return _decode(data, encoding).replace("\r\n", "\n").replace("\r", "\n")
 
 
 def _decode(data: bytes, encoding: str | None) -> str:
-    if encoding:
-        try:
-            return data.decode(encoding)
-        except LookupError:
-            raise ConfigurationError(f"unknown encoding {encoding!r}; use a Python codec name such as gb18030, "
-                                     f"latin-1 or cp1252") from None
-        except UnicodeDecodeError as exc:
-            raise Unreadable(f"not {encoding} text (byte {exc.start}); give its encoding with --encoding") from None
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return data.decode("utf-16")
     try:
+        if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+            return data.decode("utf-16")
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
+        if encoding:
+            try:
+                return data.decode(encoding)
+            except LookupError:
+                raise ConfigurationError(f"unknown encoding {encoding!r}; use a Python codec name such as "
+                                         f"gb18030, latin-1 or cp1252") from None
+            except UnicodeDecodeError as again:
+                raise Unreadable(f"neither UTF-8 (byte {exc.start}) nor {encoding} (byte {again.start}) text: give "
+                                 f"its encoding (--encoding NAME)") from None
         raise Unreadable(f"not UTF-8 text (byte {exc.start}; tried UTF-8, and UTF-16 by a byte-order mark): "
-                         f"convert it (iconv -f GB18030 -t UTF-8) or give its encoding (--encoding gb18030)") from None
+                         f"give its encoding (--encoding gb18030 for Chinese, cp1252 for Western European text) "
+                         f"or convert it (iconv)") from None
 
 
 @dataclass
@@ -137,16 +144,20 @@ def _text_document(text: str, suffix: str, doc_id: str, source: str) -> Document
 
 
 def _jsonl_documents(path: Path, doc_id: str, result: LoadResult, encoding: str | None) -> None:
-    with path.open(encoding=encoding or "utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
+    with path.open("rb") as lines:  # only \n ends a line; each line decoded alone, so one bad line is one skip
+        for number, raw in enumerate(lines, 1):
+            if not raw.strip():
                 continue
             where = f"{path}:{number}"
             try:
-                row = json.loads(line)
+                row = json.loads(decode_text(raw, encoding))
                 text = row["text"]
                 if not isinstance(text, str) or not isinstance(row.get("metadata", {}), dict):
                     raise TypeError("'text' must be a string and 'metadata' an object")
+            except Unreadable as exc:
+                result.skipped.append((where, str(exc)))
+                result.skipped_lines += 1
+                continue
             except (ValueError, KeyError, TypeError) as exc:
                 result.skipped.append((where, f"bad line ({exc.__class__.__name__}: {exc})"))
                 result.skipped_lines += 1
@@ -162,16 +173,14 @@ def _load_file(path: Path, doc_id: str, result: LoadResult, encoding: str | None
             _jsonl_documents(path, doc_id, result, encoding)
             return
         doc, images = _read(path.name, path.read_bytes(), doc_id, str(path), encoding)
-        result.documents.append(doc)
+        if doc is not None:
+            result.documents.append(doc)
         for src, description in images:
             target = _local(path.parent, src)
             if target is not None and description:
                 shown.setdefault(target, description)
     except Unreadable as exc:
         result.skipped.append((str(path), str(exc)))
-    except UnicodeDecodeError as exc:  # a .jsonl line
-        result.skipped.append((str(path), f"not {encoding or 'UTF-8'} text (byte {exc.start}); give its encoding "
-                                          f"(--encoding NAME)"))
     except OSError as exc:
         result.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
 
@@ -180,7 +189,7 @@ def _local(folder: Path, src: str) -> Path | None:
     """The file an image reference names, when it is a local path (not a URL)."""
     if re.match(r"^[a-z][a-z0-9+.-]*:", src, re.I) or src.startswith("//"):
         return None
-    return (folder / src.split("#")[0].split("?")[0]).resolve()
+    return (folder / unquote(src.split("#")[0].split("?")[0])).resolve()
 
 
 def _sidecar(image: Path) -> Path | None:

@@ -11,12 +11,15 @@ from html.parser import HTMLParser
 
 DOCS_EXTRA = "pip install 'agentic-rag[docs]'"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
-_MD_IMAGE = re.compile(r'!\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+"([^"]*)")?\s*\)(?:[ \t]*\n[ \t]*([*_])(.+?)\4[ \t]*$)?',
-                       re.M)
+_MD_IMAGE = re.compile(r'!\[([^\]]*)\]\(\s*(?:<([^>\n]+)>|([^)\s]+))(?:\s+"([^"]*)")?\s*\)'
+                       r'(?:[ \t]*\n[ \t]*([*_])(.+?)\5[ \t]*$)?', re.M)
 
 
 ENCRYPTED = "encrypted PDF: decrypt it first (e.g. qpdf --decrypt --password=... in.pdf out.pdf)"
-_NAV = re.compile(r"(?:^|\s)nav", re.I)  # class or id navbar, navheader, nav-footer: navigation
+# a class or id naming navigation: nav, navbar, navheader (DocBook), nav-footer, navigation; not naval-history
+_NAV = re.compile(r"(?:^|\s)nav(?:bar|header|footer|menu|igation|links?)?(?:$|\s|[-_])", re.I)
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+_IMPLIED_END = {"li", "p", "dt", "dd", "tr", "td", "th", "option"}  # their end tag may be left out
 
 
 class Unreadable(Exception):
@@ -37,19 +40,35 @@ def read_pdf(data: bytes) -> tuple[str, Pieces]:
         reader = pypdf.PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not _opened(reader):
             raise Unreadable(ENCRYPTED)
-        pages = [page.extract_text() or "" for page in reader.pages]
+        pages = [_page_text(page) for page in reader.pages]
         title = str((reader.metadata or {}).get("/Title") or "").strip()
     except Unreadable:
         raise
     except (pypdf.errors.DependencyError, pypdf.errors.FileNotDecryptedError):  # a cipher it cannot run unaided
         raise Unreadable(ENCRYPTED) from None
     except Exception as exc:  # pypdf raises many kinds on a damaged file
-        raise Unreadable(f"not a readable PDF ({exc.__class__.__name__}: {str(exc)[:120]})") from None
-    pieces = [(text, {"page": n}) for n, text in enumerate(pages, 1) if text.strip()]
+        raise Unreadable(f"not a readable PDF ({_printable(exc)})") from None
+    if pages and all(text is None for text in pages):
+        raise Unreadable("not a readable PDF: no page's text could be read")
+    pieces = [(text, {"page": n}) for n, text in enumerate(pages, 1) if text and text.strip()]
     if not pieces:
         raise Unreadable(f"scanned PDF: none of its {len(pages)} pages has a text layer; run OCR on it first "
                          f"(e.g. ocrmypdf in.pdf out.pdf)")
     return title, pieces
+
+
+def _page_text(page) -> str | None:
+    """A page's text layer; None for a page too damaged to read (the others are still indexed)."""
+    try:
+        return page.extract_text() or ""
+    except Exception:  # a corrupt content stream
+        return None
+
+
+def _printable(exc: Exception) -> str:
+    """An exception in one printable line: a damaged file's bytes left out."""
+    text = "".join(c if c.isprintable() else "?" for c in str(exc))[:120]
+    return f"{exc.__class__.__name__}: {text}"
 
 
 def _opened(reader) -> bool:
@@ -73,7 +92,8 @@ def read_docx(data: bytes) -> tuple[str, Pieces]:
         for block in document.iter_inner_content():
             if isinstance(block, docx.table.Table):
                 for row in block.rows:
-                    sections.add(" | ".join(dict.fromkeys(cell.text.strip() for cell in row.cells)))
+                    merged = {id(cell._tc): cell for cell in row.cells}  # a merged cell is listed once a column
+                    sections.add(" | ".join(cell.text.strip() for cell in merged.values()))
                 continue
             style = (block.style.name if block.style is not None else "") or ""
             if style == "Title" or style.startswith("Heading"):
@@ -82,7 +102,7 @@ def read_docx(data: bytes) -> tuple[str, Pieces]:
                 sections.add(block.text)
         title = (document.core_properties.title or "").strip()
     except Exception as exc:  # not a zip, not a Word document, a damaged part
-        raise Unreadable(f"not a readable Word .docx file ({exc.__class__.__name__}: {str(exc)[:120]})") from None
+        raise Unreadable(f"not a readable Word .docx file ({_printable(exc)})") from None
     return title or sections.title, sections.pieces()
 
 
@@ -151,23 +171,35 @@ class _HTMLText(HTMLParser):
         self._pre = 0
         self._figure: list[list] = []  # per open <figure>: its images' indexes, then its caption's words
         self._caption: list[str] | None = None
+        self._cells = 0                # open <td>/<th>
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
+        if self._skip and tag == self._skip[0]:
+            if len(self._skip) > 1 or tag not in _IMPLIED_END:
+                self._skip.append(tag)
+                return
+            self._skip.pop()  # a sibling starts: the skipped one ended without its end tag
         if self._skip:
-            self._skip.append(tag) if tag == self._skip[0] else None
             return
         if tag == "title":
             self._in_title = True
+        if tag in ("tr", "table"):
+            self._cells = 0
         named = f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
         if tag in self.SKIP or attrs.get("role") == "navigation" or "hidden" in attrs or _NAV.search(named):
-            self._skip.append(tag)
+            if tag not in _VOID:  # a void element holds nothing: passing it over is enough
+                self._skip.append(tag)
             return
         if tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
             self.flush()
             self._heading = []
-        elif tag in ("td", "th") and self._line:
-            self._line.append(" | ")
+        elif tag in ("td", "th"):
+            self._cells += 1
+            if self._line:
+                self._line.append(" | ")
+        elif tag in self.BLOCKS and self._cells and tag not in ("tr", "table"):
+            self._line.append(" ")  # a paragraph or line break inside a cell stays in its row
         elif tag in self.BLOCKS:
             self.flush()
         if tag == "pre":
@@ -185,7 +217,12 @@ class _HTMLText(HTMLParser):
         if self._skip:
             if tag == self._skip[-1]:
                 self._skip.pop()
-            return
+            elif len(self._skip) == 1 and self._skip[0] in _IMPLIED_END and tag not in _VOID | _IMPLIED_END:
+                self._skip.pop()  # its parent ends (</ul> after a skipped <li>): so did it
+            else:
+                return
+            if self._skip or tag in _IMPLIED_END:
+                return
         if tag == "title":
             self._in_title = False
         elif tag in ("h1", "h2", "h3", "h4", "h5", "h6") and self._heading is not None:
@@ -197,7 +234,11 @@ class _HTMLText(HTMLParser):
             self._figure.pop()
         elif tag == "pre":
             self._pre = max(0, self._pre - 1)
-        if tag in self.BLOCKS:
+        elif tag in ("td", "th"):
+            self._cells = max(0, self._cells - 1)
+        elif tag in ("tr", "table"):
+            self._cells = 0
+        if tag in self.BLOCKS and not self._cells:
             self.flush()
 
     def _caption_done(self, caption: str) -> None:
@@ -222,10 +263,10 @@ class _HTMLText(HTMLParser):
         line = "".join(self._line)
         self._line = []
         if line.strip():
-            self.sections.add(line if self._pre else line.strip())
+            self.sections.add(line if self._pre else re.sub(r" {2,}", " ", line.strip()))
 
 
 def markdown_images(text: str) -> list[tuple[str, str]]:
     """(src, alt text, title and the caption line under it) of each image a Markdown text shows."""
-    return [(src, ". ".join(part for part in (alt.strip(), (title or "").strip(), (caption or "").strip()) if part))
-            for alt, src, title, _, caption in _MD_IMAGE.findall(text)]
+    return [(bracketed or bare, ". ".join(part for part in (alt.strip(), title.strip(), caption.strip()) if part))
+            for alt, bracketed, bare, title, _, caption in _MD_IMAGE.findall(text)]
