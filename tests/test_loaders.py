@@ -197,6 +197,22 @@ def test_a_jsonl_line_that_is_not_utf8_is_one_skipped_line(tmp_path):
     assert [d.id for d in load_documents(tmp_path, encoding="gb18030").documents] == ["r0", "r1", "r2", "r3", "r4"]
 
 
+def test_malformed_html_utf16_jsonl_and_a_vision_cache_that_cannot_be_written(tmp_path):
+    with pytest.raises(Unreadable, match="not readable HTML"):
+        read_file("x.html", b"<p>a</p><![foo[ x ]]><p>b</p>", "x.html")
+    assert read_file("u.html", "<p>hi</p>".encode("utf-16"), "u.html").text == "hi"
+    assert read_file("g.html", "<p>登录失败</p>".encode("gb18030"), "g.html", encoding="gb18030").text == "登录失败"
+    (tmp_path / "a.jsonl").write_bytes('{"id": "a", "text": "x"}\n{"id": "b", "text": "y"}\n'.encode("utf-16"))
+    assert [d.id for d in load_documents(tmp_path / "a.jsonl").documents] == ["a", "b"]
+    (tmp_path / "shots").mkdir()
+    (tmp_path / "shots" / "s.png").write_bytes((EXAMPLE_DATA / "manual" / "login-screen.png").read_bytes())
+    (tmp_path / "afile").write_text("not a folder")
+    with FakeOpenAI() as server:
+        server.chat.append("A sign-in window.")
+        describer = ImageDescriber("m", Endpoint(base_url=server.url), tmp_path / "afile" / "cache")
+        assert load_documents(tmp_path / "shots", describe_image=describer).documents[0].text == "A sign-in window."
+
+
 def test_html_and_word_edge_cases_keep_their_text():
     for html, expected in [
             ('<header><img class="nav-icon" src="l.png"></header><h1>Bicycle Repair</h1><p>Fix it.</p>', "Fix it."),
@@ -204,6 +220,8 @@ def test_html_and_word_edge_cases_keep_their_text():
             ('<ul><li class="nav-item">Home<li class="nav-item">Blog</ul><p>The ferry leaves at 07:40.</p>',
              "The ferry leaves at 07:40."),
             ('<div class="naval-history">Ships of the line</div><div class="navbar">Menu</div>', "Ships of the line"),
+            ('<ul><li class="nav-item"><a>Home</a> <span>Blog</span></li></ul><p>Body text</p>', "Body text"),
+            ('<ul><li class="nav-item">Home<ul><li>Blog</li></ul></li></ul><p>Body text</p>', "Body text"),
             ("<table><tr><td><p>Oil change</p></td><td>45 EUR</td></tr><tr><td>Tyre<br>swap<td>20</table>",
              "Oil change | 45 EUR\n\nTyre swap | 20")]:
         text = read_file("page.html", html.encode(), "page.html").text
@@ -220,7 +238,12 @@ def test_images_named_with_spaces_are_found_from_markdown_and_html(tmp_path):
                                        encoding="utf-8")
     (tmp_path / "birds.html").write_text('<p><img src="img/red%20kite.png" alt="A red kite over the field"></p>',
                                          encoding="utf-8")
+    (tmp_path / "site").mkdir()
+    (tmp_path / "img" / "owl.png").write_bytes(png)
+    (tmp_path / "site" / "page.html").write_text('<p>Birds.</p><img src="/img/owl.png" alt="A barn owl">',
+                                                 encoding="utf-8")  # from "/": the folder loaded
     by_id = {d.id: d.text for d in load_documents(tmp_path).documents}
+    assert by_id["img/owl.png"] == "A barn owl"
     assert by_id["img/solar panel.png"] == "A solar panel on the shed"
     assert by_id["img/red kite.png"] == "A red kite over the field"
 

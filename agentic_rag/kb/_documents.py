@@ -75,14 +75,16 @@ def _read(name: str, data: bytes, doc_id: str, source: str, encoding: str | None
     elif suffix == ".docx":
         title, pieces = read_docx(data)
     elif suffix in (".html", ".htm"):
-        title, pieces, images = read_html(decode_html(data))
+        title, pieces, images = read_html(decode_html(data, encoding))
     elif suffix in TEXT_SUFFIXES:
         doc = _text_document(decode_text(data, encoding), suffix, doc_id, source)
         if not doc.text:
             raise Unreadable("empty file")
         return doc, markdown_images(doc.text) if suffix != ".txt" else []
+    elif suffix in IMAGE_SUFFIXES:
+        raise Unreadable("an image: it is indexed by its description (a file beside it, alt text or a vision model)")
     else:
-        raise Unreadable(f"unsupported file type; use one of {', '.join(s for s in SUFFIXES if s != '.jsonl')}")
+        raise Unreadable(f"unsupported file type; use one of {', '.join(SUFFIXES)}")
     if not pieces and not images:
         raise Unreadable("empty file")
     return from_pieces(doc_id, pieces, title or Path(name).stem, source) if pieces else None, images
@@ -144,27 +146,31 @@ def _text_document(text: str, suffix: str, doc_id: str, source: str) -> Document
 
 
 def _jsonl_documents(path: Path, doc_id: str, result: LoadResult, encoding: str | None) -> None:
-    with path.open("rb") as lines:  # only \n ends a line; each line decoded alone, so one bad line is one skip
-        for number, raw in enumerate(lines, 1):
-            if not raw.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                row = json.loads(decode_text(raw, encoding))
-                text = row["text"]
-                if not isinstance(text, str) or not isinstance(row.get("metadata", {}), dict):
-                    raise TypeError("'text' must be a string and 'metadata' an object")
-            except Unreadable as exc:
-                result.skipped.append((where, str(exc)))
-                result.skipped_lines += 1
-                continue
-            except (ValueError, KeyError, TypeError) as exc:
-                result.skipped.append((where, f"bad line ({exc.__class__.__name__}: {exc})"))
-                result.skipped_lines += 1
-                continue
-            result.documents.append(Document(
-                id=str(row.get("id") or f"{doc_id}:{number}"), text=text, title=str(row.get("title") or ""),
-                source=where, metadata=dict(row.get("metadata") or {})))
+    data = path.read_bytes()
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16: decoded whole
+        lines = decode_text(data).split("\n")
+    else:  # only \n ends a line; each line decoded alone, so one bad line is one skip
+        lines = data.split(b"\n")
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            row = json.loads(raw if isinstance(raw, str) else decode_text(raw, encoding))
+            text = row["text"]
+            if not isinstance(text, str) or not isinstance(row.get("metadata", {}), dict):
+                raise TypeError("'text' must be a string and 'metadata' an object")
+        except Unreadable as exc:
+            result.skipped.append((where, str(exc)))
+            result.skipped_lines += 1
+            continue
+        except (ValueError, KeyError, TypeError) as exc:
+            result.skipped.append((where, f"bad line ({exc.__class__.__name__}: {exc})"))
+            result.skipped_lines += 1
+            continue
+        result.documents.append(Document(
+            id=str(row.get("id") or f"{doc_id}:{number}"), text=text, title=str(row.get("title") or ""),
+            source=where, metadata=dict(row.get("metadata") or {})))
 
 
 def _load_file(path: Path, doc_id: str, result: LoadResult, encoding: str | None, shown: dict) -> None:
@@ -175,8 +181,9 @@ def _load_file(path: Path, doc_id: str, result: LoadResult, encoding: str | None
         doc, images = _read(path.name, path.read_bytes(), doc_id, str(path), encoding)
         if doc is not None:
             result.documents.append(doc)
+        root = path.parents[len(Path(doc_id).parts) - 1] if len(Path(doc_id).parts) > 1 else path.parent
         for src, description in images:
-            target = _local(path.parent, src)
+            target = _local(path.parent, src, root)
             if target is not None and description:
                 shown.setdefault(target, description)
     except Unreadable as exc:
@@ -185,11 +192,13 @@ def _load_file(path: Path, doc_id: str, result: LoadResult, encoding: str | None
         result.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
 
 
-def _local(folder: Path, src: str) -> Path | None:
-    """The file an image reference names, when it is a local path (not a URL)."""
+def _local(folder: Path, src: str, root: Path) -> Path | None:
+    """The file an image reference names, when it is a local path (not a URL); a path from "/" is
+    taken from the folder being loaded, as a site's root."""
     if re.match(r"^[a-z][a-z0-9+.-]*:", src, re.I) or src.startswith("//"):
         return None
-    return (folder / unquote(src.split("#")[0].split("?")[0])).resolve()
+    path = unquote(src.split("#")[0].split("?")[0])
+    return ((root / path.lstrip("/")) if path.startswith("/") else (folder / path)).resolve()
 
 
 def _sidecar(image: Path) -> Path | None:

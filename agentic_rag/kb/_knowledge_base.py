@@ -175,7 +175,7 @@ class KnowledgeBase:
         with self._lock.read():
             held = self._content_rows()
             here = [key for key in dict.fromkeys(keys) if key in held]
-            known = dict(zip(here, self._vectors.vectors_of([held[key] for key in here]), strict=True))
+            known = dict(zip(here, self._vectors.vectors_of([held[key] for key in here]), strict=True)) if here else {}
         wanted = set(keys) - known.keys()
         for folder in [reuse_from] if isinstance(reuse_from, (str, Path)) else reuse_from:
             if wanted:

@@ -88,6 +88,7 @@ def read_docx(data: bytes) -> tuple[str, Pieces]:
         raise Unreadable(f"reading Word files needs the docs extra: {DOCS_EXTRA}") from None
     try:
         document = docx.Document(io.BytesIO(data))
+        names = {style.style_id: style.name for style in document.styles}  # paragraph.style scans them all
         sections = _Sections()
         for block in document.iter_inner_content():
             if isinstance(block, docx.table.Table):
@@ -95,7 +96,7 @@ def read_docx(data: bytes) -> tuple[str, Pieces]:
                     merged = {id(cell._tc): cell for cell in row.cells}  # a merged cell is listed once a column
                     sections.add(" | ".join(cell.text.strip() for cell in merged.values()))
                 continue
-            style = (block.style.name if block.style is not None else "") or ""
+            style = names.get(block._p.style, "") or ""
             if style == "Title" or style.startswith("Heading"):
                 sections.heading(block.text.strip(), title=style == "Title")
             else:
@@ -130,14 +131,24 @@ class _Sections:
                 for name, lines in [*self._done, self._current] if any(line.strip() for line in lines)]
 
 
-def decode_html(data: bytes) -> str:
-    """HTML bytes as text: a byte-order mark, else the charset its <meta> declares, else UTF-8."""
+def decode_html(data: bytes, fallback: str | None = None) -> str:
+    """HTML bytes as text: by its byte-order mark (UTF-8 or UTF-16), else the charset its <meta>
+    declares, else UTF-8, else `fallback` (--encoding); a byte the charset does not allow becomes
+    U+FFFD, as in a browser."""
     if data.startswith(b"\xef\xbb\xbf"):
-        return data[3:].decode("utf-8")
+        return data[3:].decode("utf-8", errors="replace")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16", errors="replace")
     declared = re.search(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", data[:4096], re.I)
-    encoding = declared.group(1).decode("ascii") if declared else "utf-8"
-    try:  # as browsers do: a byte the charset does not allow becomes U+FFFD, not a refused page
-        return data.decode(encoding, errors="replace")
+    if declared is None:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            declared_name = fallback or "utf-8"
+    else:
+        declared_name = declared.group(1).decode("ascii")
+    try:
+        return data.decode(declared_name, errors="replace")
     except LookupError:
         return data.decode("utf-8", errors="replace")
 
@@ -145,8 +156,11 @@ def decode_html(data: bytes) -> str:
 def read_html(text: str) -> tuple[str, Pieces, list[tuple[str, str]]]:
     """The page's title, its sections, and (src, alt text and caption) of each image it shows."""
     parser = _HTMLText()
-    parser.feed(text)
-    parser.close()
+    try:
+        parser.feed(text)
+        parser.close()
+    except Exception as exc:  # the standard library's parser asserts on a few malformed constructs
+        raise Unreadable(f"not readable HTML ({_printable(exc)})") from None
     parser.flush()
     return parser.page_title or parser.sections.title, parser.sections.pieces(), parser.images
 
@@ -172,20 +186,23 @@ class _HTMLText(HTMLParser):
         self._figure: list[list] = []  # per open <figure>: its images' indexes, then its caption's words
         self._caption: list[str] | None = None
         self._cells = 0                # open <td>/<th>
+        self._row = 0                  # cells begun in the current row
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
-        if self._skip and tag == self._skip[0]:
-            if len(self._skip) > 1 or tag not in _IMPLIED_END:
-                self._skip.append(tag)
-                return
-            self._skip.pop()  # a sibling starts: the skipped one ended without its end tag
         if self._skip:
-            return
+            if len(self._skip) == 1 and tag == self._skip[0] and tag in _IMPLIED_END:
+                self._skip.pop()  # a sibling starts: the skipped one ended without its end tag
+            else:
+                if tag not in _VOID and not (tag in _IMPLIED_END and self._skip[-1] == tag and len(self._skip) > 1):
+                    self._skip.append(tag)  # the elements open inside the skipped one
+                return
         if tag == "title":
             self._in_title = True
         if tag in ("tr", "table"):
-            self._cells = 0
+            self._cells = self._row = 0
+        if tag == "br" and self._heading is not None:
+            self._heading.append(" ")
         named = f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
         if tag in self.SKIP or attrs.get("role") == "navigation" or "hidden" in attrs or _NAV.search(named):
             if tag not in _VOID:  # a void element holds nothing: passing it over is enough
@@ -196,7 +213,8 @@ class _HTMLText(HTMLParser):
             self._heading = []
         elif tag in ("td", "th"):
             self._cells += 1
-            if self._line:
+            self._row += 1
+            if self._row > 1:
                 self._line.append(" | ")
         elif tag in self.BLOCKS and self._cells and tag not in ("tr", "table"):
             self._line.append(" ")  # a paragraph or line break inside a cell stays in its row
@@ -215,14 +233,12 @@ class _HTMLText(HTMLParser):
 
     def handle_endtag(self, tag):
         if self._skip:
-            if tag == self._skip[-1]:
-                self._skip.pop()
-            elif len(self._skip) == 1 and self._skip[0] in _IMPLIED_END and tag not in _VOID | _IMPLIED_END:
-                self._skip.pop()  # its parent ends (</ul> after a skipped <li>): so did it
-            else:
+            if tag in self._skip:  # it, and whatever was left open inside it, end
+                del self._skip[len(self._skip) - 1 - self._skip[::-1].index(tag):]
                 return
-            if self._skip or tag in _IMPLIED_END:
-                return
+            if self._skip[0] not in _IMPLIED_END:
+                return  # a stray end tag inside the skipped element
+            self._skip.clear()  # its parent ends (</ul> after a skipped <li>): so did it
         if tag == "title":
             self._in_title = False
         elif tag in ("h1", "h2", "h3", "h4", "h5", "h6") and self._heading is not None:
@@ -237,7 +253,7 @@ class _HTMLText(HTMLParser):
         elif tag in ("td", "th"):
             self._cells = max(0, self._cells - 1)
         elif tag in ("tr", "table"):
-            self._cells = 0
+            self._cells = self._row = 0
         if tag in self.BLOCKS and not self._cells:
             self.flush()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import mimetypes
 import os
 import re
@@ -11,6 +12,8 @@ import tempfile
 from pathlib import Path
 
 from .._openai_api import Endpoint, call_error, make_client
+
+log = logging.getLogger("agentic_rag")
 
 PROMPT = ("Describe this image for a search index, in the language of any text it shows (else English): what it "
           "shows, every piece of text in it word for word, names, numbers and labels. Plain text, at most 150 words.")
@@ -50,8 +53,19 @@ class ImageDescriber:
         self.calls += 1
         text = (reply.choices[0].message.content or "").strip() if reply.choices else ""
         if text and cached is not None:
+            self._keep(cached, text)
+        return text
+
+    @staticmethod
+    def _keep(cached: Path, text: str) -> None:
+        """Write a description to the cache atomically; a cache that cannot be written costs a warning only."""
+        out = None
+        try:
             cached.parent.mkdir(parents=True, exist_ok=True)
             with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=cached.parent, delete=False) as out:
                 out.write(text)
             os.replace(out.name, cached)
-        return text
+        except OSError as exc:
+            log.warning("image description not cached in %s: %s", cached.parent, exc.strerror or exc)
+            if out is not None:
+                Path(out.name).unlink(missing_ok=True)
