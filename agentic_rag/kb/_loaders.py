@@ -80,8 +80,8 @@ def _opened(reader) -> bool:
 
 
 def read_docx(data: bytes) -> tuple[str, Pieces]:
-    """Paragraphs and tables in order; each heading starts a section; a table becomes one text row
-    a table row, its cells joined by ' | '."""
+    """Paragraphs and tables in order; each heading starts a section; each table row becomes one
+    line, its cells joined by ' | '."""
     try:
         import docx
     except ImportError:
@@ -118,7 +118,7 @@ class _Sections:
     def heading(self, text: str, title: bool = False) -> None:
         if not text:
             return
-        self.title = self.title or text if not title else text
+        self.title = text if title else (self.title or text)  # a Title paragraph, else the first heading
         self._done.append(self._current)
         self._current = (text, [text])
 
@@ -178,7 +178,7 @@ class _HTMLText(HTMLParser):
         self.sections = _Sections()
         self.page_title = ""
         self.images: list[tuple[str, str]] = []
-        self._skip: list[str] = []     # the skipped element we are in, and the same tag nested in it
+        self._skip: list[str] = []     # the skipped element we are in, then the elements open inside it
         self._line: list[str] = []
         self._heading: list[str] | None = None
         self._in_title = False
