@@ -48,26 +48,29 @@ def _union(parts: list[np.ndarray], size: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Batch:
-    """Postings of a batch of rows apart from any index: its distinct terms, and for each (term, row)
-    pair, term-major, the term's index in `terms`, the row's index in the batch and the term frequency."""
+    """Postings of a batch of rows, made before they join the index: for each (term, row) pair,
+    term-major, the term's id (in the index's vocabulary, or among the add's new terms after it), the
+    row's index in the batch and the term frequency."""
 
-    terms: list[str]
-    term_index: np.ndarray
+    term_ids: np.ndarray
     rows: np.ndarray
     tfs: np.ndarray
     lengths: np.ndarray  # tokens per row
 
 
-def batch_postings(token_lists: list[list[str]]) -> Batch:
-    """A batch's postings, made without touching an index (so outside its lock)."""
+def batch_postings(token_lists: list[list[str]], vocab: dict[str, int], fresh: dict[str, int]) -> Batch:
+    """A batch's postings. `vocab` (the index's) is only read, so this runs outside the index's lock
+    while no other add runs; terms it lacks get ids after it in `fresh`, which add_batches adds to it.
+    No term string is kept per batch: the vocabulary holds each once."""
     flat = [token for tokens in token_lists for token in tokens]
-    terms = list(dict.fromkeys(flat))
-    local = {term: i for i, term in enumerate(terms)}
+    local = {term: i for i, term in enumerate(dict.fromkeys(flat))}
+    ids_of = np.fromiter((vocab[term] if term in vocab else fresh.setdefault(term, len(vocab) + len(fresh))
+                          for term in local), np.int64, len(local))
     ids = np.fromiter(map(local.__getitem__, flat), np.int64, len(flat))
     lengths = np.fromiter(map(len, token_lists), np.int64, len(token_lists))
     span = len(token_lists) + 1
     pairs, tfs = np.unique(ids * span + np.repeat(np.arange(len(token_lists)), lengths), return_counts=True)
-    return Batch(terms, (pairs // span).astype(np.int32), (pairs % span).astype(np.int32), tfs.astype(np.float32),
+    return Batch(ids_of[pairs // span].astype(np.int32), (pairs % span).astype(np.int32), tfs.astype(np.float32),
                  lengths.astype(np.float32))
 
 
@@ -94,21 +97,22 @@ class BM25:
 
     def add(self, rows: list[int], token_lists: list[list[str]]) -> None:
         """Index each row's tokens; a row must be new (delete it first to replace it)."""
-        self.add_batches(rows, [batch_postings(token_lists[i:i + _ADD_SLICE])
-                                for i in range(0, len(rows), _ADD_SLICE)])  # a slice at a time: bounded scratch
+        fresh: dict[str, int] = {}
+        self.add_batches(rows, [batch_postings(token_lists[i:i + _ADD_SLICE], self.vocab, fresh)
+                                for i in range(0, len(rows), _ADD_SLICE)], fresh)  # a slice at a time
 
-    def add_batches(self, rows: list[int], batches: list[Batch]) -> None:
-        """Index batches made by batch_postings, in order, as the given rows (one per batch row). The
-        batches are used up: their arrays are rewritten in place."""
+    def add_batches(self, rows: list[int], batches: list[Batch], fresh: dict[str, int]) -> None:
+        """Index batches made by batch_postings against this vocabulary (unchanged since), in order,
+        as the given rows (one per batch row), with the new terms they gave ids to. The batches are
+        used up: their arrays are rewritten in place."""
+        if any(i != len(self.vocab) + n for n, i in enumerate(fresh.values())):
+            raise ValueError("the vocabulary changed since these batches were made")
+        self.vocab.update(fresh)
         rows_of = np.asarray(rows, np.int64)
         parts, offset = [], 0
         for batch in batches:
-            fresh = [term for term in batch.terms if term not in self.vocab]
-            self.vocab.update({term: i for i, term in enumerate(fresh, len(self.vocab))})
-            ids = np.fromiter(map(self.vocab.__getitem__, batch.terms), np.int32, len(batch.terms))
-            batch.term_index[:] = ids[batch.term_index]  # in place: the batch's arrays become the index's
-            batch.rows[:] = rows_of[offset + batch.rows]
-            parts.append((batch.term_index, batch.rows, batch.tfs))
+            batch.rows[:] = rows_of[offset + batch.rows]  # in place: the batch's arrays become the index's
+            parts.append((batch.term_ids, batch.rows, batch.tfs))
             offset += len(batch.lengths)
         span = max(rows, default=0) + 1
         if rows and span > len(self.alive):  # grow by half at least, so many small adds stay cheap

@@ -115,14 +115,14 @@ class KnowledgeBase:
             with self._lock.read():
                 todo = [d for d in latest.values() if self._docs.get(d.id, {}).get("hash") != d.content_hash()]
             result.unchanged = len(latest) - len(todo)
-            chunks, keys, postings, packed, triples = [], [], [], [], []
+            chunks, keys, postings, packed, triples, fresh = [], [], [], [], [], {}
             total = sum(1 for _ in self._chunks_of(todo)) if progress else 0
             shown = EmbedProgress(total) if total > getattr(self.embedder, "batch_size", 256) else False
             reused = 0
             for batch in _batches(self._chunks_of(todo), ADD_BATCH):  # a batch at a time: bounded memory
                 texts = [_index_text(c) for c in batch]
                 batch_keys = [content_key(t) for t in texts]
-                postings.append(batch_postings([tokenize(t) for t in texts]))
+                postings.append(batch_postings([tokenize(t) for t in texts], self._bm25.vocab, fresh))  # one writer
                 parts, known = self._embed(texts, batch_keys, shown, reuse_from)
                 packed += [([len(chunks) + i for i in indices], part) for indices, part in parts]
                 reused += known
@@ -147,7 +147,7 @@ class KnowledgeBase:
                     self._changed_docs.append(doc.id)
                 for row, chunk in zip(rows, chunks, strict=True):
                     self._docs[chunk["doc_id"]]["rows"].append(row)
-                self._bm25.add_batches(rows, postings)
+                self._bm25.add_batches(rows, postings, fresh)
                 self._vectors.add_packs([([rows[i] for i in indices], part) for indices, part in packed])
                 self._content_rows().update(zip(keys, rows, strict=True))
                 for i, (row, chunk) in enumerate(zip(rows, chunks, strict=True)):
