@@ -258,3 +258,14 @@ def test_chunks_never_cross_a_part_and_carry_its_metadata():
     assert [m for _, m in document_chunks(plain, 20, 5)] == [{}] * len(list(document_chunks(plain, 20, 5)))
     with pytest.raises(Unreadable, match="empty file"):
         read_file("empty.md", b"  ", "empty.md")
+
+
+def test_parts_out_of_order_are_refused_and_metadata_that_is_no_page_is_not_cited_as_one():
+    from agentic_rag import ConfigurationError
+    from agentic_rag.steps._search import hit_evidence
+
+    with pytest.raises(ConfigurationError, match="parts must start at ascending offsets"):
+        Document("d", "one two", parts=((4, {"page": 2}), (0, {"page": 1})))
+    kb = KnowledgeBase()
+    kb.add_documents([Document("intro", "The welcome text of the guide.", metadata={"page": "intro"})])
+    assert "page" not in hit_evidence(kb.search("welcome guide", k=1)[0])

@@ -38,6 +38,12 @@ class Document:
     metadata: dict = field(default_factory=dict)
     parts: tuple[tuple[int, dict], ...] = ()
 
+    def __post_init__(self):
+        starts = [start for start, _ in self.parts]
+        if starts != sorted(starts) or any(not isinstance(s, int) or not 0 <= s <= len(self.text) for s in starts):
+            raise ConfigurationError(f"document {self.id!r}: parts must start at ascending offsets within its "
+                                     f"text (0 to {len(self.text)}), got {starts[:10]}")
+
     def content_hash(self) -> str:
         """A hash of everything indexed, so an unchanged document is not indexed twice."""
         indexed = [self.text, self.title, self.metadata] + ([list(self.parts)] if self.parts else [])
