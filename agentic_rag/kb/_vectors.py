@@ -196,17 +196,13 @@ class SparseIndex:
     def add_packs(self, batches: list[tuple[list[int], tuple]]) -> None:
         """Add batches made by `pack`, each under its new rows, as one block."""
         new_rows = np.concatenate([np.zeros(0, np.int64)] + [np.asarray(rows, np.int64) for rows, _ in batches])
+        self._add(new_rows, [(dims, np.asarray(rows, np.int32)[at], weights) for rows, (at, dims, weights) in batches])
+
+    def _add(self, new_rows: np.ndarray, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
+        """New rows, and their (dimension, row, weight) entries in parts, as one more block."""
         self.alive = _grow(self.alive, int(np.max(new_rows, initial=-1)) + 1)
         self.alive[new_rows] = True
-        self._blocks.append(self._block([(dims, np.asarray(rows, np.int32)[at], weights)
-                                         for rows, (at, dims, weights) in batches]))
-        if len(self._blocks) > _MAX_BLOCKS:
-            self._merge()
-
-    def _add(self, rows: np.ndarray, dims: np.ndarray, weights: np.ndarray, new_rows) -> None:
-        self.alive = _grow(self.alive, int(np.max(new_rows, initial=-1)) + 1)
-        self.alive[np.asarray(new_rows, np.int64)] = True
-        self._blocks.append(self._block(parts_of(dims, rows, weights)))
+        self._blocks.append(self._block(parts))
         if len(self._blocks) > _MAX_BLOCKS:
             self._merge()
 
@@ -268,7 +264,7 @@ class SparseIndex:
         if len(indptr) != len(rows) + 1 or indptr[-1] != len(dims) or len(dims) != len(weights) \
                 or (len(dims) and (dims.min() < 0 or dims.max() >= self.dimension)):
             raise ValueError("saved sparse vectors do not match their rows or the dimension")
-        self._add(np.repeat(rows, np.diff(indptr)), dims, weights, rows)
+        self._add(rows, parts_of(dims, np.repeat(rows, np.diff(indptr)), weights))
 
     def search(self, query: np.ndarray, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
         """The k rows most similar to the query (cosine), best first, among `allowed` rows (a mask
