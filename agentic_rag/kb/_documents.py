@@ -180,18 +180,23 @@ def _jsonl_documents(path: Path, doc_id: str, result: LoadResult, encoding: str 
 
 
 def _load_file(path: Path, doc_id: str, result: LoadResult, encoding: str | None, shown: dict) -> None:
+    if path.suffix.lower() == ".jsonl":
+        _jsonl_documents(path, doc_id, result, encoding)
+        return
+    doc, images = _read(path.name, path.read_bytes(), doc_id, str(path), encoding)
+    if doc is not None:
+        result.documents.append(doc)
+    root = path.parents[len(Path(doc_id).parts) - 1]  # the folder loaded (doc_id is the path from it)
+    for src, description in images:
+        target = _local(path.parent, src, root)
+        if target is not None and description:
+            shown.setdefault(target, description)
+
+
+def _or_skipped(path: Path, result: LoadResult, read: Callable[..., None], *args) -> None:
+    """Run `read(*args)`; a file it cannot read is skipped, with the reason in one line."""
     try:
-        if path.suffix.lower() == ".jsonl":
-            _jsonl_documents(path, doc_id, result, encoding)
-            return
-        doc, images = _read(path.name, path.read_bytes(), doc_id, str(path), encoding)
-        if doc is not None:
-            result.documents.append(doc)
-        root = path.parents[len(Path(doc_id).parts) - 1] if len(Path(doc_id).parts) > 1 else path.parent
-        for src, description in images:
-            target = _local(path.parent, src, root)
-            if target is not None and description:
-                shown.setdefault(target, description)
+        read(*args)
     except Unreadable as exc:
         result.skipped.append((str(path), str(exc)))
     except OSError as exc:
@@ -264,14 +269,13 @@ def load_documents(paths, on_skip: Callable[[str, str], None] | None = None, enc
     shown: dict[Path, str] = {}
     for path, doc_id in files:
         if path.suffix.lower() not in IMAGE_SUFFIXES and path not in sidecars:
-            _load_file(path, doc_id, result, encoding, shown)
+            _or_skipped(path, result, _load_file, path, doc_id, result, encoding, shown)
+
+    def add_image(path: Path, doc_id: str) -> None:
+        result.documents.append(_image_document(path, doc_id, shown, describe_image, encoding))
+
     for path, doc_id in images:
-        try:
-            result.documents.append(_image_document(path, doc_id, shown, describe_image, encoding))
-        except Unreadable as exc:
-            result.skipped.append((str(path), str(exc)))
-        except OSError as exc:
-            result.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
+        _or_skipped(path, result, add_image, path, doc_id)
     for where, reason in result.skipped:
         if on_skip is None:
             log.warning("skipped %s: %s", where, reason)
