@@ -41,6 +41,7 @@ def test_bad_filters_are_clear_errors():
     ({"doc_id": "x" * 5_000}, "holds 5,000 characters; the limit is 4,096"),
     ({"x" * 5_000: "a"}, "holds 5,000 characters"),
     ({7: "a"}, "field names are texts"),
+    ({"d": {f"op{i}" * 1_000: 1 for i in range(50)}}, r"unknown range operators \['op0op0.{34}', .*\] and more; use"),
     ({f"f{i}": "x" * 1_000 for i in range(101)}, "more than 100,000 characters in all"),
 ])
 def test_a_value_is_one_bounded_scalar(filters, message):

@@ -161,6 +161,9 @@ def test_a_filter_is_bounded_by_every_value_it_holds(served):
     ids = [f"NT-{n}" for n in range(1_000, 1_999)] + ["NT-1057"]            # 1,000 members: at the limit
     found = server.request("POST", "/v1/search", {"query": QUESTION, "filters": {"doc_id": ids}}, key=READ)[2]
     assert found["hits"] and {h["doc_id"] for h in found["hits"]} <= set(ids)
+    status, _, asked = server.request("POST", "/v1/ask", {"question": "2026 年的工单里登录报错修复了吗？",   # the route
+                                                          "filters": {"doc_id": ids}}, key=READ)    # adds its own
+    assert status == 200 and {c["doc_id"] for c in asked["citations"]} <= set(ids), asked
 
 
 @pytest.mark.parametrize("method, path, body, key, status, kind", [

@@ -35,8 +35,7 @@ def check_filters(filters: dict | None) -> dict:
         return {}
     if not isinstance(filters, dict):
         raise ConfigurationError(f"filters must be a dict like {{'type': 'ticket'}}, not {type(filters).__name__}")
-    count = len(filters) if len(filters) > MAX_FILTER_VALUES else sum(  # counted before any value is read
-        max(len(c), 1) if isinstance(c, (dict, *_LISTS)) else 1 for c in filters.values())
+    count = filter_values(filters)  # counted before any value is read
     if count > MAX_FILTER_VALUES:
         raise ConfigurationError(f"the filters hold {count} values (every field's value, list member and range "
                                  f"bound counts); the limit is {MAX_FILTER_VALUES}: filter on fewer values")
@@ -49,6 +48,14 @@ def check_filters(filters: dict | None) -> dict:
     return filters
 
 
+def filter_values(filters: dict) -> int:
+    """How many values a filter holds (each field's value, list member and range bound; an empty
+    list is one), from the lengths alone; past MAX_FILTER_VALUES fields, just the field count."""
+    if len(filters) > MAX_FILTER_VALUES:
+        return len(filters)
+    return sum(max(len(c), 1) if isinstance(c, (dict, *_LISTS)) else 1 for c in filters.values())
+
+
 def _check_condition(field, condition) -> int:
     """Check one field's condition; the number of characters its texts hold."""
     if not isinstance(field, str):
@@ -57,9 +64,10 @@ def _check_condition(field, condition) -> int:
     if isinstance(condition, dict):
         unknown = set(condition) - set(_RANGE)
         if unknown or not condition:
+            named = sorted(str(name)[:40] for name in unknown)
             raise ConfigurationError(
-                f"filter on {field!r} has unknown range operators {sorted(map(str, unknown)) or '(none)'}; "
-                f"use {', '.join(_RANGE)}")
+                f"filter on {field[:80]!r} has unknown range operators {named[:5] or '(none)'}"
+                f"{' and more' if len(named) > 5 else ''}; use {', '.join(_RANGE)}")
         return chars + sum(_check_value(field, bound, f"its {name!r} bound") for name, bound in condition.items())
     if isinstance(condition, _LISTS):
         return chars + sum(_check_value(field, value, "a list member") for value in condition)
