@@ -84,7 +84,7 @@ def _check_database(path: Path) -> None:
 class _Guard:
     """The progress handler: a non-zero return stops the query, past its time or its memory. Its
     temporary data is held in memory (temp_store), where SQLite's heap count sees it: on disk a
-    2-second sort wrote 1.4 GB. Without that count it stays on disk, bounded by time alone."""
+    2-second sort wrote 1.3 GB. Without that count it stays on disk, bounded by time alone."""
 
     def __init__(self, db: sqlite3.Connection, time_limit_s: float, memory_limit_mb: float):
         self.deadline = time.monotonic() + time_limit_s
