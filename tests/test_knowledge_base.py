@@ -316,3 +316,5 @@ def test_a_restricted_view_keeps_to_its_filters_and_a_route_narrows_further():
     assert [h.doc_id for h in view.search("login error", k=5, filters={"type": "ticket"})] == ["t"]  # both hold
     assert [h.doc_id for h in view.restricted({"type": "manual"}).search("login error", k=5)] == ["m"]
     assert len(view) == 3 and view.term_weights("login") == kb.term_weights("login")
+    wide = kb.restricted({"doc_id": ["t", "m"] + [f"x{i}" for i in range(998)]})   # at the filter limit
+    assert [h.doc_id for h in wide.search("login error", k=5, filters={"type": ["manual"]})] == ["m"]

@@ -218,6 +218,21 @@ def test_an_older_schema_is_migrated_step_by_step(pg_url, monkeypatch):
         assert db.execute("SELECT count(note) FROM ar_documents").fetchone()[0] == 0   # the new column is there
 
 
+def test_a_costly_filter_is_refused_as_the_embedded_knowledge_base_refuses_it(pg_url):
+    embedded, pg = KnowledgeBase(), PostgresKnowledgeBase(pg_url)
+    for kb in (embedded, pg):
+        kb.add_documents([Document("a", "zebra notes")])
+    for bad, message in (({"doc_id": {"gte": list(range(100_000))}}, "'gte' bound is a list"),
+                         ({"doc_id": list(range(1_001))}, "hold 1001 values")):
+        for kb in (embedded, pg):   # one check for both backends, before any SQL is built
+            for mode in ("bm25", "vector", "hybrid"):
+                with pytest.raises(ConfigurationError, match=message):
+                    kb.search("zebra", k=5, mode=mode, filters=bad)
+            with pytest.raises(ConfigurationError, match=message):
+                kb.restricted(bad)
+    assert [h.doc_id for h in pg.search("zebra", filters={"doc_id": [str(n) for n in range(999)] + ["a"]})] == ["a"]
+
+
 def test_filters_on_odd_metadata_and_bad_text_behave_as_the_embedded_knowledge_base(pg_url):
     from agentic_rag.kb._postgres import safe_url
 

@@ -147,6 +147,25 @@ def test_search_and_filters(served):
     assert {c["doc_id"] for c in asked["citations"]} <= {"NT-1057"}
 
 
+def test_a_filter_is_bounded_by_every_value_it_holds(served):
+    server, _ = served
+    bound_list = {"doc_id": {"gte": list(range(100_000))}}                 # 688 KB, under the body limit
+    lists = {f"f{i}": {"gte": list(range(100))} for i in range(1_000)}      # 1,000 lists of 100 values
+    bounds = {f"f{i}": {"gte": 0, "lte": 9} for i in range(501)}            # 1,002 bounds
+    for path, field in (("/v1/search", "query"), ("/v1/ask", "question")):
+        for filters, message in ((bound_list, "'gte' bound is a list"), (lists, "'f0': its 'gte' bound is a list"),
+                                 (bounds, "hold 1002 values")):
+            status, _, body = server.request("POST", path, {field: QUESTION, "filters": filters}, key=READ)
+            assert status == 400 and body["error"]["type"] == "invalid_request", (path, status, body)
+            assert message in body["error"]["message"] and len(body["error"]["message"]) < 300
+    ids = [f"NT-{n}" for n in range(1_000, 1_999)] + ["NT-1057"]            # 1,000 members: at the limit
+    found = server.request("POST", "/v1/search", {"query": QUESTION, "filters": {"doc_id": ids}}, key=READ)[2]
+    assert found["hits"] and {h["doc_id"] for h in found["hits"]} <= set(ids)
+    status, _, asked = server.request("POST", "/v1/ask", {"question": "2026 年的工单里登录报错修复了吗？",   # the route
+                                                          "filters": {"doc_id": ids}}, key=READ)    # adds its own
+    assert status == 200 and {c["doc_id"] for c in asked["citations"]} <= set(ids), asked
+
+
 @pytest.mark.parametrize("method, path, body, key, status, kind", [
     ("POST", "/v1/ask", {"question": QUESTION}, None, 401, "unauthorized"),
     ("POST", "/v1/ask", {"question": QUESTION}, "x" * 20, 401, "unauthorized"),

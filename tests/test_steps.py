@@ -155,6 +155,15 @@ def test_usable_filters_drop_what_the_knowledge_base_cannot_apply():
     assert usable_filters(None) == ({}, []) and usable_filters("ticket")[1] == ["filters must be an object, not str"]
 
 
+def test_usable_filters_bound_a_model_made_filter_as_a_request_is():
+    kept, dropped = usable_filters({"doc_id": {"gte": list(range(100_000))}, "type": "ticket"})
+    assert kept == {"type": "ticket"} and "'gte' bound is a list" in dropped[0]
+    kept, dropped = usable_filters({"doc_id": list(range(600)), "source": list(range(600))})  # each fine, not both
+    assert kept == {} and dropped == ["the filters hold 1200 values (every field's value, list member and range "
+                                      "bound counts); the limit is 1000: filter on fewer values"]
+    assert usable_filters({f"f{i}": "x" for i in range(5_000)})[0] == {}
+
+
 def test_call_tool_keeps_any_list_a_tool_returns_as_plain_evidence():
     odd = Tool("odd", "returns odd things", lambda: [1, {"title": 2, "text": None, "url": "u"}, "three"])
     items, error = call_tool(RouteDecision(route="tool", tool="odd"), ToolRegistry([odd]))

@@ -1,6 +1,8 @@
 """SQL safety, dates, web search and tool selection; the shipping and stock questions end to end, offline."""
+import contextlib
 import hashlib
 import json
+import os
 import shutil
 import sqlite3
 import threading
@@ -10,10 +12,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agentic_rag import OfflineModel, ScriptedModel, ToolError, format_trace, run_agentic_rag
+from agentic_rag import ConfigurationError, OfflineModel, ScriptedModel, ToolError, format_trace, run_agentic_rag
 from agentic_rag.tools import (
     SQLDatabase,
     ToolRegistry,
+    _sql,
     date_tools,
     shop_tools,
     sql_tool,
@@ -71,6 +74,55 @@ def test_blob_makers_are_refused_not_run_until_the_time_limit(db_path, sql):
     with pytest.raises(ToolError, match="query refused or failed: not authorized to use function"):
         SQLDatabase(db_path, time_limit_s=60).query(sql)
     assert hashlib.sha256(db_path.read_bytes()).hexdigest() == before
+
+
+@pytest.mark.parametrize("sql", ["SELECT hex(fts3_tokenizer('simple'))",            # a native address
+                                 "SELECT fts3_tokenizer('mine', x'4141414141414141')",  # a pointer installed
+                                 "SELECT hex(FTS3_TOKENIZER('porter'))",
+                                 "SELECT rtreenode(2, x'00')", "SELECT load_extension('/tmp/x.so')"])
+def test_native_pointers_and_native_code_are_refused(db_path, sql):
+    with pytest.raises(ToolError, match="query refused or failed: not authorized"):
+        SQLDatabase(db_path).query(sql)
+
+
+# each row's text is 85 bytes longer than the last: sorted, the rows sum to gigabytes in seconds
+HUGE_SORT = ("WITH RECURSIVE c(i, s) AS (SELECT 1, 'x' UNION ALL SELECT i + 1, s || '" + "y" * 85 + "' FROM c) "
+             "SELECT i FROM c ORDER BY s DESC")
+
+
+def _temporary_bytes() -> int:
+    """Bytes in the temporary files (SQLite names them etilqs_*) this process holds open."""
+    total = 0
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if "etilqs_" in os.readlink(f"/proc/self/fd/{fd}"):
+                total += os.fstat(int(fd)).st_size
+    return total
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="open files are counted through /proc")
+def test_a_huge_sort_stops_at_the_memory_limit_and_writes_no_temporary_file(db_path):
+    if _sql._heap_meter() is None:
+        pytest.skip("this SQLite library does not count its heap")
+    peak, done = [0], threading.Event()
+
+    def watch():
+        while not done.is_set():
+            peak[0] = max(peak[0], _temporary_bytes())
+            time.sleep(0.002)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:   # the time limit is far off: only the memory limit can stop it
+        with pytest.raises(ToolError, match="query refused or failed: needed more than the memory limit"):
+            SQLDatabase(db_path, time_limit_s=120, memory_limit_mb=16).query(HUGE_SORT)
+    finally:
+        done.set()
+        watcher.join()
+    assert peak[0] == 0   # on disk (before: temp_store as compiled) it wrote 800 MB in 2 s
+    assert len(SQLDatabase(db_path).query("SELECT * FROM orders ORDER BY order_id DESC")) > 1
+    with pytest.raises(ConfigurationError, match="memory_limit_mb = 0"):
+        SQLDatabase(db_path, memory_limit_mb=0)
 
 
 @pytest.mark.skipif(not hasattr(sqlite3.Connection, "setlimit"), reason="Connection.setlimit needs Python 3.11+")

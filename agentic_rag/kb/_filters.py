@@ -5,18 +5,28 @@
     {"date": {"gte": "2024-01-01", "lt": "2025-01-01"}}  range (ISO dates compare as strings)
 
 Every condition must hold. Fields are read from a chunk's metadata, plus `doc_id`, `source`
-and `title`. A filter becomes a row mask; a retriever fits the mask to its own row count with
-`fit_mask`, because each retriever grows its arrays ahead of the rows in use.
+and `title`. A value, a member of a list and a range bound are each one text, number or
+true/false, so a filter is at most two levels deep. A filter's size is bounded before any chunk
+is looked at (`check_filters`: both backends and the service check filters there). A filter
+becomes a row mask; a retriever fits the mask to its own row count with `fit_mask`, because
+each retriever grows its arrays ahead of the rows in use.
 """
 from __future__ import annotations
 
+import math
 import operator
+from collections.abc import Callable
 
 import numpy as np
 
 from .._errors import ConfigurationError
 
 _RANGE = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le}
+_LISTS = (list, tuple, set, frozenset)
+MAX_FILTER_VALUES = 1_000   # values in one filter, all fields together (a field's value or bound is one)
+MAX_FILTER_TEXT = 4_096     # characters in one text value or field name: a long path's length
+MAX_FILTER_CHARS = 100_000  # characters in all of one filter's texts together
+_MAX_INTEGER = 10 ** 100    # an integer's size (Python's are unbounded; its text would be compared)
 
 
 def check_filters(filters: dict | None) -> dict:
@@ -25,14 +35,61 @@ def check_filters(filters: dict | None) -> dict:
         return {}
     if not isinstance(filters, dict):
         raise ConfigurationError(f"filters must be a dict like {{'type': 'ticket'}}, not {type(filters).__name__}")
+    count = filter_values(filters)  # counted before any value is read
+    if count > MAX_FILTER_VALUES:
+        raise ConfigurationError(f"the filters hold {count} values (every field's value, list member and range "
+                                 f"bound counts); the limit is {MAX_FILTER_VALUES}: filter on fewer values")
+    chars = 0
     for field, condition in filters.items():
-        if isinstance(condition, dict):
-            unknown = set(condition) - set(_RANGE)
-            if unknown or not condition:
-                raise ConfigurationError(
-                    f"filter on {field!r} has unknown range operators {sorted(unknown) or '(none)'}; "
-                    f"use {', '.join(_RANGE)}")
+        chars += _check_condition(field, condition)
+        if chars > MAX_FILTER_CHARS:
+            raise ConfigurationError(f"the filters' texts hold more than {MAX_FILTER_CHARS:,} characters in all; "
+                                     f"filter on fewer or shorter values")
     return filters
+
+
+def filter_values(filters: dict) -> int:
+    """How many values a filter holds (each field's value, list member and range bound; an empty
+    list is one), from the lengths alone; past MAX_FILTER_VALUES fields, just the field count."""
+    if len(filters) > MAX_FILTER_VALUES:
+        return len(filters)
+    return sum(max(len(c), 1) if isinstance(c, (dict, *_LISTS)) else 1 for c in filters.values())
+
+
+def _check_condition(field, condition) -> int:
+    """Check one field's condition; the number of characters its texts hold."""
+    if not isinstance(field, str):
+        raise ConfigurationError(f"filter field {field!r} is a {type(field).__name__}; field names are texts")
+    chars = _check_value(field, field, "its name")
+    if isinstance(condition, dict):
+        unknown = set(condition) - set(_RANGE)
+        if unknown or not condition:
+            named = sorted(str(name)[:40] for name in unknown)
+            raise ConfigurationError(
+                f"filter on {field[:80]!r} has unknown range operators {named[:5] or '(none)'}"
+                f"{' and more' if len(named) > 5 else ''}; use {', '.join(_RANGE)}")
+        return chars + sum(_check_value(field, bound, f"its {name!r} bound") for name, bound in condition.items())
+    if isinstance(condition, _LISTS):
+        return chars + sum(_check_value(field, value, "a list member") for value in condition)
+    return chars + _check_value(field, condition, "its value")
+
+
+def _check_value(field: str, value, what: str) -> int:
+    """Refuse anything but one text, number or true/false; the characters a text holds."""
+    where = f"filter on {field[:80]!r}: {what}"
+    if isinstance(value, (dict, *_LISTS)):
+        raise ConfigurationError(f"{where} is a {type(value).__name__}; it must be one text, number or true/false "
+                                 f"(for any of several values give the field a list: {{'doc_id': ['a', 'b']}})")
+    if not isinstance(value, (str, int, float)):  # bool is an int
+        raise ConfigurationError(f"{where} is a {type(value).__name__}; give a text, number or true/false "
+                                 f"(a date as its ISO text, '2026-03-10')")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigurationError(f"{where} is {value}; give a finite number")
+    if isinstance(value, int) and abs(value) > _MAX_INTEGER:
+        raise ConfigurationError(f"{where} is an integer of more than 100 digits; give a smaller one")
+    if isinstance(value, str) and len(value) > MAX_FILTER_TEXT:
+        raise ConfigurationError(f"{where} holds {len(value):,} characters; the limit is {MAX_FILTER_TEXT:,}")
+    return len(value) if isinstance(value, str) else 0
 
 
 def _comparable(value, bound):
@@ -45,29 +102,42 @@ def _comparable(value, bound):
     return str(value), str(bound)
 
 
-def _holds(value, condition) -> bool:
-    if value is None:
-        return False
+def _test(condition) -> Callable[[object], bool]:
+    """One field's condition as a test of its value, built once for every chunk it is tried on
+    (a membership list becomes a set: a lookup per chunk, not a pass over the list)."""
     if isinstance(condition, dict):
-        for name, bound in condition.items():
-            left, right = _comparable(value, bound)
-            if left is None or not _RANGE[name](left, right):
-                return False
-        return True
-    if isinstance(condition, (list, tuple, set, frozenset)):
-        return str(value) in {str(c) for c in condition}
-    return str(value) == str(condition)
+        bounds = [(_RANGE[name], bound) for name, bound in condition.items()]
+
+        def in_range(value) -> bool:
+            for holds, bound in bounds:
+                left, right = _comparable(value, bound)
+                if left is None or not holds(left, right):
+                    return False
+            return True
+        return in_range
+    if isinstance(condition, _LISTS):
+        members = frozenset(str(c) for c in condition)
+        return lambda value: str(value) in members
+    wanted = str(condition)
+    return lambda value: str(value) == wanted
+
+
+def compile_filters(filters: dict) -> Callable[[dict], bool]:
+    """A test of a chunk's fields: true when every condition in (checked) `filters` holds."""
+    tests = [(field, _test(condition)) for field, condition in filters.items()]
+    return lambda fields: all((value := fields.get(field)) is not None and test(value) for field, test in tests)
 
 
 def matches(fields: dict, filters: dict) -> bool:
     """True when every condition in `filters` holds for the given fields."""
-    return all(_holds(fields.get(field), condition) for field, condition in filters.items())
+    return compile_filters(filters)(fields)
 
 
 def filter_mask(chunks: list[dict | None], filters: dict) -> np.ndarray:
     """One bool per row: the chunk is live and every condition holds for it."""
-    return np.array([chunk is not None and matches({**chunk["metadata"], "doc_id": chunk["doc_id"],
-                                                    "source": chunk["source"], "title": chunk["title"]}, filters)
+    holds = compile_filters(filters)
+    return np.array([chunk is not None and holds({**chunk["metadata"], "doc_id": chunk["doc_id"],
+                                                  "source": chunk["source"], "title": chunk["title"]})
                      for chunk in chunks], bool)
 
 

@@ -28,7 +28,7 @@ from ._embedders import (
     embed_query,
     make_embedder,
 )
-from ._filters import check_filters, filter_mask, matches
+from ._filters import MAX_FILTER_VALUES, check_filters, filter_mask, filter_values, matches
 from ._fusion import reciprocal_rank_fusion, score_fusion
 from ._graph import KnowledgeGraph
 from ._hit import Hit
@@ -531,9 +531,11 @@ class RestrictedView:
         ranking four times deeper."""
         every = [*self._filters, check_filters(filters) if filters else {}]
         first: dict = {}
-        for conditions in every:
-            first.update({f: c for f, c in conditions.items() if f not in first})
-        later = [{f: c for f, c in conditions.items() if first[f] is not c} for conditions in every]
+        for conditions in every:  # each is within the filter limit, not always all of them together:
+            more = {f: c for f, c in conditions.items() if f not in first}  # past it, a later one is checked
+            if filter_values({**first, **more}) <= MAX_FILTER_VALUES:        # on the hits instead
+                first.update(more)
+        later = [{f: c for f, c in conditions.items() if first.get(f) is not c} for conditions in every]
         if not any(later):
             return self._kb.search(query, k, mode, first, rerank)
         hits = self._kb.search(query, k * 4, mode, first, rerank)

@@ -8,8 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from .._config import SEARCH_MODES
-
-MAX_FILTER_VALUES = 1_000  # values in one request's filters: each is checked against every chunk
+from .._errors import ConfigurationError
+from ..kb._filters import check_filters
 
 
 class _Strict(BaseModel):
@@ -17,11 +17,12 @@ class _Strict(BaseModel):
 
 
 def _filters(value: dict | None) -> dict | None:
-    """At most MAX_FILTER_VALUES values in all."""
-    count = sum(len(c) if isinstance(c, (list, dict)) else 1 for c in (value or {}).values())
-    if count > MAX_FILTER_VALUES:
-        raise ValueError(f"the filters hold {count} values; the limit is {MAX_FILTER_VALUES}")
-    return value
+    """Checked as every search checks them (check_filters: their shape, at most MAX_FILTER_VALUES
+    values, bounded texts), here so that a bad filter is a 400 before any work starts."""
+    try:
+        return check_filters(value) if value is not None else None
+    except ConfigurationError as exc:
+        raise ValueError(str(exc)) from None
 
 
 class RunSettings(_Strict):

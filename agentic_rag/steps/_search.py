@@ -10,7 +10,7 @@ from .._lexical import bridge_entities
 from .._schemas import SubQuery
 from .._state import Evidence, new_evidence
 from ..kb import KnowledgeBase
-from ..kb._filters import check_filters
+from ..kb._filters import MAX_FILTER_VALUES, check_filters
 from ..kb._hit import Hit
 
 
@@ -27,17 +27,27 @@ class SearchOutcome:
 def usable_filters(filters: dict | None) -> tuple[dict, list[str]]:
     """The conditions the knowledge base can apply, and why each other one was dropped (a model
     may invent an operator: the search then runs without that condition rather than failing)."""
+    if not filters:
+        return {}, []
+    if not isinstance(filters, dict):
+        return {}, [f"filters must be an object, not {type(filters).__name__}"]
+    try:  # too many values in all: none is kept (which to keep would be a guess)
+        return check_filters(filters), []
+    except ConfigurationError as exc:
+        if len(filters) > MAX_FILTER_VALUES:
+            return {}, [str(exc)]
     kept, dropped = {}, []
-    for name, condition in (filters or {}).items() if isinstance(filters, dict) else ():
+    for name, condition in filters.items():
         try:
             check_filters({name: condition})
         except ConfigurationError as exc:
             dropped.append(str(exc))
         else:
             kept[name] = condition
-    if filters and not isinstance(filters, dict):
-        dropped.append(f"filters must be an object, not {type(filters).__name__}")
-    return kept, dropped
+    try:
+        return check_filters(kept), dropped
+    except ConfigurationError as exc:
+        return {}, [*dropped, str(exc)]
 
 
 def hit_evidence(hit: Hit, **found) -> Evidence:
