@@ -1,3 +1,4 @@
+import errno
 import hashlib
 import json
 import threading
@@ -5,7 +6,7 @@ import threading
 import numpy as np
 import pytest
 
-from agentic_rag import Config, ConfigurationError, KnowledgeBase, RetrievalError
+from agentic_rag import Config, ConfigurationError, KnowledgeBase, RetrievalError, StorageError
 from agentic_rag.kb import Document, HashingEmbedder
 from agentic_rag.kb import _store as store
 from helpers import DenseHashing
@@ -59,10 +60,11 @@ def test_failed_save_leaves_previous_generation_loadable(tiny_kb, tmp_path, monk
         raise OSError("disk full")
 
     monkeypatch.setattr(np.lib.format, "write_array", crash)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(StorageError, match="disk full"):
         tiny_kb.save(tmp_path / "kb")
     assert (tmp_path / "kb" / "manifest.json").read_text() == before
-    assert sorted(p.name for p in (tmp_path / "kb").iterdir()) == [".lock", "gen-000001", "manifest.json"]
+    assert sorted(p.name for p in (tmp_path / "kb").iterdir()) == [".lock", ".lock-queue", "gen-000001",
+                                                                   "manifest.json"]
     loaded = KnowledgeBase.load(tmp_path / "kb")
     assert "extra" not in {h.doc_id for h in loaded.search("zebras", k=5)}
     monkeypatch.undo()
@@ -256,3 +258,53 @@ def test_line_separators_inside_text_survive_a_save(tmp_path):
     kb.save(tmp_path / "kb")                                  # a delta segment too
     loaded = KnowledgeBase.load(tmp_path / "kb")
     assert loaded.search("harbour Solberg", k=1)[0].text == text and len(loaded) == 2
+
+
+# -- a full disk or a read-only folder: a StorageError in one line, the folder as it was --------------
+
+
+def _listing(kb_dir) -> list[str]:
+    return sorted(p.name for p in kb_dir.iterdir())
+
+
+def test_a_full_disk_at_any_write_of_a_save_is_a_storage_error_that_changes_nothing(tiny_kb, small_disk):
+    kb_dir = small_disk.path / "kb"
+    tiny_kb.save(kb_dir)
+    expected, before = _results(tiny_kb), _listing(kb_dir)
+    tiny_kb.add_documents([Document("zebra", "zebras cross the road " * 800)])  # a few pages of new files
+    failures = 0
+    for free_pages in range(64):  # each page more lets the save get one write further, the manifest last
+        small_disk.fill(free_pages * 4096)
+        try:
+            tiny_kb.save(kb_dir)
+            break
+        except StorageError as exc:
+            failures += 1
+            assert exc.errno == errno.ENOSPC and "\n" not in str(exc)
+            assert str(exc).startswith(f"cannot write knowledge base {kb_dir}: no space left on device (ENOSPC); "
+                                       f"free space on its disk or choose another --kb")
+            assert _listing(kb_dir) == before  # no .tmp file, no segment the manifest does not name
+            assert _results(KnowledgeBase.load(kb_dir)) == expected
+        finally:
+            small_disk.empty()
+    assert failures > 3 and _manifest(kb_dir)["generation"] == "gen-000002"
+    assert KnowledgeBase.load(kb_dir).search("zebras", k=1)[0].doc_id == "zebra"
+
+
+def test_a_read_only_folder_is_a_storage_error_and_the_old_state_still_loads(tiny_kb, small_disk):
+    kb_dir = small_disk.path / "kb"
+    tiny_kb.save(kb_dir)
+    expected = _results(tiny_kb)
+    tiny_kb.add_documents([Document("zebra", "a note about zebras")])
+    small_disk.read_only()
+    try:
+        for target in (kb_dir, small_disk.path / "new-kb"):  # a knowledge base there, or a new one
+            with pytest.raises(StorageError, match=r"^cannot write knowledge base .*: read-only file system "
+                                                   r"\(EROFS\); its file system is mounted read-only") as caught:
+                tiny_kb.save(target)
+            assert caught.value.errno == errno.EROFS
+        assert _results(KnowledgeBase.load(kb_dir)) == expected
+    finally:
+        small_disk.read_only(False)
+    tiny_kb.save(kb_dir)
+    assert KnowledgeBase.load(kb_dir).search("zebras", k=1)[0].doc_id == "zebra"
