@@ -124,7 +124,7 @@ def current_generation(directory: Path) -> str | None:
         return None
     try:
         return str(json.loads(path.read_text(encoding="utf-8"))["generation"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return "an unreadable manifest"
 
 
@@ -217,7 +217,7 @@ def segments(manifest: dict) -> list[dict]:
 def _segment_names(directory: Path) -> set[str]:
     try:
         return {s["generation"] for s in segments(json.loads((directory / MANIFEST).read_text(encoding="utf-8")))}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return set()
 
 
@@ -239,8 +239,9 @@ def read_generation(directory: Path) -> tuple[dict, list[Path]]:
     try:
         data = manifest_path.read_bytes()
         manifest = json.loads(data.decode("utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RetrievalError(f"{manifest_path} is corrupted ({exc}); {rebuild}") from None
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested past Python's stack
+        why = "nested too deep" if isinstance(exc, RecursionError) else exc
+        raise RetrievalError(f"{manifest_path} is corrupted ({why}); {rebuild}") from None
     version = manifest.get("format_version") if isinstance(manifest, dict) else None
     if version not in READABLE:
         raise RetrievalError(f"{directory} has format version {version!r}; this "
