@@ -170,7 +170,8 @@ def check_hnsw(path: Path, dimension: int, rows: list[int], vectors: np.ndarray)
     links0 = 4 + 4 * max_m0
     _require(level0_at == 0 and 0 < m == max_m and max_m0 == 2 * m <= 4096 and data_at == links0
              and label_at == links0 + 4 * dimension and per_element == label_at + 8 and len(rows) <= count <= capacity
-             and 0 <= max_level < 64 and entry < max(count, 1), "the header does not match the vectors")
+             and (0 <= max_level < 64 and entry < count or count == 0 and max_level == -1),
+             "the header does not match the vectors")  # an empty graph has no level and no entry point
     end = _HNSW_HEADER.size + count * per_element
     _require(len(data) >= end, "the file is shorter than its elements")
     level0 = data[_HNSW_HEADER.size:end].reshape(count, per_element)
