@@ -18,6 +18,7 @@ from ._errors import (
     ModelError,
     ModelOutputError,
     RetrievalError,
+    StorageError,
     ToolError,
 )
 from ._loop import run_agentic_rag
@@ -137,7 +138,7 @@ __all__ = [
     "named_query", "sql_tool", "web_search_tool",
     # errors
     "AgenticRAGError", "ConfigurationError", "RetrievalError", "ModelError", "ModelOutputError", "BudgetExceeded",
-    "ToolError",
+    "StorageError", "ToolError",
     # evaluation
     "run_bench",
     # the HTTP service (the serve extra)

@@ -32,3 +32,13 @@ class RetrievalError(AgenticRAGError):
 
 class ToolError(AgenticRAGError):
     """A tool was unknown, given bad arguments, or failed."""
+
+
+class StorageError(AgenticRAGError):
+    """A knowledge base's folder could not be written: no space left, a read-only or unwritable
+    folder, a file size limit. `errno` is the cause's code (errno.ENOSPC, ...), `folder` the folder
+    as given, and `cause` the cause in words; the message says all three and the fix."""
+
+    errno: int | None = None
+    folder: str = ""
+    cause: str = ""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import errno
 import json
 import os
 import sys
@@ -427,6 +428,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (| head): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as exc:  # a file outside the knowledge base (whose own failures say its folder): one line too
+        code = errno.errorcode.get(exc.errno, "no errno") if exc.errno else "no errno"
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"agentic-rag: error: {(exc.strerror or str(exc)).lower()} ({code}){where}; free space or "
+              f"fix the folder's permissions, then retry", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

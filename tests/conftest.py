@@ -72,3 +72,64 @@ def pg_url(pg_server):
         db.execute(f"CREATE DATABASE {name}")
     head, _, tail = base.partition("?")
     return head.rsplit("/", 1)[0] + f"/{name}" + (f"?{tail}" if tail else "")
+
+
+# -- real storage failures: a small file system that fills up, or is read-only -------------------------
+
+
+class SmallDisk:
+    """A tmpfs of `size` bytes mounted at `path` (root only): `fill(free)` leaves about `free` bytes
+    of it free with a filler file, `empty()` removes the filler, `read_only(True)` remounts it."""
+
+    def __init__(self, path, size: int):
+        import subprocess
+
+        self.path, self.filler = path, path / "filler"
+        path.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
+                              capture_output=True, text=True)
+        if done.returncode:
+            pytest.skip(f"cannot mount a small file system here: {done.stderr.strip() or done.returncode}")
+
+    def free(self) -> int:
+        import os
+
+        stats = os.statvfs(self.path)
+        return stats.f_bavail * stats.f_frsize
+
+    def fill(self, free: int = 0) -> None:
+        with self.filler.open("ab") as out:
+            while self.free() > free:
+                try:
+                    out.write(b"\0" * min(self.free() - free, 1 << 16))
+                    out.flush()
+                except OSError:  # full: exactly the point
+                    break
+
+    def empty(self) -> None:
+        self.filler.unlink(missing_ok=True)
+
+    def read_only(self, on: bool = True) -> None:
+        import subprocess
+
+        subprocess.run(["mount", "-o", f"remount,{'ro' if on else 'rw'}", str(self.path)], check=True)
+
+    def unmount(self) -> None:
+        import subprocess
+
+        subprocess.run(["umount", "-l", str(self.path)], check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real 1 MiB file system (tmpfs), unmounted afterwards; skipped unless this runs as root
+    where mounting is allowed."""
+    import os
+
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
+    disk = SmallDisk(tmp_path / "disk", 1 << 20)
+    try:
+        yield disk
+    finally:
+        disk.unmount()

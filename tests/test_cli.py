@@ -297,3 +297,72 @@ def test_index_and_search_with_e5(capsys, tmp_path):
                        "--kb", kb, "--mode", "vector", "--json")
     assert code == 0 and json.loads(out)[0]["doc_id"] == "holidays-2026.md"
     assert build_parser().parse_args(["bench", "--data", "d", "--embedder", "e5"]).embedder == "e5"
+
+
+# -- a full disk, a read-only folder, a file size limit: one line, exit 1, the knowledge base as it was ---
+
+
+def _cli(*argv, limit_bytes: int | None = None) -> subprocess.CompletedProcess:
+    """The command in a process of its own (a traceback would show on its stderr), with a file size
+    limit (RLIMIT_FSIZE: a write past it fails with EFBIG) if given."""
+    def limited():
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+    return subprocess.run([sys.executable, "-m", "agentic_rag.cli", *argv], capture_output=True, text=True,
+                          timeout=300, preexec_fn=limited if limit_bytes else None)
+
+
+def _one_line_error(done, *expected: str) -> None:
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]  # after the progress lines
+    assert last.startswith("agentic-rag: error: cannot write knowledge base ") and all(e in last for e in expected)
+    assert "Traceback" not in done.stdout and "During handling" not in done.stderr
+
+
+def _state(kb_dir) -> tuple:
+    return sorted(p.name for p in kb_dir.iterdir()), (kb_dir / "manifest.json").read_text()
+
+
+def test_index_compact_and_delete_on_a_full_disk_are_one_line_each(small_disk):
+    kb_dir = small_disk.path / "kb"
+    assert _cli("index", str(EXAMPLE_DATA / "policies"), "--kb", str(kb_dir)).returncode == 0
+    assert _cli("index", str(EXAMPLE_DATA / "contracts"), "--kb", str(kb_dir)).returncode == 0  # a delta
+    before = _state(kb_dir)
+    small_disk.fill(0)
+    try:
+        for argv in (["index", str(EXAMPLE_DATA / "warehouse")], ["compact"], ["delete", "contract-a.md"]):
+            done = _cli(*argv, "--kb", str(kb_dir))
+            _one_line_error(done, f"{kb_dir}: no space left on device (ENOSPC); free space on its disk or "
+                                  f"choose another --kb")
+            assert _state(kb_dir) == before
+    finally:
+        small_disk.empty()
+    assert _cli("search", "违约金", "--kb", str(kb_dir)).returncode == 0
+    assert _cli("compact", "--kb", str(kb_dir)).returncode == 0
+
+
+def test_index_into_a_read_only_folder_is_one_line(small_disk):
+    kb_dir = small_disk.path / "kb"
+    assert _cli("index", str(EXAMPLE_DATA / "policies"), "--kb", str(kb_dir)).returncode == 0
+    before = _state(kb_dir)
+    small_disk.read_only()
+    try:
+        for argv in (["index", str(EXAMPLE_DATA / "contracts"), "--kb", str(kb_dir)],
+                     ["index", str(EXAMPLE_DATA / "contracts"), "--kb", str(small_disk.path / "new")],
+                     ["delete", "x.md", "--kb", str(kb_dir)], ["compact", "--kb", str(kb_dir)]):
+            _one_line_error(_cli(*argv), "read-only file system (EROFS); its file system is mounted read-only")
+        assert _state(kb_dir) == before and _cli("search", "refund", "--kb", str(kb_dir)).returncode == 0
+    finally:
+        small_disk.read_only(False)
+
+
+def test_a_file_size_limit_is_one_line_and_leaves_no_partial_segment(tmp_path):
+    kb_dir = tmp_path / "kb"
+    assert _cli("index", str(EXAMPLE_DATA / "policies"), "--kb", str(kb_dir)).returncode == 0
+    before = _state(kb_dir)
+    done = _cli("index", str(EXAMPLE_DATA), "--kb", str(kb_dir), limit_bytes=4096)  # new files pass 4 KB
+    _one_line_error(done, "file too large (EFBIG); a file size limit stops it (ulimit -f)")
+    assert _state(kb_dir) == before
+    assert _cli("index", str(EXAMPLE_DATA), "--kb", str(kb_dir)).returncode == 0

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from agentic_rag import KnowledgeBase
+from agentic_rag import KnowledgeBase, StorageError
 from agentic_rag.cli import main
 from agentic_rag.kb import Document
 from agentic_rag.kb import _store as store
@@ -126,12 +126,15 @@ def test_a_crash_at_any_step_of_a_save_leaves_the_previous_state(saved, monkeypa
     monkeypatch.setattr(store, "_fsync", failing(store._fsync))
     monkeypatch.setattr(os, "rename", failing(os.rename))
     monkeypatch.setattr(os, "replace", failing(os.replace))
+    before = {p.name for p in kb_dir.iterdir()}
     try:
         kb.save(kb_dir, compact=kind == "merge")
-    except OSError:
+    except StorageError:
         pass
     monkeypatch.undo()
     assert _results(KnowledgeBase.load(kb_dir)) in (expected, _results(kb))  # before, or done whole
+    left = {p.name for p in kb_dir.iterdir()} - before  # a failed save leaves no temporary file or segment
+    assert left <= {_manifest(kb_dir)["generation"]} and not any(name.endswith(".tmp") for name in left)
     kb.save(kb_dir)  # and the next save goes on from there
     assert _results(KnowledgeBase.load(kb_dir)) == _results(kb)
 

@@ -5,6 +5,7 @@ sharing one knowledge-base folder."""
 import http.client
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -468,3 +469,60 @@ def test_serve_on_a_port_in_use_is_a_one_line_error(kb_dir, capsys):
     err = capsys.readouterr().err
     assert code != 0 and "cannot listen on 127.0.0.1" in err and "choose another --port" in err
     assert "Traceback" not in err and err.strip().count("\n") == 0
+
+
+# -- the server's own disk: 507 when it is full, 503 when read-only; no server path in any reply ---------
+
+
+def _server_paths(reply: dict, *folders: Path) -> list[str]:
+    """Absolute paths of this machine that a reply's text gives away."""
+    text = json.dumps(reply, ensure_ascii=False)
+    return [str(f) for f in folders if str(f) in text] + re.findall(r"(?<![\w.:/])/(?:tmp|root|home|work)\b", text)
+
+
+def test_a_write_on_a_full_disk_is_507_on_a_read_only_one_503_and_nothing_is_lost(kb_dir, small_disk, caplog):
+    import shutil
+
+    folder = small_disk.path / "kb"
+    shutil.copytree(kb_dir, folder)
+    server = Server(create_app(OfflineModel(), kb_dir=folder, read_keys=[READ], write_keys=[WRITE]))
+    try:
+        health = server.request("GET", "/healthz")[2]
+        document = {"documents": [{"id": "zebra", "text": "zebras cross the road " * 500}]}
+        small_disk.fill(0)
+        try:
+            status, _, full = server.request("POST", "/v1/documents", document, key=WRITE)
+        finally:
+            small_disk.empty()
+        small_disk.read_only()
+        try:
+            replies = [server.request("POST", "/v1/documents", document, key=WRITE),
+                       server.request("DELETE", "/v1/documents/policies%2Frefunds.md", key=WRITE)]
+        finally:
+            small_disk.read_only(False)
+        assert (status, full["error"]["type"]) == (507, "insufficient_storage")
+        assert full["error"]["message"] == ("cannot write knowledge base kb: no space left on device (ENOSPC); free "
+                                            "space on its disk or choose another --kb; nothing was saved")
+        for status, _, reply in replies:
+            assert (status, reply["error"]["type"]) == (503, "unavailable")
+            assert reply["error"]["message"].startswith("cannot write knowledge base kb: read-only file system (EROFS)")
+        assert not _server_paths(full, folder) and not any(_server_paths(r[2], folder) for r in replies)
+        assert f"cannot write knowledge base {folder}: no space left" in caplog.text  # the operator's log has it
+        assert server.request("GET", "/healthz")[2] == health
+        hits = server.request("POST", "/v1/search", {"query": "zebras cross the road"}, key=READ)[2]["hits"]
+        assert "zebra" not in {h["doc_id"] for h in hits}
+        assert server.request("POST", "/v1/documents", document, key=WRITE)[0] == 200  # space again: saved
+        assert KnowledgeBase.load(folder).search("zebras", k=1)[0].doc_id == "zebra"
+    finally:
+        server.close()
+
+
+def test_a_knowledge_base_that_cannot_be_loaded_shows_no_server_path(served, caplog):
+    server, folder = served
+    (folder / "gen-000001" / "bm25.npz").write_bytes(b"damaged")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    (folder / "manifest.json").write_text(json.dumps(manifest))  # another manifest: the server reloads
+    status, _, reply = server.request("POST", "/v1/documents", {"documents": [{"id": "x", "text": "y"}]}, key=WRITE)
+    assert status == 503 and "kb/gen-000001/bm25.npz is corrupted" in reply["error"]["message"]
+    assert not _server_paths(reply, folder, folder.parent), reply
+    assert str(folder / "gen-000001" / "bm25.npz") in caplog.text

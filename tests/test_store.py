@@ -1,11 +1,14 @@
+import errno
 import hashlib
+import io
 import json
+import shutil
 import threading
 
 import numpy as np
 import pytest
 
-from agentic_rag import Config, ConfigurationError, KnowledgeBase, RetrievalError
+from agentic_rag import Config, ConfigurationError, KnowledgeBase, RetrievalError, StorageError
 from agentic_rag.kb import Document, HashingEmbedder
 from agentic_rag.kb import _store as store
 from helpers import DenseHashing
@@ -59,10 +62,11 @@ def test_failed_save_leaves_previous_generation_loadable(tiny_kb, tmp_path, monk
         raise OSError("disk full")
 
     monkeypatch.setattr(np.lib.format, "write_array", crash)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(StorageError, match="disk full"):
         tiny_kb.save(tmp_path / "kb")
     assert (tmp_path / "kb" / "manifest.json").read_text() == before
-    assert sorted(p.name for p in (tmp_path / "kb").iterdir()) == [".lock", "gen-000001", "manifest.json"]
+    assert sorted(p.name for p in (tmp_path / "kb").iterdir()) == [".lock", ".lock-queue", "gen-000001",
+                                                                   "manifest.json"]
     loaded = KnowledgeBase.load(tmp_path / "kb")
     assert "extra" not in {h.doc_id for h in loaded.search("zebras", k=5)}
     monkeypatch.undo()
@@ -126,7 +130,7 @@ def _npy_bytes(tmp_path):
 def test_a_damaged_file_whose_checksum_matches_is_a_clear_error(tiny_kb, tmp_path, data):
     generation = tiny_kb.save(tmp_path / "kb")
     _rewrite_file(tmp_path / "kb", generation, "bm25.npz", _npy_bytes(tmp_path) if data == "npy" else data)
-    with pytest.raises(RetrievalError, match=r"gen-000001 cannot be read .*agentic-rag index PATH --kb"):
+    with pytest.raises(RetrievalError, match=r"gen-000001/bm25.npz cannot be read .*agentic-rag index PATH --kb"):
         KnowledgeBase.load(tmp_path / "kb")
 
 
@@ -256,3 +260,210 @@ def test_line_separators_inside_text_survive_a_save(tmp_path):
     kb.save(tmp_path / "kb")                                  # a delta segment too
     loaded = KnowledgeBase.load(tmp_path / "kb")
     assert loaded.search("harbour Solberg", k=1)[0].text == text and len(loaded) == 2
+
+
+# -- a full disk or a read-only folder: a StorageError in one line, the folder as it was --------------
+
+
+def _listing(kb_dir) -> list[str]:
+    return sorted(p.name for p in kb_dir.iterdir())
+
+
+def test_a_full_disk_at_any_write_of_a_save_is_a_storage_error_that_changes_nothing(tiny_kb, small_disk):
+    kb_dir = small_disk.path / "kb"
+    tiny_kb.save(kb_dir)
+    expected, before = _results(tiny_kb), _listing(kb_dir)
+    tiny_kb.add_documents([Document("zebra", "zebras cross the road " * 800)])  # a few pages of new files
+    failures = 0
+    for free_pages in range(64):  # each page more lets the save get one write further, the manifest last
+        small_disk.fill(free_pages * 4096)
+        try:
+            tiny_kb.save(kb_dir)
+            break
+        except StorageError as exc:
+            failures += 1
+            assert exc.errno == errno.ENOSPC and "\n" not in str(exc)
+            assert str(exc).startswith(f"cannot write knowledge base {kb_dir}: no space left on device (ENOSPC); "
+                                       f"free space on its disk or choose another --kb")
+            assert _listing(kb_dir) == before  # no .tmp file, no segment the manifest does not name
+            assert _results(KnowledgeBase.load(kb_dir)) == expected
+        finally:
+            small_disk.empty()
+    assert failures > 3 and _manifest(kb_dir)["generation"] == "gen-000002"
+    assert KnowledgeBase.load(kb_dir).search("zebras", k=1)[0].doc_id == "zebra"
+
+
+def test_a_read_only_folder_is_a_storage_error_and_the_old_state_still_loads(tiny_kb, small_disk):
+    kb_dir = small_disk.path / "kb"
+    tiny_kb.save(kb_dir)
+    expected = _results(tiny_kb)
+    tiny_kb.add_documents([Document("zebra", "a note about zebras")])
+    small_disk.read_only()
+    try:
+        for target in (kb_dir, small_disk.path / "new-kb"):  # a knowledge base there, or a new one
+            with pytest.raises(StorageError, match=r"^cannot write knowledge base .*: read-only file system "
+                                                   r"\(EROFS\); its file system is mounted read-only") as caught:
+                tiny_kb.save(target)
+            assert caught.value.errno == errno.EROFS
+        assert _results(KnowledgeBase.load(kb_dir)) == expected
+    finally:
+        small_disk.read_only(False)
+    tiny_kb.save(kb_dir)
+    assert KnowledgeBase.load(kb_dir).search("zebras", k=1)[0].doc_id == "zebra"
+
+
+# -- tampering: a damaged file whose checksum was rewritten too loads the same or fails in one line -------
+
+
+def _tamper_kb(root, dense: bool):
+    """A full segment (with hnswlib's graph when dense) and a delta that adds, replaces and deletes."""
+    embedder, config = (DenseHashing() if dense else None), Config(exact_search_below=5, chunk_size=200,
+                                                                   chunk_overlap=20)
+    kb = KnowledgeBase(embedder, config=config)
+    kb.add_documents([Document(f"d{i}", f"Document {i} on topic{i % 5}: Alice Smith met Bob Jones in Paris {i}.")
+                      for i in range(12)])
+    kb.save(root)
+    kb.add_documents([Document("z", "a late note about zebras in Okapi Land"), Document("d3", "okapi notes")])
+    kb.delete_documents(["d5"])
+    kb.save(root)
+    return lambda folder: KnowledgeBase.load(folder, embedder, config=config)
+
+
+def _answers(kb):
+    return ([[(h.id, round(h.score, 5), h.text) for h in kb.search(q, k=4, mode=mode)]
+             for q in ("topic3 zebras", "document 7", "okapi notes") for mode in ("hybrid", "bm25", "vector")],
+            [h.id for h in kb.graph_search("Alice Smith", k=5)], len(kb), kb.document_count)
+
+
+def _npz(arrays: dict) -> bytes:
+    import io
+    import zipfile
+
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, array in arrays.items():
+            with archive.open(f"{name}.npy", "w") as member:
+                np.lib.format.write_array(member, np.asanyarray(array))
+    return out.getvalue()
+
+
+def _array_edits(array: np.ndarray):
+    """Shapes, dtypes and values an array must not take: each (name, the array changed)."""
+    yield "shorter", array[:-1]
+    yield "longer", np.concatenate([array, array[-1:]]) if len(array) else np.ones(1, array.dtype)
+    yield "2-d", array.reshape(1, -1) if array.ndim == 1 else array.reshape(-1)
+    yield "strings", np.array(["x"] * max(1, array.size))
+    if array.dtype.kind in "iub":
+        yield "out of range", array.astype(np.int64) + 10**6
+        yield "negative", -(array.astype(np.int64) + 1)
+        yield "fractions", array.astype(np.float64) + 0.5
+    else:
+        yield "scaled", array * 3
+        yield "shifted", array + 0.5
+        yield "not finite", np.where(np.arange(array.size).reshape(array.shape) == 0, np.nan, array)
+
+
+def _tamperings(name: str, data: bytes):
+    """Ways to damage one saved file: its bytes, then its structure (JSON, arrays, hnswlib's links)."""
+    half = len(data) // 2
+    yield "cut in half", data[:half]
+    yield "emptied", b""
+    yield "a byte flipped", data[:half] + bytes([data[half] ^ 0x55]) + data[half + 1:]
+    yield "garbage appended", data + b'\n{"x": 1}\n'
+    if name.endswith((".json", ".jsonl")):
+        for value in ("[]", "{}", "null", '"x"', "[" * 100_000 + "]" * 100_000):
+            yield f"replaced by {value[:6]}", value.encode()
+    if name == "chunks.jsonl":
+        lines = data.decode().splitlines(True)
+        first = json.loads(lines[0])
+        for key, value in (("row", 10**9), ("row", -1), ("row", "1"), ("doc_id", "nope"), ("text", 5),
+                           ("id", json.loads(lines[-1])["id"])):
+            yield f"{key}={value!r}", (json.dumps(dict(first, **{key: value})) + "\n" + "".join(lines[1:])).encode()
+        yield "a line twice", (lines[0] + "".join(lines)).encode()
+        yield "a line dropped", "".join(lines[:-1]).encode()
+        yield "a row nested deep", ('{"a":' * 100_000 + "1" + "}" * 100_000 + "\n" + "".join(lines)).encode()
+    elif name.endswith(".json"):
+        body = json.loads(data)
+        for key in body if isinstance(body, dict) else ():
+            yield f"{key} dropped", json.dumps({k: v for k, v in body.items() if k != key}).encode()
+            yield f"{key}=[1]", json.dumps(dict(body, **{key: [1]})).encode()
+        if isinstance(body, list):
+            yield "reversed", json.dumps(body[::-1]).encode()
+            yield "a number in it", json.dumps([1, *body[1:]]).encode()
+        if name == "graph.json" and body["edges"]:
+            a, b, rows = body["edges"][0]
+            for edge in ([a, b, [10**6]], [a, b, [-3]], ["no such name", b, rows], [a, b]):
+                yield f"edge {edge}", json.dumps(dict(body, edges=[edge, *body["edges"][1:]])).encode()
+    elif name.endswith(".npz"):
+        with np.load(io.BytesIO(data)) as saved:
+            arrays = dict(saved)
+        for key, array in arrays.items():
+            yield f"{key} dropped", _npz({k: v for k, v in arrays.items() if k != key})
+            for change, edited in _array_edits(array):
+                yield f"{key} {change}", _npz(dict(arrays, **{key: edited}))
+    elif name == "hnsw.bin":
+        header = 96  # then each element: its link count (uint16 in 4 bytes), its links, ...
+        yield "a link out of range", data[:header + 4] + b"\xf0\xff\xff\x0f" + data[header + 8:]
+        yield "more links than allowed", data[:header] + b"\xff\x7f" + data[header + 2:]
+        yield "one element more", data[:16] + (int.from_bytes(data[16:24], "little") + 1).to_bytes(8, "little") \
+            + data[24:]
+        yield "the top level raised", data[:48] + (int.from_bytes(data[48:52], "little") + 1).to_bytes(4, "little") \
+            + data[52:]
+
+
+@pytest.mark.parametrize("dense", [False, True], ids=["sparse", "dense+hnsw"])
+def test_every_tampered_file_loads_the_same_or_fails_in_one_line_naming_it(tmp_path, dense):
+    base = tmp_path / "base"
+    load = _tamper_kb(base, dense)
+    expected, manifest = _answers(load(base)), _manifest(base)
+    segments = [*manifest["earlier"], manifest]
+    outcomes, wrong = {"same": 0, "refused": 0}, []
+    for i, segment in enumerate(segments):
+        for name in segment["files"]:
+            for how, data in _tamperings(name, (base / segment["generation"] / name).read_bytes()):
+                work = tmp_path / "work"
+                shutil.rmtree(work, ignore_errors=True)
+                shutil.copytree(base, work)
+                (work / segment["generation"] / name).write_bytes(data)
+                changed = _manifest(work)
+                (changed["earlier"][i] if i < len(segments) - 1 else changed)["files"][name] = \
+                    hashlib.sha256(data).hexdigest()
+                (work / "manifest.json").write_text(json.dumps(changed))
+                where = f"{segment['generation']}/{name} {how}"
+                try:
+                    same = _answers(load(work)) == expected
+                    outcomes["same"] += same
+                    if not same:
+                        wrong.append(f"{where}: loaded with other results")
+                except RetrievalError as exc:  # one line naming the damaged segment and file
+                    outcomes["refused"] += 1
+                    message = str(exc)
+                    if "\n" in message or f"{work}/{segment['generation']}/" not in message or name not in message:
+                        wrong.append(f"{where}: {message}")
+                except Exception as exc:  # noqa: BLE001 (any other error is what this test finds)
+                    wrong.append(f"{where}: {type(exc).__name__}: {exc}")
+    assert not wrong, "\n".join(wrong)
+    assert outcomes["refused"] > 150  # the table did damage things
+
+
+def test_a_manifest_nested_past_the_stack_is_a_one_line_error(tiny_kb, tmp_path):
+    tiny_kb.save(tmp_path / "kb")
+    (tmp_path / "kb" / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(RetrievalError, match=r"manifest.json is corrupted \(nested too deep\); rebuild"):
+        KnowledgeBase.load(tmp_path / "kb")
+    assert store.current_generation(tmp_path / "kb") == "an unreadable manifest"
+
+
+def test_an_error_names_the_damaged_segment_not_the_newest(tiny_kb, tmp_path):
+    first = tiny_kb.save(tmp_path / "kb")
+    tiny_kb.add_documents([Document("zebra", "a note about zebras")])
+    assert tiny_kb.save(tmp_path / "kb").name == "gen-000002"  # a delta beside the full segment
+    manifest = _manifest(tmp_path / "kb")
+    data = json.dumps([["not", "a graph"]]).encode()
+    (first / "graph.json").write_bytes(data)
+    manifest["earlier"][0]["files"]["graph.json"] = hashlib.sha256(data).hexdigest()
+    (tmp_path / "kb" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RetrievalError, match=r"kb/gen-000001/graph.json cannot be read \(ValueError: the graph is "
+                                             r"not labels and edges\); rebuild") as caught:
+        KnowledgeBase.load(tmp_path / "kb")
+    assert "gen-000002" not in str(caught.value)

@@ -4,8 +4,10 @@ Each test pauses one process at a known point (it prints a line and waits for on
 the order of events is fixed by handshakes, not by sleeps.
 """
 import json
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -108,3 +110,46 @@ def test_a_save_after_another_process_saved_is_refused(kb_dir, capsys):
     assert "(gen-000001, now gen-000002)" in out and "reload it and retry" in out
     ids = _doc_ids(kb_dir)
     assert "contract-a.md" not in ids and "writer-add" not in ids   # the delete stays; nothing came back
+
+
+# -- fairness: writers in two processes that write again and again take turns -------------------------
+
+# a writer that, once both are ready, takes the lock TURNS times in a row, writing its name in the log
+# each time it holds it (the brief sleep stands for a save's work)
+TAKER = """
+import sys, time
+from pathlib import Path
+from agentic_rag import writer_lock
+folder, name, turns = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+(folder / f"ready-{name}").touch()
+while not (folder / "go").exists():
+    time.sleep(0.001)
+for _ in range(turns):
+    with writer_lock(folder, wait_s=120):
+        with open(folder / "turns", "a") as log:
+            log.write(name)
+        time.sleep(0.02)
+"""
+
+
+def test_two_processes_writing_again_and_again_take_turns(tmp_path):
+    turns = 30
+    takers = [subprocess.Popen([sys.executable, "-c", TAKER, str(tmp_path), name, str(turns)], cwd=ROOT)
+              for name in "ab"]
+    try:
+        while not all((tmp_path / f"ready-{name}").exists() for name in "ab"):
+            assert all(t.poll() is None for t in takers), "a writer died before it started"
+            time.sleep(0.01)
+        (tmp_path / "go").touch()
+        assert [t.wait(300) for t in takers] == [0, 0]
+    finally:
+        for taker in takers:
+            if taker.poll() is None:
+                taker.kill()
+    log = (tmp_path / "turns").read_text()
+    assert sorted(log) == ["a"] * turns + ["b"] * turns
+    # while both wanted the lock (from the later one's first turn to the first one's last), they took turns:
+    # without a queue the writer that let it go took it straight back, the other waited for all its turns
+    both = log[max(log.index("a"), log.index("b")):min(log.rindex("a"), log.rindex("b")) + 1]
+    longest = max((len(run) for run in re.findall(r"a+|b+", both)), default=0)
+    assert len(both) >= turns and longest <= 5, log

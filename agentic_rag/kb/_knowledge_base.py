@@ -5,7 +5,6 @@ import json
 import os
 import sys
 import threading
-import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +31,18 @@ from ._filters import MAX_FILTER_VALUES, check_filters, filter_mask, filter_valu
 from ._fusion import reciprocal_rank_fusion, score_fusion
 from ._graph import KnowledgeGraph
 from ._hit import Hit
+from ._integrity import (
+    LOAD_ERRORS,
+    check_bm25,
+    check_bm25_arrays,
+    check_chunk,
+    check_documents,
+    check_graph,
+    check_hnsw,
+    check_vectors,
+    check_vocab,
+    reading,
+)
 from ._rerank import LexicalReranker, Reranker
 from ._rwlock import ReadWriteLock
 from ._tokenize import TOKENIZER_SETTINGS, tokenize
@@ -408,54 +419,91 @@ class KnowledgeBase:
             raise RetrievalError(f"{directory} was tokenized with {manifest['tokenizer']}; rebuild it "
                                  f"with this version: agentic-rag index PATH --kb NEW_DIR")
         kb = cls(embedder, config, reranker, extract_triples, manifest.get("graph", "names"))
+        kb._restore(folders[0], manifest)  # each file's damage is an error naming it (_integrity)
+        for folder, segment in zip(folders[1:], store.segments(manifest)[1:], strict=True):
+            kb._apply_delta(folder, segment)
+        if len(folders) > 1:
+            kb._bm25.merge()
+        kb._chunks.extend([None] * (manifest["counts"]["rows"] - len(kb._chunks)))  # trailing deleted rows
         try:
-            kb._restore(folders[0], manifest)
-            for folder in folders[1:]:
-                kb._apply_delta(folder)
-            if len(folders) > 1:
-                kb._bm25.merge()
-            kb._chunks.extend([None] * (manifest["counts"]["rows"] - len(kb._chunks)))  # trailing deleted rows
             _check_rows(kb._docs, kb._chunks, manifest["counts"])
-        except (ValueError, KeyError, TypeError, IndexError, AttributeError, OSError, RuntimeError, EOFError,
-                zipfile.BadZipFile) as exc:  # a damaged file whose checksum in the manifest was rewritten too
-            raise RetrievalError(f"{folders[-1]} cannot be read ({exc}); rebuild it into a new folder with: "
-                                 f"agentic-rag index PATH --kb NEW_DIR") from None
+        except ValueError as exc:  # no one file says which is damaged: the documents' files and the chunks'
+            files = ", ".join(f"{f}/{'changes.json' if i else 'documents.json'}" for i, f in enumerate(folders))
+            raise RetrievalError(f"{files} and the chunks.jsonl beside {'each' if len(folders) > 1 else 'it'} "
+                                 f"disagree ({exc}); rebuild it into a new folder with: agentic-rag index PATH "
+                                 f"--kb NEW_DIR") from None
         delta_rows = manifest["counts"]["rows"] - (kb._base_rows if len(folders) > 1 else manifest["counts"]["rows"])
         kb._remember(os.path.realpath(directory), manifest, delta_rows)
         return kb
 
     def _restore(self, generation: Path, manifest: dict) -> None:
-        """Read the full segment (the manifest's first)."""
+        """Read the full segment (the manifest's first), each file checked before it is used (_integrity)."""
         first = store.segments(manifest)[0]
-        self._base_rows = first["rows"]
-        self._chunks = [None] * first["rows"]
-        for chunk in _saved_chunks(generation):
-            self._chunks[chunk.pop("row")] = chunk
-        self._docs = json.loads((generation / "documents.json").read_text(encoding="utf-8"))
-        with np.load(generation / "bm25.npz", allow_pickle=False) as arrays:
-            vocab = json.loads((generation / "vocab.json").read_text(encoding="utf-8"))
-            self._bm25 = BM25.from_arrays(dict(arrays), vocab, self.config.bm25_k1, self.config.bm25_b)
-        self._graph = KnowledgeGraph.from_json(json.loads((generation / "graph.json").read_text(encoding="utf-8")))
+        self._base_rows = rows = first["rows"]
+        self._chunks = [None] * rows
+        with reading(generation / "chunks.jsonl"):
+            for chunk in _saved_chunks(generation):
+                row = check_chunk(chunk, 0, rows)
+                if self._chunks[row] is not None:
+                    raise ValueError(f"row {row} is there twice")
+                self._chunks[row] = chunk
+        with reading(generation / "documents.json"):
+            self._docs = check_documents(json.loads((generation / "documents.json").read_text(encoding="utf-8")))
+        with reading(generation / "vocab.json"):
+            vocab = check_vocab(json.loads((generation / "vocab.json").read_text(encoding="utf-8")))
+        with reading(generation / "bm25.npz"), np.load(generation / "bm25.npz", allow_pickle=False) as saved:
+            arrays = dict(saved)
+        with reading(f"{generation / 'bm25.npz'} (or the vocab.json or chunks.jsonl beside it)"):
+            check_bm25_arrays(arrays, len(vocab), rows)
+            self._bm25 = BM25.from_arrays(arrays, vocab, self.config.bm25_k1, self.config.bm25_b)
+            check_bm25(self._bm25, vocab, self._chunks, lambda chunk: tokenize(_index_text(chunk)))
+        with reading(generation / "graph.json"):
+            graph = json.loads((generation / "graph.json").read_text(encoding="utf-8"))
+            check_graph(graph, rows)
+            self._graph = KnowledgeGraph.from_json(graph)
         self._vectors = self._new_vector_index()
         hnsw = generation / "hnsw.bin" if "hnsw.bin" in first["files"] else None  # only verified files are read
         live = [row for row, chunk in enumerate(self._chunks) if chunk is not None]
-        self._vectors.add_arrays(_saved_vector_arrays(generation, live, first["rows"]), hnsw)
+        vectors = generation / ("vectors.npy" if "vectors.npy" in first["files"] else "vectors.npz")
+        with reading(vectors):
+            arrays = _saved_vector_arrays(generation, live, rows)
+        with reading(f"{vectors} (or the chunks.jsonl beside it)"):
+            check_vectors(arrays, self.embedder.dimension, live)
+        with reading(f"{hnsw} (or the vectors.npz beside it)" if hnsw else generation / "vectors.npz"):
+            if hnsw is not None:
+                check_hnsw(hnsw, self.embedder.dimension, live, arrays["vectors"])
+            self._vectors.add_arrays(arrays, hnsw)
 
-    def _apply_delta(self, segment: Path) -> None:
-        """Replay one delta segment: documents it replaced or removed lose their rows, then its chunks join."""
-        changes = json.loads((segment / "changes.json").read_text(encoding="utf-8"))
+    def _apply_delta(self, segment: Path, saved: dict) -> None:
+        """Replay one delta segment (`saved`: its entry in the manifest): documents it replaced or
+        removed lose their rows, then its chunks join."""
+        with reading(segment / "changes.json"):
+            changes = json.loads((segment / "changes.json").read_text(encoding="utf-8"))
+            if not isinstance(changes, dict) or not isinstance(changes.get("removed"), list):
+                raise ValueError("changes.json is not documents and removed ids")
+            check_documents(changes.get("documents"), "its documents")
         for doc_id in [*changes["removed"], *changes["documents"]]:
             if doc_id in self._docs:
                 self._delete_rows(self._docs.pop(doc_id)["rows"])
-        chunks = list(_saved_chunks(segment))
-        rows = [chunk.pop("row") for chunk in chunks]
+        with reading(segment / "chunks.jsonl"):
+            chunks = list(_saved_chunks(segment))
+            rows = [check_chunk(chunk, len(self._chunks), saved["rows"]) for chunk in chunks]
+            if len(set(rows)) != len(rows):
+                raise ValueError("a row is there twice")
         self._chunks.extend([None] * (max(rows, default=-1) + 1 - len(self._chunks)))
         for row, chunk in zip(rows, chunks, strict=True):
             self._chunks[row] = chunk
         self._docs.update(changes["documents"])
         self._bm25.add(rows, [tokenize(_index_text(c)) for c in chunks])
-        self._vectors.add_arrays(_saved_vector_arrays(segment, rows, len(self._chunks)))
-        self._graph.add_json(json.loads((segment / "graph.json").read_text(encoding="utf-8")))
+        with reading(segment / "vectors.npz"):
+            arrays = _saved_vector_arrays(segment, rows, len(self._chunks))
+        with reading(f"{segment / 'vectors.npz'} (or the chunks.jsonl beside it)"):
+            check_vectors(arrays, self.embedder.dimension, sorted(rows))
+            self._vectors.add_arrays(arrays)
+        with reading(segment / "graph.json"):
+            graph = json.loads((segment / "graph.json").read_text(encoding="utf-8"))
+            check_graph(graph, saved["rows"])
+            self._graph.add_json(graph)
 
 
 def fusion_of(embedder: Embedder, config: Config) -> tuple[str, float]:
@@ -605,15 +653,18 @@ def _saved_vectors(directory: Path, embedder: Embedder, wanted: set[bytes]) -> d
                 for row, vector in zip(rows, index.vectors_of(rows), strict=True):
                     out[content_key(_index_text(chunks[row]))] = vector
         return out
-    except (RetrievalError, ConfigurationError, OSError, ValueError, KeyError, IndexError, TypeError):
+    except (RetrievalError, ConfigurationError, *LOAD_ERRORS):
         return {}
 
 
 def _check_rows(docs: dict, chunks: list, counts: dict) -> None:
     """Every document's rows hold its live chunks, and the counts agree with the manifest."""
     rows = [row for doc in docs.values() for row in doc["rows"]]
-    if any(chunks[row] is None or chunks[row]["doc_id"] != doc_id
-           for doc_id, doc in docs.items() for row in doc["rows"]):
+    if any(not 0 <= row < len(chunks) or chunks[row] is None or chunks[row]["doc_id"] != doc_id
+           for doc_id, doc in docs.items() for row in doc["rows"]) or len(set(rows)) != len(rows):
         raise ValueError("documents.json names chunks that chunks.jsonl does not hold")
+    ids = [chunk["id"] for chunk in chunks if chunk is not None]
+    if len(set(ids)) != len(ids):
+        raise ValueError("two chunks have the same id")
     if (len(docs), len(rows), sum(c is not None for c in chunks)) != (counts["documents"], counts["chunks"], len(rows)):
         raise ValueError("documents.json, chunks.jsonl and the manifest's counts disagree")

@@ -3,7 +3,7 @@
     DIR/manifest.json        format version, settings, counts, the segments to read in order,
                              and the sha256 of every file of each
     DIR/gen-000007/...       one segment: the files one save wrote
-    DIR/.lock                held (flock, so POSIX only) by the one process allowed to write
+    DIR/.lock                held (flock, so POSIX only) by the one process allowed to write (_lock)
 
 A knowledge base is a full segment (every live chunk, the BM25 arrays, the vectors, the graph)
 followed by zero or more delta segments, each holding what one save changed: the chunks it
@@ -16,13 +16,12 @@ never silently overwrites what another writer saved after it loaded.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import re
 import shutil
-import threading
-import time
 import zipfile
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -30,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import ConfigurationError, RetrievalError
+from .._errors import ConfigurationError, RetrievalError, StorageError
+from . import _lock
 
 FORMAT_VERSION = 4  # 3: delta segments, vectors.npz (float16 or sparse); 4: .npz compressed, BM25 rows as gaps
 READABLE = (2, 3, 4)   # a version 2 knowledge base is one full segment
@@ -42,7 +42,6 @@ _PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 # what a loader reads from the manifest: a missing key is a damaged manifest, not a KeyError
 _SHAPE = {"generation": str, "files": dict, "tokenizer": dict, "embedder": {"name": str, "dimension": int},
           "chunking": {"size": int, "overlap": int}, "counts": {"rows": int}}
-_held = threading.local()  # folders whose lock this thread holds, so a save inside a held lock goes on
 
 
 def _sha256(path: Path) -> str:
@@ -62,7 +61,8 @@ def _fsync(path: Path) -> None:
 
 
 def check_target(directory: Path) -> None:
-    """Raise ConfigurationError unless `directory` is a writable folder or can be created as one."""
+    """Raise ConfigurationError unless `directory` is a folder or can be created as one, and
+    StorageError unless it can be written."""
     for path in (directory, *directory.parents):
         if not os.path.lexists(path):
             continue
@@ -70,48 +70,51 @@ def check_target(directory: Path) -> None:
             where = "is not a folder" if path == directory else f"is under {path}, which is not a folder"
             raise ConfigurationError(f"{directory} {where}; give a new or existing folder for the knowledge base")
         if not os.access(path, os.W_OK | os.X_OK):
-            raise ConfigurationError(f"{path} is not writable; give a folder you can write for the knowledge base")
+            read_only = os.statvfs(path).f_flag & os.ST_RDONLY
+            code = errno.EROFS if read_only else errno.EACCES
+            raise storage_error(OSError(code, os.strerror(code), str(path)), directory)
         return
+
+
+_FIXES = {errno.ENOSPC: "free space on its disk or choose another --kb",
+          errno.EDQUOT: "free space within the disk quota or choose another --kb",
+          errno.EFBIG: "a file size limit stops it (ulimit -f): raise the limit or choose another --kb",
+          errno.EROFS: "its file system is mounted read-only: remount it read-write or choose another --kb",
+          errno.EACCES: "make it writable for this user or choose another --kb"}
+
+
+def storage_error(exc: OSError, directory: Path) -> StorageError:
+    """A write of the knowledge base in `directory` that failed, as one line: the folder, the cause
+    and the fix."""
+    code = exc.errno
+    cause = f"{(exc.strerror or str(exc)).lower()} ({errno.errorcode.get(code, 'no errno')})"
+    fix = _FIXES.get(errno.EACCES if code == errno.EPERM else code, "check the folder and its disk, then retry")
+    error = StorageError(f"cannot write knowledge base {directory}: {cause}; {fix}")
+    error.errno, error.folder, error.cause = code, str(directory), cause
+    return error
+
+
+@contextmanager
+def _writing(directory: Path):
+    """Turn an OSError of a write into the folder's StorageError."""
+    try:
+        yield
+    except OSError as exc:
+        raise storage_error(exc, directory) from None
+
+
+def _open_lock(path: Path, directory: Path):
+    with _writing(directory):
+        return open(path, "a+")  # noqa: SIM115 (the caller's with closes it)
 
 
 @contextmanager
 def writer_lock(directory: Path, wait_s: float = 0.0, on_wait: Callable[[], None] | None = None):
-    """Hold DIR/.lock for the duration (re-entrant in one thread); another writer waits up to
-    `wait_s` seconds, calling `on_wait` once, and is then refused."""
-    held = _held.__dict__.setdefault("folders", set())
-    key = os.path.realpath(directory)
-    if key in held:  # e.g. the command line holds it from load to save; the save inside goes on
+    """Hold DIR/.lock for the duration (re-entrant in one thread); another writer waits its turn
+    (see _lock) up to `wait_s` seconds, calling `on_wait` once, and is then refused; a lock file
+    that cannot be opened (a read-only folder) is a StorageError."""
+    with _lock.writer_lock(directory, wait_s, on_wait, opened=lambda path: _open_lock(path, directory)):
         yield
-        return
-    import fcntl  # POSIX only; imported here so that reading a knowledge base works everywhere
-
-    with open(directory / ".lock", "a+") as handle:
-        _acquire(handle, directory, wait_s, on_wait)
-        held.add(key)
-        try:
-            yield
-        finally:
-            held.discard(key)
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _acquire(handle, directory: Path, wait_s: float, on_wait: Callable[[], None] | None) -> None:
-    import fcntl
-
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                waited = f" (waited {wait_s:g} s)" if wait_s else ""
-                raise RetrievalError(f"another process is writing the knowledge base at {directory}{waited}; "
-                                     f"wait for it to finish, then retry") from None
-        if on_wait is not None:
-            on_wait()
-            on_wait = None
-        time.sleep(0.05)  # flock cannot wait with a timeout; poll
 
 
 def current_generation(directory: Path) -> str | None:
@@ -121,7 +124,7 @@ def current_generation(directory: Path) -> str | None:
         return None
     try:
         return str(json.loads(path.read_text(encoding="utf-8"))["generation"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return "an unreadable manifest"
 
 
@@ -157,37 +160,51 @@ def save_generation(directory: Path, writers: dict[str, Callable[[Path], None]],
     """Write each file with its writer into a new segment, then switch the manifest to it (the
     segments before it are `manifest["earlier"]`); refused unless the folder holds what `expected`
     says (_check_expected). Returns the segment's folder and the manifest written, with its id
-    (`manifest_sha256`)."""
+    (`manifest_sha256`). A write that fails (a full disk, a read-only folder) is a StorageError
+    and leaves the folder as it was: no new segment, no temporary file."""
     check_target(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    with _writing(directory):
+        directory.mkdir(parents=True, exist_ok=True)
     with writer_lock(directory):
         _check_expected(directory, expected)
         previous = _segment_names(directory)  # kept below, for a reader that opened its manifest a moment ago
         numbers = [int(m.group(1)) for p in directory.iterdir() if (m := _GENERATION.match(p.name))]
         name = f"gen-{max(numbers, default=0) + 1:06d}"
-        staging = directory / f".{name}.tmp"
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir()
+        staging, pending = directory / f".{name}.tmp", directory / f".{MANIFEST}.tmp"
         try:
-            checksums = {}
-            for filename, write in writers.items():
-                write(staging / filename)
-                _fsync(staging / filename)
-                checksums[filename] = _sha256(staging / filename)
-            os.rename(staging, directory / name)
-            body = dict(manifest, format_version=FORMAT_VERSION, generation=name, files=checksums)
-            pending = directory / f".{MANIFEST}.tmp"
-            data = json.dumps(body, indent=2, ensure_ascii=False).encode("utf-8")
-            pending.write_bytes(data)
-            _fsync(pending)
-            os.replace(pending, directory / MANIFEST)
-        except BaseException:
+            with _writing(directory):
+                body, data = _write_segment(directory, staging, name, writers, manifest)
+        except BaseException:  # what this save wrote goes, unless the manifest names it already
             shutil.rmtree(staging, ignore_errors=True)
+            if current_generation(directory) != name:
+                shutil.rmtree(directory / name, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                pending.unlink(missing_ok=True)
             raise
         with contextlib.suppress(OSError):  # the save is done; some filesystems cannot sync a folder
             _fsync(directory)
         _remove_old_generations(directory, keep={name, *previous, *(s["generation"] for s in body.get("earlier", []))})
     return directory / name, dict(body, manifest_sha256=hashlib.sha256(data).hexdigest())
+
+
+def _write_segment(directory: Path, staging: Path, name: str, writers: dict, manifest: dict) -> tuple[dict, bytes]:
+    """Write the files into `staging`, rename it to `name`, then write the manifest that names it
+    (a temporary file, renamed over the old one); returns the manifest and its bytes."""
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    checksums = {}
+    for filename, write in writers.items():
+        write(staging / filename)
+        _fsync(staging / filename)
+        checksums[filename] = _sha256(staging / filename)
+    os.rename(staging, directory / name)
+    body = dict(manifest, format_version=FORMAT_VERSION, generation=name, files=checksums)
+    pending = directory / f".{MANIFEST}.tmp"
+    data = json.dumps(body, indent=2, ensure_ascii=False).encode("utf-8")
+    pending.write_bytes(data)
+    _fsync(pending)
+    os.replace(pending, directory / MANIFEST)
+    return body, data
 
 
 def segments(manifest: dict) -> list[dict]:
@@ -200,7 +217,7 @@ def segments(manifest: dict) -> list[dict]:
 def _segment_names(directory: Path) -> set[str]:
     try:
         return {s["generation"] for s in segments(json.loads((directory / MANIFEST).read_text(encoding="utf-8")))}
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return set()
 
 
@@ -222,8 +239,9 @@ def read_generation(directory: Path) -> tuple[dict, list[Path]]:
     try:
         data = manifest_path.read_bytes()
         manifest = json.loads(data.decode("utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RetrievalError(f"{manifest_path} is corrupted ({exc}); {rebuild}") from None
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested past Python's stack
+        why = "nested too deep" if isinstance(exc, RecursionError) else exc
+        raise RetrievalError(f"{manifest_path} is corrupted ({why}); {rebuild}") from None
     version = manifest.get("format_version") if isinstance(manifest, dict) else None
     if version not in READABLE:
         raise RetrievalError(f"{directory} has format version {version!r}; this "

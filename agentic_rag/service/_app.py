@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import base64
+import errno
 import hmac
 import json
 import logging
 import queue
+import re
 import threading
 import time
 import uuid
@@ -17,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 
 from .._config import Config
 from .._display import result_json
-from .._errors import AgenticRAGError, ConfigurationError, RetrievalError
+from .._errors import AgenticRAGError, ConfigurationError, RetrievalError, StorageError
 from .._loop import run_agentic_rag
 from .._state import cited_as
 from ..kb import Document, KnowledgeBase
@@ -53,7 +55,10 @@ class ServiceError(Exception):
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
             405: "Method Not Allowed", 409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type",
-            429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
+            429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
+            507: "Insufficient Storage"}
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a write that failed for want of space: 507, not 503
+_SERVER_PATH = re.compile(r"(?<![\w.:/~-])/[^\s:;,'\"()]+")  # an absolute path, as messages write one
 
 
 class Service:
@@ -106,7 +111,9 @@ class Service:
                     try:
                         kb = self._kb = self._load(self.kb_dir)
                     except AgenticRAGError as exc:
-                        raise ServiceError(503, "unavailable", f"the knowledge base cannot be loaded: {exc}",
+                        log.error("the knowledge base cannot be loaded: %s", exc)
+                        raise ServiceError(503, "unavailable", f"the knowledge base cannot be loaded: "
+                                                               f"{self._public(str(exc))}",
                                            [("Retry-After", "5")]) from None
         return kb, kb.generation(self.kb_dir)
 
@@ -138,8 +145,21 @@ class Service:
             if "another process is writing" in str(exc) or "changed since" in str(exc):
                 raise ServiceError(409, "conflict", "another writer is at work or saved meanwhile; retry") from None
             raise
+        except StorageError as exc:  # the server's disk, not the request: nothing was saved, nothing is lost
+            log.error("a write was not saved: %s", exc)
+            status, kind = (507, "insufficient_storage") if exc.errno in _FULL else (503, "unavailable")
+            raise ServiceError(status, kind, f"{self._public(str(exc))}; nothing was saved") from None
         finally:
             self._writing.release()
+
+    def _public(self, message: str) -> str:
+        """A message for a client: the knowledge base's folder by its name, and no other absolute path
+        of the server (the log has the whole message)."""
+        if self.kb_dir is not None:
+            for form in sorted({str(self.kb_dir.resolve()), str(self.kb_dir.absolute()), str(self.kb_dir)},
+                               key=len, reverse=True):
+                message = message.replace(form, self.kb_dir.resolve().name or "the knowledge base")
+        return _SERVER_PATH.sub("(a server path)", message)
 
     # -- WSGI --------------------------------------------------------------------------------------
 
@@ -164,9 +184,10 @@ class Service:
             where = ".".join(str(p) for p in first["loc"]) or "body"
             status, body, headers = 400, _error("invalid_request", f"{where}: {first['msg']}"), []
         except (ConfigurationError, RetrievalError) as exc:  # bad input, or nothing to search (an empty base)
-            status, body, headers = 400, _error("invalid_request", str(exc)), []
+            status, body, headers = 400, _error("invalid_request", self._public(str(exc))), []
         except AgenticRAGError as exc:
-            status, body, headers = 500, _error("internal_error", str(exc)), []
+            log.error("request %s %s failed: %s", method, path, exc)
+            status, body, headers = 500, _error("internal_error", self._public(str(exc))), []
         except Exception:  # never a traceback to the client: logged here, a plain 500 there
             log.exception("request %s %s failed", method, path)
             status, body, headers = 500, _error("internal_error", "the server failed on this request; see its log"), []
