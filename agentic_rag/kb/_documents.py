@@ -16,8 +16,9 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from .._errors import ConfigurationError
-from ._files import MAX_FILE_BYTES, inside, listed, read_inside
-from ._loaders import IMAGE_SUFFIXES, Unreadable, decode_html, markdown_images, read_docx, read_html, read_pdf
+from ._files import MAX_FILE_BYTES, inside, listed, read_inside, too_large
+from ._html import decode_html, read_html
+from ._loaders import IMAGE_SUFFIXES, Unreadable, markdown_images, read_docx, read_pdf
 
 log = logging.getLogger("agentic_rag")
 
@@ -66,24 +67,28 @@ def from_pieces(doc_id: str, pieces: list[tuple[str, dict]], title: str = "", so
     return Document(doc_id, "\n\n".join(texts), title, source, dict(metadata or {}), tuple(parts))
 
 
-def read_file(name: str, data: bytes, doc_id: str, source: str = "", encoding: str | None = None) -> Document:
+def read_file(name: str, data: bytes, doc_id: str, source: str = "", encoding: str | None = None,
+              max_bytes: int = MAX_FILE_BYTES) -> Document:
     """A document from a file's bytes, read by the suffix of its name: text, PDF, .docx or HTML.
-    Raises Unreadable with the reason in one line (an empty file too)."""
-    document = _read(name, data, doc_id, source or name, encoding)[0]
+    Raises Unreadable with the reason in one line (an empty file, one past `max_bytes`, too)."""
+    if len(data) > max_bytes:
+        raise Unreadable(too_large(len(data), max_bytes))
+    document = _read(name, data, doc_id, source or name, encoding, max_bytes)[0]
     if document is None:
         raise Unreadable("no text in it, only images")
     return document
 
 
-def _read(name: str, data: bytes, doc_id: str, source: str, encoding: str | None) -> tuple[Document | None, list]:
+def _read(name: str, data: bytes, doc_id: str, source: str, encoding: str | None,
+          max_bytes: int) -> tuple[Document | None, list]:
     """The document (None for a page that shows images and holds no text), and (src, description) of
-    each image it shows (Markdown and HTML)."""
+    each image it shows (Markdown and HTML). A .docx may unpack to `max_bytes` at most."""
     suffix = Path(name).suffix.lower()
     images = []
     if suffix == ".pdf":
         title, pieces = read_pdf(data)
     elif suffix == ".docx":
-        title, pieces = read_docx(data)
+        title, pieces = read_docx(data, max_bytes)
     elif suffix in (".html", ".htm"):
         title, pieces, images = read_html(decode_html(data, encoding))
     elif suffix in TEXT_SUFFIXES:
@@ -189,11 +194,12 @@ def _jsonl_documents(path: Path, data: bytes, doc_id: str, result: LoadResult, e
             source=where, metadata=dict(row.get("metadata") or {})))
 
 
-def _load_file(path: Path, doc_id: str, result: LoadResult, encoding: str | None, shown: dict, read: Reader) -> None:
+def _load_file(path: Path, doc_id: str, result: LoadResult, encoding: str | None, shown: dict, read: Reader,
+               max_bytes: int) -> None:
     if path.suffix.lower() == ".jsonl":
         _jsonl_documents(path, read(path), doc_id, result, encoding)
         return
-    doc, images = _read(path.name, read(path), doc_id, str(path), encoding)
+    doc, images = _read(path.name, read(path), doc_id, str(path), encoding, max_bytes)
     if doc is not None:
         result.documents.append(doc)
     root = path.parents[len(Path(doc_id).parts) - 1]  # the folder loaded (doc_id is the path from it)
@@ -268,7 +274,7 @@ def load_documents(paths, on_skip: Callable[[str, str], None] | None = None, enc
     for path, doc_id, root in files:
         if path.suffix.lower() not in IMAGE_SUFFIXES and path not in sidecars:
             read = partial(read_inside, root=root, max_bytes=max_file_bytes)
-            _or_skipped(path, result, _load_file, path, doc_id, result, encoding, shown, read)
+            _or_skipped(path, result, _load_file, path, doc_id, result, encoding, shown, read, max_file_bytes)
 
     def add_image(path: Path, doc_id: str, root: str) -> None:
         inside(path, root)  # an image linked in from outside is refused even when its bytes are not needed

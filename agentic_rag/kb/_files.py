@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from .._errors import ConfigurationError
-from ._loaders import Unreadable
+from ._loaders import Unreadable, too_large
 
 MAX_FILE_BYTES = 100_000_000  # a file past this is skipped before it is read (index --max-file-size)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -116,12 +116,6 @@ def _regular(mode: int) -> None:
     if not stat.S_ISREG(mode):
         kind = next((name for test, name in _KINDS if test(mode)), "not a file")
         raise Unreadable(f"not a regular file ({kind}): only regular files are read")
-
-
-def too_large(size: int, max_bytes: int) -> str:
-    """The reason a file past the size limit is skipped."""
-    return (f"{size:,} bytes, past the file-size limit of {max_bytes:,} bytes: raise it with --max-file-size "
-            f"BYTES (max_file_bytes=) or split the file")
 
 
 def kernel_file_system(fd: int) -> str | None:
