@@ -25,8 +25,8 @@ log = logging.getLogger("agentic_rag")
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 FILE_SUFFIXES = (".pdf", ".docx", ".html", ".htm")
 SUFFIXES = TEXT_SUFFIXES + (".jsonl",) + FILE_SUFFIXES + IMAGE_SUFFIXES
-_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*\n", re.S)
 Reader = Callable[[Path], bytes]  # a file's bytes, read only as _files allows
+_FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*\n", re.S)
 _HEADING = re.compile(r"^#{1,6}[ \t]+(\S[^\n]*)", re.M)  # no nested quantifiers: linear in the text
 
 

@@ -1,10 +1,10 @@
-"""Listing and opening the files to index. Only a regular file whose real path is inside the folder being
-indexed is read, never one on a kernel file system (proc, sys, dev), and none larger than the size
-limit. Every check that matters is made on the opened descriptor itself, so a file or folder
-swapped for a link after the path was checked cannot slip through: on Linux the path is opened with
-O_PATH | O_NOFOLLOW (which opens nothing: a device or FIFO is never opened, so nothing blocks and no
-device acts), the descriptor's type, file system, size and real path are checked, and only then is
-that very file opened for reading through /proc/self/fd."""
+"""Listing and opening the files to index. Only a regular file whose real path is inside the
+folder being indexed is read, never one on a kernel file system (proc, sys, dev), and none larger
+than the size limit. Every check that matters is made on the opened descriptor itself, so a file or
+folder swapped for a link after the path was checked cannot slip through: on Linux the path is
+opened with O_PATH | O_NOFOLLOW (which opens nothing: a device or FIFO is never opened, so nothing
+blocks and no device acts), the descriptor's type, file system, size and real path are checked, and
+only then is that very file opened for reading through /proc/self/fd."""
 from __future__ import annotations
 
 import ctypes
@@ -40,8 +40,9 @@ def inside(path: Path | str, root: str) -> str:
 
 
 def listed(paths, suffixes: tuple[str, ...], skipped: list) -> list[tuple[Path, str, str]]:
-    """Each file of a suffix given under the paths given: (path, its id, the real path of the folder it must
-    stay inside). A file named directly is read where its links lead (its folder is its real one's)."""
+    """Each file of a suffix given under the paths given: (path, its id, the real path of the folder
+    it must stay inside). A file named directly is read where its links lead (its folder is its real
+    one's); a folder's files must stay inside it."""
     files: list[tuple[Path, str, str]] = []
     for raw in [paths] if isinstance(paths, (str, Path)) else paths:
         root = Path(raw)
@@ -114,7 +115,7 @@ def _checked(fd: int, root: str, max_bytes: int, opened_path: bool) -> os.stat_r
 
 def _regular(mode: int) -> None:
     if not stat.S_ISREG(mode):
-        kind = next((name for test, name in _KINDS if test(mode)), "not a file")
+        kind = next((name for test, name in _KINDS if test(mode)), "another kind of file")
         raise Unreadable(f"not a regular file ({kind}): only regular files are read")
 
 
