@@ -8,7 +8,7 @@ import pytest
 
 from agentic_rag import ConfigurationError, Document, load_documents
 from agentic_rag.cli import main
-from agentic_rag.kb._files import kernel_file_system, read_inside
+from agentic_rag.kb._files import _checked, kernel_file_system, read_inside
 from agentic_rag.kb._loaders import Unreadable
 
 SECRET = "root:x:0:0:the-secret-line"
@@ -125,6 +125,17 @@ def test_the_cli_indexes_none_of_a_link_out_and_says_so(tmp_path, capsys):
     assert err.count("outside the folder being indexed") == 3
     assert main(["search", "the-secret-line", "--kb", str(tmp_path / "kb")]) in (0, 1)
     assert SECRET not in capsys.readouterr().out
+
+
+def test_the_opened_descriptor_is_checked_not_only_the_path(tmp_path):
+    # what a folder swapped for a link between the path check and the open would leave us holding
+    d = _folder_with_links_out(tmp_path)
+    fd = os.open(tmp_path / "outside" / "passwd.txt", os.O_PATH)
+    try:
+        with pytest.raises(Unreadable, match="outside the folder being indexed"):
+            _checked(fd, str(d.resolve()), 1_000_000, opened_path=True)
+    finally:
+        os.close(fd)
 
 
 def test_fifos_and_devices_are_skipped_without_being_opened(tmp_path):

@@ -2,7 +2,6 @@
 pages and sections kept into the citations, scanned and encrypted PDFs refused, images indexed by
 their description (a sidecar, alt text, or a vision model over HTTP, cached), text that is not UTF-8."""
 import json
-import resource
 import shutil
 import subprocess
 import sys
@@ -281,10 +280,10 @@ _CPU_S = 20  # CPU seconds a hostile file may cost its own process: linear readi
 def _read_with_cpu_bound(folder) -> dict:
     """load_documents(folder) in a process that the kernel stops after _CPU_S seconds of CPU (work,
     not wall time: a busy machine does not make it fail)."""
-    code = ("import json, sys; from agentic_rag.kb import load_documents; r = load_documents(sys.argv[1], "
-            "on_skip=lambda *_: None); print(json.dumps([[d.text for d in r.documents], r.skipped]))")
-    done = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, check=False,
-                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CPU, (_CPU_S, _CPU_S)))
+    code = (f"import json, resource, sys; resource.setrlimit(resource.RLIMIT_CPU, ({_CPU_S}, {_CPU_S})); "
+            "from agentic_rag.kb import load_documents; r = load_documents(sys.argv[1], on_skip=lambda *_: None); "
+            "print(json.dumps([[d.text for d in r.documents], r.skipped]))")
+    done = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, check=False)
     assert done.returncode == 0, f"reading stopped (exit {done.returncode}): {done.stderr[-300:]}"
     texts, skipped = json.loads(done.stdout)
     return {"texts": texts, "skipped": skipped}
