@@ -19,6 +19,7 @@ from ._loop import run_agentic_rag
 from ._settings import ask_tools, load_kb, make_cli_embedder, make_describer, make_model, model_settings
 from .kb import EMBEDDERS, KnowledgeBase, load_documents
 from .kb import _store as store
+from .kb._files import MAX_FILE_BYTES
 from .kb._postgres import PostgresKnowledgeBase, is_database, safe_url
 from .kb._store import MANIFEST
 from .models import OfflineModel
@@ -125,7 +126,8 @@ def cmd_index(args) -> int:
         print(f"reading {', '.join(args.paths)} ...", file=sys.stderr)
         describer = make_describer(args.vision_model, model_settings(args), args.vision_cache)
         loaded = load_documents(args.paths, on_skip=lambda where, reason: print(
-            f"warning: skipped {where}: {reason}", file=sys.stderr), encoding=args.encoding, describe_image=describer)
+            f"warning: skipped {where}: {reason}", file=sys.stderr), encoding=args.encoding, describe_image=describer,
+            max_file_bytes=args.max_file_size)
         if not loaded.documents and loaded.skipped:
             where, reason = loaded.skipped[0]
             raise ConfigurationError(f"no document in {', '.join(args.paths)} could be read: {_skipped(loaded)} "
@@ -321,6 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                              "with this vision model (at --base-url)")
     index.add_argument("--vision-cache", metavar="DIR", help="where descriptions are kept by image hash (default "
                                                             "~/.cache/agentic-rag/image-descriptions)")
+    index.add_argument("--max-file-size", type=_positive, default=MAX_FILE_BYTES, metavar="BYTES",
+                       help="skip files larger than this, before reading them (default %(default)s)")
     index.add_argument("--graph-model", metavar="NAME", help="build the knowledge graph from a model's triples "
                                                              "(default: names that share a sentence)")
     _model_flags(index, chat=False, embedding=True)

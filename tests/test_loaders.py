@@ -3,12 +3,15 @@ pages and sections kept into the citations, scanned and encrypted PDFs refused, 
 their description (a sidecar, alt text, or a vision model over HTTP, cached), text that is not UTF-8."""
 import json
 import shutil
+import subprocess
 import sys
 
 import pytest
 
 from agentic_rag import Config, ImageDescriber, KnowledgeBase, OfflineModel, load_documents, run_agentic_rag
+from agentic_rag._errors import ConfigurationError
 from agentic_rag.cli import main
+from agentic_rag.eval.hostile_files import CASES, empty_paragraphs, sparse, zip_bomb
 from agentic_rag.kb._chunking import document_chunks
 from agentic_rag.kb._documents import Document, from_pieces, read_file
 from agentic_rag.kb._loaders import Unreadable
@@ -269,3 +272,64 @@ def test_parts_out_of_order_are_refused_and_metadata_that_is_no_page_is_not_cite
     kb = KnowledgeBase()
     kb.add_documents([Document("intro", "The welcome text of the guide.", metadata={"page": "intro"})])
     assert "page" not in hit_evidence(kb.search("welcome guide", k=1)[0])
+
+
+_CPU_S = 20  # CPU seconds a hostile file may cost its own process: linear reading needs under 3, the old 30 to 300
+
+
+def _read_with_cpu_bound(folder) -> dict:
+    """load_documents(folder) in a process that the kernel stops after _CPU_S seconds of CPU (work,
+    not wall time: a busy machine does not make it fail)."""
+    code = (f"import json, resource, sys; resource.setrlimit(resource.RLIMIT_CPU, ({_CPU_S}, {_CPU_S})); "
+            "from agentic_rag.kb import load_documents; r = load_documents(sys.argv[1], on_skip=lambda *_: None); "
+            "print(json.dumps([[d.text for d in r.documents], r.skipped]))")
+    done = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, f"reading stopped (exit {done.returncode}): {done.stderr[-300:]}"
+    texts, skipped = json.loads(done.stdout)
+    return {"texts": texts, "skipped": skipped}
+
+
+@pytest.mark.parametrize("case, count, text", [
+    ("nav-nested-divs", 100_000, "The dock opens at six."),     # the skip stack: 29.7 s before, quadratic in depth
+    ("html-unclosed-tags", 200_000, "The dock."),               # the parser rescanned the page per '<': 19 s at half
+    ("md-image-brackets", 50_000, "![a]("),                     # the image pattern backtracked: 262 s
+    ("md-heading-hashes", 100_000, "text")])                    # the heading pattern backtracked: 18 s at half
+def test_hostile_html_and_markdown_are_read_in_linear_work(tmp_path, case, count, text):
+    filename, _, build, _ = CASES[case]
+    build(tmp_path / filename, count)
+    read = _read_with_cpu_bound(tmp_path)
+    assert read["skipped"] == [] and len(read["texts"]) == 1 and text in read["texts"][0]
+
+
+def test_empty_paragraphs_in_a_word_file_cost_no_query_each(tmp_path, monkeypatch):
+    from docx.text.paragraph import Paragraph
+
+    empty_paragraphs(tmp_path / "empty.docx", 200_000)  # 2.5 KB on disk
+    assert (tmp_path / "empty.docx").stat().st_size < 10_000
+    asked = []
+    text = Paragraph.text  # each use runs an XPath query over the paragraph: 3 million of them took 94 s
+    monkeypatch.setattr(Paragraph, "text", property(lambda self: asked.append(1) or text.fget(self)))
+    document = read_file("empty.docx", (tmp_path / "empty.docx").read_bytes(), "empty.docx")
+    assert document.text == "The dock opens at six." and len(asked) == 1
+
+
+def test_files_past_the_size_limit_are_skipped_unread_saying_the_limit(tmp_path, capsys):
+    for name, head in (("big.txt", b""), ("big.html", b"<p>"), ("big.pdf", b"%PDF-1.4\n")):
+        sparse(tmp_path / name, 2_000_000_000, head)  # no disk used; read whole, this was a MemoryError
+    zip_bomb(tmp_path / "bomb.docx", 5_000_000)      # 50 KB that unpack to 5 MB
+    (tmp_path / "edge.txt").write_bytes(b"x" * 1_000_000)
+    result = load_documents(tmp_path, on_skip=lambda *_: None, max_file_bytes=1_000_000)
+    assert [d.id for d in result.documents] == ["edge.txt"]    # at the limit is within it
+    reasons = dict(result.skipped)
+    for name in ("big.txt", "big.html", "big.pdf"):
+        assert reasons[str(tmp_path / name)].startswith("2,000,000,000 bytes, past the file-size limit of "
+                                                        "1,000,000 bytes: raise it with --max-file-size BYTES")
+    assert reasons[str(tmp_path / "bomb.docx")].startswith("a .docx that unpacks to 5,000,")
+    assert main(["index", str(tmp_path), "--kb", str(tmp_path / "kb"), "--max-file-size", "1000000"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("past the file-size limit of 1,000,000 bytes") == 4
+    with pytest.raises(ConfigurationError, match="max_file_bytes must be a whole number"):
+        load_documents(tmp_path, max_file_bytes=0)
+    with pytest.raises(SystemExit):
+        main(["index", str(tmp_path), "--kb", str(tmp_path / "kb"), "--max-file-size", "0"])
+    assert "--max-file-size: 0 must be at least 1" in capsys.readouterr().err

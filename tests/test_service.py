@@ -137,6 +137,31 @@ def test_files_are_uploaded_in_base64_and_answers_cite_their_page(served):
         assert status == 400 and message in error["error"]["message"], (document["id"], error)
 
 
+def test_an_upload_is_read_from_its_bytes_alone_and_bounded_in_size(served):
+    import base64
+
+    server, _ = served
+    server.app.limits = ServiceLimits(max_file_bytes=2_000)
+    page = "# Notes\n\n![x](/etc/passwd)\n![y](../../../../../etc/passwd)\n\nThe dock opens at six."
+    html = "<p>Dock hours.</p><img src='/etc/passwd' alt='p'><img src='file:///etc/passwd' alt='q'>"
+    uploads = [{"id": "md", "filename": "../../etc/passwd.md", "file": base64.b64encode(page.encode()).decode()},
+               {"id": "html", "filename": "/etc/passwd.html", "file": base64.b64encode(html.encode()).decode()},
+               {"id": "bare", "filename": "/etc/passwd", "file": base64.b64encode(b"x").decode()}]
+    status, _, error = server.request("POST", "/v1/documents", {"documents": uploads[2:]}, key=WRITE)
+    assert status == 400 and "(passwd): unsupported file type" in error["error"]["message"]
+    status, _, written = server.request("POST", "/v1/documents", {"documents": uploads[:2]}, key=WRITE)
+    assert status == 200 and written["added"] == 2
+    hits = server.request("POST", "/v1/search", {"query": "root passwd dock", "k": 10}, key=READ)[2]["hits"]
+    ours = {h["doc_id"]: h for h in hits if h["doc_id"] in ("md", "html")}
+    assert set(ours) == {"md", "html"} and not any("root:" in h["text"] for h in hits)
+    assert ours["md"]["source"] == "../../etc/passwd.md"         # the name given is a label, never opened
+    big = {"id": "big.txt", "file": base64.b64encode(b"a" * 2_001).decode()}
+    status, _, error = server.request("POST", "/v1/documents", {"documents": [big]}, key=WRITE)
+    assert status == 413 and "2,001 bytes; the limit is 2,000" in error["error"]["message"]
+    just = {"id": "just.txt", "file": base64.b64encode(b"a" * 2_000).decode()}
+    assert server.request("POST", "/v1/documents", {"documents": [just]}, key=WRITE)[0] == 200
+
+
 def test_search_and_filters(served):
     server, _ = served
     status, _, found = server.request("POST", "/v1/search", {"query": "违约责任", "k": 2, "mode": "bm25"}, key=READ)

@@ -7,22 +7,27 @@ import codecs
 import hashlib
 import json
 import logging
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from urllib.parse import unquote
 
 from .._errors import ConfigurationError
-from ._loaders import IMAGE_SUFFIXES, Unreadable, decode_html, markdown_images, read_docx, read_html, read_pdf
+from ._files import MAX_FILE_BYTES, inside, listed, read_inside, too_large
+from ._html import decode_html, read_html
+from ._loaders import IMAGE_SUFFIXES, Unreadable, markdown_images, read_docx, read_pdf
 
 log = logging.getLogger("agentic_rag")
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 FILE_SUFFIXES = (".pdf", ".docx", ".html", ".htm")
 SUFFIXES = TEXT_SUFFIXES + (".jsonl",) + FILE_SUFFIXES + IMAGE_SUFFIXES
+Reader = Callable[[Path], bytes]  # a file's bytes, read only as _files allows
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*\n", re.S)
-_HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
+_HEADING = re.compile(r"^#{1,6}[ \t]+(\S[^\n]*)", re.M)  # no nested quantifiers: linear in the text
 
 
 @dataclass(frozen=True)
@@ -62,24 +67,28 @@ def from_pieces(doc_id: str, pieces: list[tuple[str, dict]], title: str = "", so
     return Document(doc_id, "\n\n".join(texts), title, source, dict(metadata or {}), tuple(parts))
 
 
-def read_file(name: str, data: bytes, doc_id: str, source: str = "", encoding: str | None = None) -> Document:
+def read_file(name: str, data: bytes, doc_id: str, source: str = "", encoding: str | None = None,
+              max_bytes: int = MAX_FILE_BYTES) -> Document:
     """A document from a file's bytes, read by the suffix of its name: text, PDF, .docx or HTML.
-    Raises Unreadable with the reason in one line (an empty file too)."""
-    document = _read(name, data, doc_id, source or name, encoding)[0]
+    Raises Unreadable with the reason in one line (an empty file, one past `max_bytes`, too)."""
+    if len(data) > max_bytes:
+        raise Unreadable(too_large(len(data), max_bytes))
+    document = _read(name, data, doc_id, source or name, encoding, max_bytes)[0]
     if document is None:
         raise Unreadable("no text in it, only images")
     return document
 
 
-def _read(name: str, data: bytes, doc_id: str, source: str, encoding: str | None) -> tuple[Document | None, list]:
+def _read(name: str, data: bytes, doc_id: str, source: str, encoding: str | None,
+          max_bytes: int) -> tuple[Document | None, list]:
     """The document (None for a page that shows images and holds no text), and (src, description) of
-    each image it shows (Markdown and HTML)."""
+    each image it shows (Markdown and HTML). A .docx may unpack to `max_bytes` at most."""
     suffix = Path(name).suffix.lower()
     images = []
     if suffix == ".pdf":
         title, pieces = read_pdf(data)
     elif suffix == ".docx":
-        title, pieces = read_docx(data)
+        title, pieces = read_docx(data, max_bytes)
     elif suffix in (".html", ".htm"):
         title, pieces, images = read_html(decode_html(data, encoding))
     elif suffix in TEXT_SUFFIXES:
@@ -147,12 +156,18 @@ def _front_matter(text: str) -> tuple[dict, str]:
 def _text_document(text: str, suffix: str, doc_id: str, source: str) -> Document:
     meta, body = _front_matter(text)
     heading = _HEADING.search(body) if suffix != ".txt" else None
-    title = meta.pop("title", "") or (heading.group(1) if heading else Path(source).stem)
+    title = meta.pop("title", "") or (_heading_text(heading.group(1)) if heading else Path(source).stem)
     return Document(id=doc_id, text=body.strip(), title=title, source=source, metadata=meta)
 
 
-def _jsonl_documents(path: Path, doc_id: str, result: LoadResult, encoding: str | None) -> None:
-    data = path.read_bytes()
+def _heading_text(line: str) -> str:
+    """A Markdown heading's text without its closing #s ("Setup ##" -> "Setup"; "C#" stays)."""
+    text = line.strip()
+    bare = text.rstrip("#").rstrip()
+    return bare if bare != text and (text[len(bare):len(bare) + 1] in " \t") and bare else text
+
+
+def _jsonl_documents(path: Path, data: bytes, doc_id: str, result: LoadResult, encoding: str | None) -> None:
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16: decoded whole
         lines = decode_text(data).split("\n")
     else:  # only \n ends a line; each line decoded alone, so one bad line is one skip
@@ -179,15 +194,16 @@ def _jsonl_documents(path: Path, doc_id: str, result: LoadResult, encoding: str 
             source=where, metadata=dict(row.get("metadata") or {})))
 
 
-def _load_file(path: Path, doc_id: str, result: LoadResult, encoding: str | None, shown: dict) -> None:
+def _load_file(path: Path, doc_id: str, result: LoadResult, encoding: str | None, shown: dict, read: Reader,
+               max_bytes: int) -> None:
     if path.suffix.lower() == ".jsonl":
-        _jsonl_documents(path, doc_id, result, encoding)
+        _jsonl_documents(path, read(path), doc_id, result, encoding)
         return
-    doc, images = _read(path.name, path.read_bytes(), doc_id, str(path), encoding)
+    doc, images = _read(path.name, read(path), doc_id, str(path), encoding, max_bytes)
     if doc is not None:
         result.documents.append(doc)
     root = path.parents[len(Path(doc_id).parts) - 1]  # the folder loaded (doc_id is the path from it)
-    for src, description in images:
+    for src, description in images:  # only noted: an image is read when it is itself a listed file
         target = _local(path.parent, src, root)
         if target is not None and description:
             shown.setdefault(target, description)
@@ -213,22 +229,28 @@ def _local(folder: Path, src: str, root: Path) -> Path | None:
 
 
 def _sidecar(image: Path) -> Path | None:
-    """The description beside an image: photo.jpg.md or photo.jpg.txt."""
-    return next((p for p in (Path(f"{image}.md"), Path(f"{image}.txt")) if p.is_file()), None)
+    """The description beside an image: photo.jpg.md or photo.jpg.txt (a link or a FIFO too, so that
+    reading it is refused, not passed over)."""
+    return next((p for p in (Path(f"{image}.md"), Path(f"{image}.txt")) if os.path.lexists(p) and not p.is_dir()),
+                None)
 
 
-def _image_document(path: Path, doc_id: str, shown: dict, describe, encoding: str | None) -> Document:
+def _image_document(path: Path, doc_id: str, shown: dict, describe, encoding: str | None, read: Reader) -> Document:
     """An image as a document whose text is its description: its sidecar, else the alt text and
     caption a document showing it gives, else the vision model's (`describe(path, data)`)."""
     sidecar = _sidecar(path)
     metadata, title, text = {}, path.name, ""
     if sidecar is not None:
-        described = _text_document(decode_text(sidecar.read_bytes(), encoding), sidecar.suffix, doc_id, str(path))
+        try:
+            data = read(sidecar)
+        except Unreadable as exc:
+            raise Unreadable(f"its description {sidecar.name}: {exc}") from None
+        described = _text_document(decode_text(data, encoding), sidecar.suffix, doc_id, str(path))
         metadata, text = described.metadata, described.text
         title = described.title if described.title != path.stem else path.name
     text = text or shown.get(path.resolve(), "")
     if not text and describe is not None:
-        text = describe(path, path.read_bytes()).strip()
+        text = describe(path, read(path)).strip()
     if not text:
         raise Unreadable(f"an image with no description: write one beside it ({path.name}.md) or describe images "
                          f"with a vision model (--vision-model NAME)")
@@ -236,49 +258,46 @@ def _image_document(path: Path, doc_id: str, shown: dict, describe, encoding: st
 
 
 def load_documents(paths, on_skip: Callable[[str, str], None] | None = None, encoding: str | None = None,
-                   describe_image: Callable[[Path, bytes], str] | None = None) -> LoadResult:
+                   describe_image: Callable[[Path, bytes], str] | None = None,
+                   max_file_bytes: int = MAX_FILE_BYTES) -> LoadResult:
     """Read every supported file under the given paths; each bad file or jsonl line is skipped, listed
     in the result and reported once: to `on_skip(where, reason)` when given, else as a logged warning.
     Text files are read as UTF-8 unless `encoding` is given. An image is indexed by its description
-    (see _image_document); `describe_image(path, data)` describes the others, e.g. an ImageDescriber."""
-    if encoding:
-        try:
-            codecs.lookup(encoding)
-        except LookupError:
-            raise ConfigurationError(f"unknown encoding {encoding!r}; use a Python codec name such as gb18030, "
-                                     f"latin-1 or cp1252") from None
+    (see _image_document); `describe_image(path, data)` describes the others, e.g. an ImageDescriber.
+    Only regular files inside the folders given are read (see _files), none past `max_file_bytes`."""
+    _check_options(encoding, max_file_bytes)
     result = LoadResult()
-    files: list[tuple[Path, str]] = []
-    for raw in [paths] if isinstance(paths, (str, Path)) else paths:
-        root = Path(raw)
-        if not root.exists():
-            raise ConfigurationError(f"path not found: {raw!s}; give an existing file or directory")
-        if root.is_file():
-            if root.suffix.lower() in SUFFIXES:
-                files.append((root, root.name))
-            else:
-                result.skipped.append((str(root), f"unsupported file type; use one of {', '.join(SUFFIXES)}"))
-            continue
-        for path in sorted(root.rglob("*")):
-            relative = path.relative_to(root)
-            hidden = any(part.startswith(".") for part in relative.parts)
-            if path.is_file() and path.suffix.lower() in SUFFIXES and not hidden:
-                files.append((path, relative.as_posix()))
-    images = [(p, i) for p, i in files if p.suffix.lower() in IMAGE_SUFFIXES]
-    sidecars = {s for s in map(_sidecar, (p for p, _ in images)) if s is not None}
+    files = listed(paths, SUFFIXES, result.skipped)
+    images = [(p, i, r) for p, i, r in files if p.suffix.lower() in IMAGE_SUFFIXES]
+    sidecars = {s for s in map(_sidecar, (p for p, _, _ in images)) if s is not None}
     shown: dict[Path, str] = {}
-    for path, doc_id in files:
+    for path, doc_id, root in files:
         if path.suffix.lower() not in IMAGE_SUFFIXES and path not in sidecars:
-            _or_skipped(path, result, _load_file, path, doc_id, result, encoding, shown)
+            read = partial(read_inside, root=root, max_bytes=max_file_bytes)
+            _or_skipped(path, result, _load_file, path, doc_id, result, encoding, shown, read, max_file_bytes)
 
-    def add_image(path: Path, doc_id: str) -> None:
-        result.documents.append(_image_document(path, doc_id, shown, describe_image, encoding))
+    def add_image(path: Path, doc_id: str, root: str) -> None:
+        inside(path, root)  # an image linked in from outside is refused even when its bytes are not needed
+        read = partial(read_inside, root=root, max_bytes=max_file_bytes)
+        result.documents.append(_image_document(path, doc_id, shown, describe_image, encoding, read))
 
-    for path, doc_id in images:
-        _or_skipped(path, result, add_image, path, doc_id)
+    for path, doc_id, root in images:
+        _or_skipped(path, result, add_image, path, doc_id, root)
     for where, reason in result.skipped:
         if on_skip is None:
             log.warning("skipped %s: %s", where, reason)
         else:
             on_skip(where, reason)
     return result
+
+
+def _check_options(encoding: str | None, max_file_bytes: int) -> None:
+    if encoding:
+        try:
+            codecs.lookup(encoding)
+        except LookupError:
+            raise ConfigurationError(f"unknown encoding {encoding!r}; use a Python codec name such as gb18030, "
+                                     f"latin-1 or cp1252") from None
+    if isinstance(max_file_bytes, bool) or not isinstance(max_file_bytes, int) or max_file_bytes < 1:
+        raise ConfigurationError(f"max_file_bytes must be a whole number of bytes of at least 1, got "
+                                 f"{max_file_bytes!r}")

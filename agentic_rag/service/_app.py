@@ -13,7 +13,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ValidationError
 
@@ -24,6 +24,7 @@ from .._loop import run_agentic_rag
 from .._state import cited_as
 from ..kb import Document, KnowledgeBase
 from ..kb._documents import read_file
+from ..kb._files import MAX_FILE_BYTES
 from ..kb._loaders import IMAGE_SUFFIXES, Unreadable
 from ..kb._store import writer_lock
 from ._cache import AnswerCache, cache_key
@@ -43,6 +44,7 @@ class ServiceLimits:
     max_batch: int = 100             # documents in one POST /v1/documents
     max_concurrent_runs: int = 4     # agent runs at once in this process; more get 429
     write_wait_s: float = 10.0       # how long a write waits for another writer before 409
+    max_file_bytes: int = MAX_FILE_BYTES  # one uploaded file, decoded (index --max-file-size); more is 413
 
 
 class ServiceError(Exception):
@@ -361,7 +363,7 @@ class Service:
         if len(request.documents) > self.limits.max_batch:
             raise ServiceError(400, "invalid_request", f"{len(request.documents)} documents in one request; the "
                                                        f"limit is {self.limits.max_batch}")
-        documents = [_document(d) for d in request.documents]
+        documents = [_document(d, self.limits.max_file_bytes) for d in request.documents]
 
         def change(kb: KnowledgeBase) -> dict:
             added = kb.add_documents(documents)
@@ -450,26 +452,33 @@ def _error(kind: str, message: str) -> dict:
     return {"error": {"type": kind, "message": message}}
 
 
-def _document(given) -> Document:
-    """A document of a write request: its text, or its file read as `index` reads it."""
+def _document(given, max_file_bytes: int) -> Document:
+    """A document of a write request: its text, or its file read from its bytes alone as `index`
+    reads it. A filename is a name, never a path: only its last part's suffix chooses the reader, and
+    nothing it names or shows (a Markdown image, an HTML <img>) is opened on this server."""
     if not given.file:
         return Document(given.id, given.text, given.title, given.source, given.metadata)
+    size = len(given.file) * 3 // 4 - given.file.endswith("=") - given.file.endswith("==")  # before decoding
+    if size > max_file_bytes:
+        raise ServiceError(413, "too_large", f"document {given.id!r}: its file has {size:,} bytes; the limit is "
+                                             f"{max_file_bytes:,}")
     try:
         data = base64.b64decode(given.file, validate=True)
     except ValueError:
         raise ServiceError(400, "invalid_request", f"document {given.id!r}: 'file' is not base64") from None
-    name = given.filename or given.id
+    label = given.filename or given.id
+    name = PurePosixPath(label.replace("\\", "/")).name or "file"  # "../../etc/passwd.md" is read as passwd.md
     if Path(name).suffix.lower() in IMAGE_SUFFIXES:
         if not given.text.strip():
             raise ServiceError(400, "invalid_request", f"document {given.id!r} is an image: give its description "
                                                        f"in 'text'")
-        return Document(given.id, given.text, given.title or Path(name).name, given.source or name,
+        return Document(given.id, given.text, given.title or name, given.source or label,
                         {**given.metadata, "media": "image"})
     if given.text:
         raise ServiceError(400, "invalid_request", f"document {given.id!r}: give 'text' or 'file', not both (only "
                                                    f"an image file takes its description in 'text')")
     try:
-        document = read_file(name, data, given.id, given.source or name)
+        document = read_file(name, data, given.id, given.source or label, max_bytes=max_file_bytes)
     except Unreadable as exc:
         raise ServiceError(400, "invalid_request", f"document {given.id!r} ({name}): {exc}") from None
     return replace(document, title=given.title or document.title, metadata={**document.metadata, **given.metadata})

@@ -1,0 +1,189 @@
+"""The HTML reader: a page's visible text by block, without scripts, styles and navigation; h1-h6
+start sections; table rows become lines of cells joined by ' | '; the images it shows are kept with
+their alt text and caption. Linear in the page, however deep its elements nest."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from html.parser import HTMLParser
+
+from ._loaders import Pieces, Sections, Unreadable, printable
+
+# a class or id naming navigation: nav, navbar, navheader (DocBook), nav-footer, navigation; not naval-history
+_NAV = re.compile(r"(?:^|\s)nav(?:bar|header|footer|menu|igation|links?)?(?:$|\s|[-_])", re.I)
+_VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+_IMPLIED_END = {"li", "p", "dt", "dd", "tr", "td", "th", "option"}  # their end tag may be left out
+
+
+def decode_html(data: bytes, fallback: str | None = None) -> str:
+    """HTML bytes as text: by its byte-order mark (UTF-8 or UTF-16), else the charset its <meta>
+    declares, else UTF-8, else `fallback` (--encoding); a byte the charset does not allow becomes
+    U+FFFD, as in a browser."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        return data[3:].decode("utf-8", errors="replace")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return data.decode("utf-16", errors="replace")
+    declared = re.search(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", data[:4096], re.I)
+    if declared is None:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            declared_name = fallback or "utf-8"
+    else:
+        declared_name = declared.group(1).decode("ascii")
+    try:
+        return data.decode(declared_name, errors="replace")
+    except LookupError:
+        return data.decode("utf-8", errors="replace")
+
+
+def read_html(text: str) -> tuple[str, Pieces, list[tuple[str, str]]]:
+    """The page's title, its sections, and (src, alt text and caption) of each image it shows."""
+    parser = _HTMLText()
+    try:
+        parser.feed(_closable(text))
+        parser.close()
+    except Exception as exc:  # the standard library's parser asserts on a few malformed constructs
+        raise Unreadable(f"not readable HTML ({printable(exc)})") from None
+    parser.flush()
+    return parser.page_title or parser.sections.title, parser.sections.pieces(), parser.images
+
+
+def _closable(text: str) -> str:
+    """The page with each '<' after its last '>' written &lt;: no tag can end there, so the standard
+    library's parser takes them as text anyway, but only after scanning the rest of the page once
+    for each of them (quadratic: 200 KB of '<a' took 19 s)."""
+    last = text.rfind(">")
+    return text if "<" not in text[last + 1:] else text[:last + 1] + text[last + 1:].replace("<", "&lt;")
+
+
+class _HTMLText(HTMLParser):
+    """Visible text by block, without scripts, styles and navigation; h1-h6 start sections; table
+    rows become lines of cells joined by ' | '; <img> alt text and <figcaption> are kept per image."""
+
+    SKIP = {"script", "style", "noscript", "template", "nav", "svg", "iframe", "select"}
+    BLOCKS = {"p", "div", "section", "article", "main", "li", "ul", "ol", "dl", "dt", "dd", "blockquote", "pre",
+              "table", "tr", "br", "hr", "figure", "figcaption", "header", "footer", "aside", "form", "address"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.sections = Sections()
+        self.page_title = ""
+        self.images: list[tuple[str, str]] = []
+        self._skip: list[str] = []     # the skipped element we are in, then the elements open inside it
+        self._skipping = Counter()     # how many of each tag are in _skip: an end tag is matched in O(1)
+        self._line: list[str] = []
+        self._heading: list[str] | None = None
+        self._in_title = False
+        self._pre = 0
+        self._figure: list[list] = []  # per open <figure>: its images' indexes, then its caption's words
+        self._caption: list[str] | None = None
+        self._cells = 0                # open <td>/<th>
+        self._row = 0                  # cells begun in the current row
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if self._skip:
+            if len(self._skip) == 1 and tag == self._skip[0] and tag in _IMPLIED_END:
+                self._end_skip(tag)  # a sibling starts: the skipped one ended without its end tag
+            else:
+                if tag not in _VOID and not (tag in _IMPLIED_END and self._skip[-1] == tag and len(self._skip) > 1):
+                    self._push_skip(tag)  # the elements open inside the skipped one
+                return
+        if tag == "title":
+            self._in_title = True
+        if tag in ("tr", "table"):
+            self._cells = self._row = 0
+        if tag == "br" and self._heading is not None:
+            self._heading.append(" ")
+        named = f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
+        if tag in self.SKIP or attrs.get("role") == "navigation" or "hidden" in attrs or _NAV.search(named):
+            if tag not in _VOID:  # a void element holds nothing: passing it over is enough
+                self._push_skip(tag)
+            return
+        if tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
+            self.flush()
+            self._heading = []
+        elif tag in ("td", "th"):
+            self._cells += 1
+            self._row += 1
+            if self._row > 1:
+                self._line.append(" | ")
+        elif tag in self.BLOCKS and self._cells and tag not in ("tr", "table"):
+            self._line.append(" ")  # a paragraph or line break inside a cell stays in its row
+        elif tag in self.BLOCKS:
+            self.flush()
+        if tag == "pre":
+            self._pre += 1
+        elif tag == "figure":
+            self._figure.append([])
+        elif tag == "figcaption":
+            self._caption = []
+        elif tag == "img" and attrs.get("src"):
+            if self._figure:
+                self._figure[-1].append(len(self.images))
+            self.images.append((attrs["src"], " ".join(filter(None, [attrs.get("alt"), attrs.get("title")]))))
+
+    def handle_endtag(self, tag):
+        if self._skip:
+            if self._skipping[tag]:  # it, and whatever was left open inside it, end
+                self._end_skip(tag)
+                return
+            if self._skip[0] not in _IMPLIED_END:
+                return  # a stray end tag inside the skipped element
+            self._skip.clear()  # its parent ends (</ul> after a skipped <li>): so did it
+            self._skipping.clear()
+        if tag == "title":
+            self._in_title = False
+        elif tag in ("h1", "h2", "h3", "h4", "h5", "h6") and self._heading is not None:
+            self.sections.heading(" ".join("".join(self._heading).split()), title=False)
+            self._heading = None
+        elif tag == "figcaption" and self._caption is not None:
+            self._caption_done(" ".join("".join(self._caption).split()))
+        elif tag == "figure" and self._figure:
+            self._figure.pop()
+        elif tag == "pre":
+            self._pre = max(0, self._pre - 1)
+        elif tag in ("td", "th"):
+            self._cells = max(0, self._cells - 1)
+        elif tag in ("tr", "table"):
+            self._cells = self._row = 0
+        if tag in self.BLOCKS and not self._cells:
+            self.flush()
+
+    def _push_skip(self, tag: str) -> None:
+        self._skip.append(tag)
+        self._skipping[tag] += 1
+
+    def _end_skip(self, tag: str) -> None:
+        """Close the innermost open `tag` of the skipped ones and all opened inside it: each tag is
+        popped once, so a page's skipping is linear in its tags however deep they nest."""
+        while self._skip:
+            popped = self._skip.pop()
+            self._skipping[popped] -= 1
+            if popped == tag:
+                return
+
+    def _caption_done(self, caption: str) -> None:
+        for i in self._figure[-1] if self._figure else []:
+            src, alt = self.images[i]
+            self.images[i] = (src, f"{alt}. {caption}" if alt else caption)
+        self._caption = None
+
+    def handle_data(self, data):
+        if self._in_title and not self._skip:
+            self.page_title += data.strip()
+            return
+        if self._skip:
+            return
+        for sink in (self._heading, self._caption):
+            if sink is not None:
+                sink.append(data)
+        if self._heading is None:
+            self._line.append(data if self._pre else re.sub(r"\s+", " ", data))
+
+    def flush(self):
+        line = "".join(self._line)
+        self._line = []
+        if line.strip():
+            self.sections.add(line if self._pre else re.sub(r" {2,}", " ", line.strip()))
