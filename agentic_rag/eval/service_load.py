@@ -231,7 +231,7 @@ def markdown(report: dict) -> str:
     lines += [f"| {name} | {r['requests']} | {r['rps']} | {r['p50_ms']} | {r['p95_ms']} | {r['errors']} |"
               for name, r in rows]
     if "slow" in report:
-        closed = ", ".join(f"{answer}: {n}" for answer, n in sorted(slow["closed_by"].items()))
+        closed = ", ".join(f"{answer}: {n}" for answer, n in sorted(slow["closed_by"].items())) or "nothing"
         met = "met" if report["slow_p95_ratio"] <= 2 else "missed"
         lines += ["", f"Slow clients: {slow['clients']} from {slow['addresses']} addresses (127.0.0.2 and up), a "
                       f"line or a byte every {slow['interval_s']:g} s; {slow['connects']} connections made, "

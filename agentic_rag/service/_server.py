@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import logging
 import math
+import threading
 import time
 from dataclasses import dataclass
 
+from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
@@ -146,7 +148,42 @@ class GuardedServer(TcpWSGIServer):
 
     def __init__(self, application, limits: ServerLimits, **kw):
         self.limits = limits
+        self._stop, self._stopped, self._serving = threading.Event(), threading.Event(), False
+        self._shutting = threading.Lock()
         super().__init__(application, **kw)
+
+    def run(self):
+        """Serve until close() (from any thread) or Ctrl-C; then every connection is closed."""
+        self._serving = True
+        try:
+            while self._map and not self._stop.is_set():  # poll(), not select(): no limit of 1024 sockets
+                wasyncore.poll2(self.adj.asyncore_loop_timeout, self._map)
+        except (SystemExit, KeyboardInterrupt):
+            pass
+        finally:
+            self._shut()
+            self._stopped.set()
+
+    def close(self):
+        """Stop serving: from another thread, the loop is asked to stop and closes everything itself
+        (closing sockets under its poll() would fail it)."""
+        if not self._serving:
+            self._shut()
+            return
+        with self._shutting:  # the loop may stop on its own meanwhile: not a pull on a closed trigger
+            if self.socket is not None:
+                self._stop.set()
+                self.pull_trigger()
+        self._stopped.wait(10)
+
+    def _shut(self):
+        self.task_dispatcher.shutdown()
+        with self._shutting:
+            if self.socket is None:  # already shut
+                return
+            for channel in list(self.active_channels.values()):
+                channel.handle_close()
+            super().close()
 
     def handle_accept(self):
         try:
@@ -183,13 +220,6 @@ class GuardedServer(TcpWSGIServer):
         if excess > 0:
             for channel in sorted(reading, key=lambda c: c.since())[:excess]:
                 channel.refuse(503, "unavailable", "too many connections are sending requests slowly; retry")
-
-    def close(self):
-        """Stop: the worker threads, then every connection and the listening socket (run() returns)."""
-        self.task_dispatcher.shutdown()
-        for channel in list(self.active_channels.values()):
-            channel.handle_close()
-        super().close()
 
     def maintenance(self, now):
         """waitress's own check (a stuck write), then each reading connection's deadline, then the share."""
