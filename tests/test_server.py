@@ -103,6 +103,22 @@ def test_a_client_that_dribbles_is_cut_off_at_the_deadline_though_it_keeps_sendi
         assert status == 408 and body["error"]["type"] == "request_timeout"
 
 
+@pytest.mark.parametrize("served", [{**FAST, "idle_timeout_s": 1.0}], indirect=True)
+def test_blank_lines_do_not_keep_an_idle_connection_open(served):
+    client = served.connect()
+    answer, sent = None, 0
+    while answer is None and sent < 100:  # blank lines start no request, but were activity to waitress
+        answer = _closed(client, 0.2)
+        if answer is None:
+            try:
+                client.sendall(b"\r\n")
+                sent += 1
+            except OSError:
+                answer = b""
+    client.close()
+    assert answer is not None and sent >= 3
+
+
 @pytest.mark.parametrize("served", [{**FAST, "header_timeout_s": 60.0, "max_per_address": 3}], indirect=True)
 def test_connections_past_the_per_address_bound_are_refused_while_another_address_connects(served):
     held = [served.connect("127.0.0.3") for _ in range(3)]
