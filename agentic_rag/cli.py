@@ -40,6 +40,41 @@ def _positive(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{value:g} must be more than 0 seconds")
+    return value
+
+
+def _connection_flags(parser):
+    """serve's guards against slow clients, with ServerLimits' defaults (none without the serve
+    extra: then serve says which extra to install)."""
+    try:
+        from .service._server import ServerLimits as given
+    except ImportError:
+        return
+    parser.add_argument("--header-timeout", type=_seconds, default=given.header_timeout_s, metavar="S",
+                        help="seconds from a request's first byte to the end of its headers, in all; then 408 "
+                             "(default %(default)g)")
+    parser.add_argument("--body-timeout", type=_seconds, default=given.body_timeout_s, metavar="S",
+                        help="seconds from the end of the headers to the body's last byte, in all; then 408 "
+                             "(default %(default)g)")
+    parser.add_argument("--idle-timeout", type=_seconds, default=given.idle_timeout_s, metavar="S",
+                        help="seconds a connection may wait with no request under way (default %(default)g)")
+    parser.add_argument("--max-connections", type=_positive, default=given.max_connections, metavar="N",
+                        help="connections open at once (default %(default)s)")
+    parser.add_argument("--max-per-address", type=_positive, default=given.max_per_address, metavar="N",
+                        help="connections from one client address; more are refused with 429; behind a proxy "
+                             "set it to --max-connections (default %(default)s)")
+    parser.add_argument("--reading-share", type=float, default=given.reading_share, metavar="SHARE",
+                        help="share of --max-connections that connections still sending a request may hold; "
+                             "past it the longest-sending are closed (default %(default)g)")
+
+
 LOCK_WAIT_S = 10.0  # how long index or delete waits for another writer on the same --kb before giving up
 
 
@@ -210,11 +245,13 @@ def cmd_ask(args) -> int:
 
 def cmd_serve(args) -> int:
     try:
-        import waitress
-
         from .service import ServiceLimits, create_app, keys_from
+        from .service._server import ServerLimits, create_server
     except ImportError:
         raise ConfigurationError("agentic-rag serve needs the serve extra: pip install 'agentic-rag[serve]'") from None
+    guards = ServerLimits(header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout,
+                          idle_timeout_s=args.idle_timeout, max_connections=args.max_connections,
+                          max_per_address=args.max_per_address, reading_share=args.reading_share)
     settings = model_settings(args)
     reads, writes = keys_from(os.environ, args.keys_file)
     metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
@@ -227,10 +264,8 @@ def cmd_serve(args) -> int:
                      model_name=settings["name"],
                      read_keys=reads, write_keys=writes, cache_size=args.cache_size, cache_ttl_s=args.cache_ttl,
                      limits=limits, loader=lambda path: load_kb(str(path), settings), multiprocess_dir=metrics_dir)
-    try:  # waitress refuses bodies past the limit before reading them, and drops connections idle for 30 s
-        server = waitress.create_server(app, host=args.host, port=args.port, threads=args.threads,
-                                        ident="agentic-rag", max_request_body_size=limits.max_body_bytes,
-                                        channel_timeout=30)
+    try:  # bodies past the limit are refused before they are read; slow clients are cut off (see _server)
+        server = create_server(app, args.host, args.port, args.threads, limits.max_body_bytes, guards)
     except OSError as exc:
         raise ConfigurationError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}; choose another "
                                  f"--port (or stop what uses it)") from None
@@ -359,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--cache-ttl", type=float, default=300.0, help="seconds an answer is kept (default %(default)s)")
     serve.add_argument("--keys-file", metavar="FILE", help="lines 'read KEY' or 'write KEY' (also "
                                                            "AGENTIC_RAG_READ_KEYS, AGENTIC_RAG_WRITE_KEYS)")
+    _connection_flags(serve)
     _model_flags(serve)
     _tool_flags(serve)
     serve.set_defaults(run=cmd_serve)

@@ -405,11 +405,13 @@ def test_the_load_check_runs_clean_on_the_example(kb_dir, tmp_path):
     from agentic_rag.eval import service_load
 
     assert service_load.main(["--kb", str(kb_dir), "--clients", "3", "--seconds", "1.5", "--writes", "3",
+                              "--slow-clients", "45", "--slow-addresses", "2", "--slow-interval", "0.5",
                               "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["cross_talk"] == 0 and report["lost_writes"] == 0 and report["writes_acknowledged"] >= 1
     assert all(report[phase]["errors"] == 0 and report[phase]["requests"] > 0
-               for phase in ("http", "library", "http_with_writer", "http_cached"))
+               for phase in ("http", "http_slow", "library", "http_with_writer", "http_cached"))
+    assert report["slow"]["closed_by"].get("429 too_many_connections", 0) > 0  # 23 from one address, 20 allowed
 
 
 def test_hostile_requests_get_clean_client_errors(served):

@@ -14,7 +14,10 @@ same model); their throughput ratio is the cost of the HTTP layer. 3. HTTP while
 deletes documents: every reply must be 200 and equal the answer the library gives to the same
 question against the generation the reply names (each generation the writer makes is kept aside
 for the check); after a restart every acknowledged write must be there. 4. HTTP with the cache on,
-the clients asking a few questions again and again.
+the clients asking a few questions again and again. 5. HTTP while `--slow-clients` connections
+from 127.0.0.2 and up (`--slow-addresses` of them, so the per-address bound shows) each send one
+header line, or one body byte, every `--slow-interval` seconds and connect again when the server
+closes them; target: the p95 of phase 1 at most doubled. What the server answered them is counted.
 """
 from __future__ import annotations
 
@@ -35,6 +38,7 @@ from ..kb import KnowledgeBase
 from ..models import OfflineModel
 from ._metrics import percentile
 from ._report import write_report
+from ._slow_clients import slow_clients
 
 
 def _free_port() -> int:
@@ -109,7 +113,29 @@ def _figures(records: list[dict], elapsed: float) -> dict:
             "errors": sum(r.get("status", 200) != 200 for r in records)}
 
 
-def run(kb_dir: str, clients: int, seconds: float, writes: int) -> dict:
+def _with_slow_clients(port: int, clients: int, seconds: float, ask, slow: tuple[int, int, float]) -> tuple:
+    """(figures of `ask` from `clients` threads for `seconds`, the slow clients' report) while the
+    slow clients are at work; a request that fails at the socket counts as an error."""
+    stop, found = threading.Event(), {}
+    thread = threading.Thread(target=lambda: found.update(slow_clients(port, *slow, stop)))
+    thread.start()
+    time.sleep(slow[2])  # every slow client has connected once
+
+    def guarded(i):
+        try:
+            return ask(i)
+        except OSError as exc:
+            return {"status": 0, "error": type(exc).__name__}
+
+    try:
+        figures = _figures(*_clients(clients, seconds, guarded))
+    finally:
+        stop.set()
+        thread.join()
+    return figures, found
+
+
+def run(kb_dir: str, clients: int, seconds: float, writes: int, slow: tuple[int, int, float] = (0, 1, 2.0)) -> dict:
     with tempfile.TemporaryDirectory() as scratch:
         folder, kept = Path(scratch) / "kb", Path(scratch) / "generations"
         shutil.copytree(kb_dir, folder, ignore=shutil.ignore_patterns(".lock"))
@@ -126,6 +152,9 @@ def run(kb_dir: str, clients: int, seconds: float, writes: int) -> dict:
                         "generation": reply.get("generation")}
 
             report["http"] = _figures(*_clients(clients, seconds, over_http))
+            if slow[0]:
+                report["http_slow"], report["slow"] = _with_slow_clients(port, clients, seconds, over_http, slow)
+                report["slow_p95_ratio"] = round(report["http_slow"]["p95_ms"] / report["http"]["p95_ms"], 2)
             report["library"] = _figures(*_clients(clients, seconds, lambda i: {
                 "answer": run_agentic_rag(asked[i % len(asked)], kb, model)["answer"]}))
             report["http_to_library"] = round(report["http"]["rps"] / max(report["library"]["rps"], 1e-9), 3)
@@ -196,8 +225,18 @@ def markdown(report: dict) -> str:
              f"{report['generations_seen']} generations answered from; cross-talk {report['cross_talk']}, "
              f"lost writes {report['lost_writes']}.", "",
              "| phase | requests | per second | p50 ms | p95 ms | errors |", "|---|---|---|---|---|---|"]
+    if "slow" in report:
+        slow = report["slow"]
+        rows.insert(1, (f"HTTP, cache off, {slow['clients']} slow clients", report["http_slow"]))
     lines += [f"| {name} | {r['requests']} | {r['rps']} | {r['p50_ms']} | {r['p95_ms']} | {r['errors']} |"
               for name, r in rows]
+    if "slow" in report:
+        closed = ", ".join(f"{answer}: {n}" for answer, n in sorted(slow["closed_by"].items())) or "nothing"
+        met = "met" if report["slow_p95_ratio"] <= 2 else "missed"
+        lines += ["", f"Slow clients: {slow['clients']} from {slow['addresses']} addresses (127.0.0.2 and up), a "
+                      f"line or a byte every {slow['interval_s']:g} s; {slow['connects']} connections made, "
+                      f"{slow['open_mean']} open on average; closed by the server with {closed}. p95 with them "
+                      f"/ without: {report['slow_p95_ratio']:.2f} (target at most 2: {met})."]
     return "\n".join(lines) + "\n"
 
 
@@ -207,9 +246,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--writes", type=int, default=8)
+    parser.add_argument("--slow-clients", type=int, default=300, help="slow connections of phase 5; 0 skips it")
+    parser.add_argument("--slow-addresses", type=int, default=10, help="loopback addresses they come from")
+    parser.add_argument("--slow-interval", type=float, default=2.0, help="seconds between a slow client's sends")
     parser.add_argument("--out", default="reports/service-load")
     args = parser.parse_args(argv)
-    report = run(args.kb, args.clients, args.seconds, args.writes)
+    if not 0 <= args.slow_clients <= 900 or not 1 <= args.slow_addresses <= 250 or not args.slow_interval > 0:
+        parser.error("--slow-clients 0 to 900 (one select() of them), --slow-addresses 1 to 250, --slow-interval > 0")
+    report = run(args.kb, args.clients, args.seconds, args.writes,
+                 (args.slow_clients, args.slow_addresses, args.slow_interval))
     write_report(args.out, report, markdown(report))
     return 0
 

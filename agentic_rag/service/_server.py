@@ -1,0 +1,262 @@
+"""waitress, guarded against slow clients: a request's headers and body must arrive within a total
+time (not an idle timeout, which a client sending a byte now and then never trips), one client
+address holds a bounded number of connections, and connections still sending a request hold at
+most a share of the connection limit, so requests already read always find room. waitress's own
+errors (413, a bad Content-Length, ...) answer in the service's JSON error shape."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+
+from waitress import wasyncore
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask, ThreadedTaskDispatcher
+
+from .._errors import ConfigurationError
+
+log = logging.getLogger("agentic_rag.service")
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """How long a client may take to send a request, and how many connections it may hold."""
+
+    header_timeout_s: float = 10.0  # from a request's first byte to the end of its headers
+    body_timeout_s: float = 60.0    # from the end of the headers to the body's last byte
+    idle_timeout_s: float = 30.0    # a connection with no request under way is closed after this long
+    max_connections: int = 100
+    max_per_address: int = 20       # behind a proxy every client is the proxy: raise it to max_connections
+    reading_share: float = 0.5      # of max_connections, for connections still sending (or awaiting) a request
+
+    def __post_init__(self):
+        for name in ("header_timeout_s", "body_timeout_s", "idle_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ConfigurationError(f"{name} must be a positive number of seconds, not {getattr(self, name)!r}")
+        if self.max_connections < 4:
+            raise ConfigurationError(f"max_connections must be at least 4, not {self.max_connections}")
+        if not 1 <= self.max_per_address <= self.max_connections:
+            raise ConfigurationError(f"max_per_address must be from 1 to max_connections ({self.max_connections}), "
+                                     f"not {self.max_per_address}")
+        if not 0 < self.reading_share < 1:
+            raise ConfigurationError(f"reading_share must be between 0 and 1 (a share of max_connections), "
+                                     f"not {self.reading_share}")
+
+    @property
+    def max_reading(self) -> int:
+        """Connections that may be sending (or awaiting) a request at once."""
+        return max(1, int(self.max_connections * self.reading_share))
+
+
+_REASONS = {400: "Bad Request", 408: "Request Timeout", 413: "Content Too Large", 429: "Too Many Requests",
+            431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
+            503: "Service Unavailable"}
+
+
+def _reply(status: int, kind: str, message: str) -> bytes:
+    """A whole HTTP response that closes the connection, with the service's JSON error body."""
+    body = json.dumps({"error": {"type": kind, "message": message}}).encode("utf-8")
+    head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+    return head.encode("latin-1") + body
+
+
+class _JSONErrorTask(ErrorTask):
+    """waitress's answer to a request it could not take, as the service's JSON error."""
+
+    def execute(self):
+        status, kind, message = self._described()
+        body = json.dumps({"error": {"type": kind, "message": message}}).encode("utf-8")
+        self.status = f"{status} {_REASONS[status]}"
+        self.response_headers.append(("Content-Type", "application/json; charset=utf-8"))
+        self.set_close_on_finish()
+        self.content_length = len(body)
+        self.write(body)
+
+    def _described(self) -> tuple[int, str, str]:
+        code, request, adj = self.request.error.code, self.request, self.channel.adj
+        if code == 413:
+            limit = adj.max_request_body_size - 1  # waitress refuses a body of max_request_body_size itself
+            size = f"{request.content_length} bytes" if request.content_length else f"more than {limit} bytes"
+            return 413, "too_large", f"the body has {size}; the limit is {limit}"
+        if code == 431:
+            return 431, "too_large", f"the request's headers pass {adj.max_request_header_size} bytes; send fewer"
+        if code == 501:
+            return 501, "not_implemented", "only Transfer-Encoding: chunked is supported; send Content-Length"
+        if code == 500:
+            return 500, "internal_error", "the server failed on this request; see its log"
+        detail = str(self.request.error.body)
+        if detail == "Content-Length is invalid":
+            return 400, "invalid_request", "Content-Length is not a number"
+        return 400, "invalid_request", f"the request is not valid HTTP: {detail}"
+
+
+class _Channel(HTTPChannel):
+    """A connection that remembers when its request started, for the deadlines."""
+
+    error_task_class = _JSONErrorTask
+
+    def __init__(self, server, sock, addr, adj, map=None):
+        self.waiting_since = time.monotonic()  # accepted, or its last response handed over
+        self.request_since = self.body_since = None  # a request's first byte; the end of its headers
+        super().__init__(server, sock, addr, adj, map=map)
+
+    def received(self, data):
+        before, now = self.request, time.monotonic()
+        result = super().received(data)
+        if self.request is None:
+            self.request_since = self.body_since = None
+        elif self.request is not before:  # a new request began in this data
+            self.request_since, self.body_since = now, now if self.request.headers_finished else None
+        elif self.body_since is None and self.request.headers_finished:
+            self.body_since = now
+        return result
+
+    def service(self):
+        super().service()
+        self.waiting_since = time.monotonic()
+
+    def reading(self) -> bool:
+        """Still sending (or awaiting) a request: nothing read is being answered, nothing waits to go out."""
+        return not (self.requests or self.total_outbufs_len or self.will_close or self.close_when_flushed)
+
+    def since(self) -> float:
+        """When this connection started costing a slot without a request to answer."""
+        return self.request_since if self.request_since is not None else self.waiting_since
+
+    def refuse(self, status: int, kind: str, message: str):
+        """Close, answering first if the client has sent part of a request (an idle one just closes)."""
+        if self.request_since is None:
+            self.will_close = True
+            return
+        data = _reply(status, kind, message)
+        with self.outbuf_lock:
+            self.outbufs[-1].append(data)
+            self.total_outbufs_len += len(data)
+        self.close_when_flushed = True
+
+
+class GuardedServer(TcpWSGIServer):
+    """waitress's TCP server with the limits of ServerLimits applied each accept and each second."""
+
+    channel_class = _Channel
+
+    def __init__(self, application, limits: ServerLimits, **kw):
+        self.limits = limits
+        self._stop, self._stopped, self._serving = threading.Event(), threading.Event(), False
+        self._shutting = threading.Lock()
+        super().__init__(application, **kw)
+
+    def run(self):
+        """Serve until close() (from any thread) or Ctrl-C; then every connection is closed."""
+        self._serving = True
+        try:
+            while self._map and not self._stop.is_set():  # poll(), not select(): no limit of 1024 sockets
+                wasyncore.poll2(self.adj.asyncore_loop_timeout, self._map)
+        except (SystemExit, KeyboardInterrupt):
+            pass
+        finally:
+            self._shut()
+            self._stopped.set()
+
+    def close(self):
+        """Stop serving: from another thread, the loop is asked to stop and closes everything itself
+        (closing sockets under its poll() would fail it)."""
+        if not self._serving:
+            self._shut()
+            return
+        with self._shutting:  # the loop may stop on its own meanwhile: not a pull on a closed trigger
+            if self.socket is not None:
+                self._stop.set()
+                self.pull_trigger()
+        self._stopped.wait(10)
+
+    def _shut(self):
+        self.task_dispatcher.shutdown()
+        with self._shutting:
+            if self.socket is None:  # already shut
+                return
+            for channel in list(self.active_channels.values()):
+                channel.handle_close()
+            super().close()
+
+    def handle_accept(self):
+        try:
+            pair = self.accept()
+            if pair is None:
+                return
+            conn, addr = pair
+            self.set_socket_options(conn)
+        except OSError:  # the client left before accept() returned, as waitress itself shrugs off
+            return
+        host = addr[0]
+        held = sum(1 for c in list(self.active_channels.values()) if c.addr and c.addr[0] == host)
+        if held >= self.limits.max_per_address:
+            log.info("refused a connection from %s: it holds %d already", host, held)
+            self._refuse_socket(conn, host)
+            return
+        self.channel_class(self, conn, self.fix_addr(addr), self.adj, map=self._map)
+        self._make_room()
+
+    def _refuse_socket(self, conn, host: str):
+        try:
+            conn.setblocking(False)
+            conn.send(_reply(429, "too_many_connections", f"{host} holds {self.limits.max_per_address} "
+                                                          f"connections already, the limit per address; close one"))
+        except OSError:
+            pass
+        conn.close()
+
+    def _make_room(self):
+        """Close the longest-reading connections past the reading share: slow clients cannot take
+        the slots of requests already read."""
+        reading = [c for c in list(self.active_channels.values()) if c.reading()]
+        excess = len(reading) - self.limits.max_reading
+        if excess > 0:
+            for channel in sorted(reading, key=lambda c: c.since())[:excess]:
+                channel.refuse(503, "unavailable", "too many connections are sending requests slowly; retry")
+
+    def maintenance(self, now):
+        """waitress's own check (a stuck write), then each reading connection's deadline, then the share."""
+        super().maintenance(now)
+        at = time.monotonic()
+        for channel in list(self.active_channels.values()):
+            if channel.reading():
+                late = self._late(channel, at)
+                if late:
+                    channel.refuse(408, "request_timeout", late)
+        self._make_room()
+
+    def _late(self, channel: _Channel, at: float) -> str | None:
+        """Why this connection is past its deadline, or None. All three are totals: a client that
+        sends a byte now and then gains nothing (not even blank lines, which start no request)."""
+        limits = self.limits
+        if channel.request_since is None:
+            return "idle" if at - channel.waiting_since > limits.idle_timeout_s else None
+        if channel.body_since is None:
+            if at - channel.request_since > limits.header_timeout_s:
+                return f"the request's headers did not arrive within {limits.header_timeout_s:g} s"
+            return None
+        if at - channel.body_since > limits.body_timeout_s:
+            return f"the request's body did not arrive within {limits.body_timeout_s:g} s of its headers"
+        return None
+
+
+def create_server(app, host: str, port: int, threads: int, max_body_bytes: int,
+                  limits: ServerLimits | None = None) -> GuardedServer:
+    """A guarded waitress server for `app`, listening on host:port (0: a free port); run() serves."""
+    limits = limits or ServerLimits()
+    # cleanup_interval 1: the deadlines are checked every second (waitress checks every 30 s);
+    # channel_timeout: waitress's idle check stays, for a response the client does not read;
+    # max_request_body_size + 1: waitress refuses a body of exactly its limit, the service allows it
+    adj = Adjustments(host=host, port=port, threads=threads, ident="agentic-rag",
+                      connection_limit=limits.max_connections, cleanup_interval=1,
+                      channel_timeout=math.ceil(limits.idle_timeout_s), max_request_body_size=max_body_bytes + 1)
+    dispatcher = ThreadedTaskDispatcher()
+    dispatcher.set_thread_count(adj.threads)
+    return GuardedServer(app, limits, map={}, dispatcher=dispatcher, adj=adj, sockinfo=adj.listen[0])

@@ -1,0 +1,190 @@
+"""The guarded waitress server, tested with real sockets on 127.0.0.x: a client that dribbles its
+request is cut off at the deadline however often it sends, one address holds a bounded number of
+connections while others still connect, slow connections cannot take the slots of requests already
+read, and waitress's own refusals (413, a bad Content-Length) answer in the service's JSON shape.
+Outcomes are counted; no test asserts how fast anything was."""
+import http.client
+import json
+import select
+import socket
+import threading
+
+import pytest
+
+from agentic_rag import ConfigurationError, KnowledgeBase, OfflineModel
+from agentic_rag.service import create_app
+from agentic_rag.service._server import ServerLimits, create_server
+from helpers import TINY
+
+MAX_BODY = 10_000
+
+
+class Served:
+    """The service over the tiny corpus on a guarded server in a thread, on a free port."""
+
+    def __init__(self, limits: ServerLimits):
+        kb = KnowledgeBase()
+        kb.add_documents(TINY)
+        self.server = create_server(create_app(OfflineModel(), kb=kb), "127.0.0.1", 0, 4, MAX_BODY, limits)
+        self.port = int(self.server.effective_port)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+
+    def connect(self, address: str = "127.0.0.1") -> socket.socket:
+        client = socket.socket()
+        client.bind((address, 0))  # the server sees this address, so the per-address bound applies to it
+        client.connect(("127.0.0.1", self.port))
+        return client
+
+    def search(self, address: str = "127.0.0.1") -> tuple[int, dict]:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30, source_address=(address, 0))
+        connection.request("POST", "/v1/search", body=json.dumps({"query": "认证失败", "k": 2}),
+                           headers={"Content-Type": "application/json"})
+        response = connection.getresponse()
+        reply = json.loads(response.read())
+        connection.close()
+        return response.status, reply
+
+    def close(self):
+        self.server.close()
+        self.thread.join(10)
+
+
+@pytest.fixture
+def served(request):
+    server = Served(ServerLimits(**request.param))
+    yield server
+    server.close()
+
+
+def _closed(client: socket.socket, wait_s: float) -> bytes | None:
+    """What the server sent before closing (b"" if nothing), or None while it keeps the connection."""
+    if not select.select([client], [], [], wait_s)[0]:
+        return None
+    received = b""
+    try:
+        while chunk := client.recv(4096):
+            received += chunk
+    except OSError:  # reset: the client's own unread bytes made the close a reset
+        pass
+    return received
+
+
+def _json(response: bytes) -> tuple[int, dict]:
+    head, _, body = response.partition(b"\r\n\r\n")
+    assert b"application/json" in head
+    return int(head.split()[1]), json.loads(body)
+
+
+FAST = {"header_timeout_s": 1.0, "body_timeout_s": 1.0, "idle_timeout_s": 30.0}
+
+
+@pytest.mark.parametrize("served", [FAST], indirect=True)
+@pytest.mark.parametrize("start, drip", [(b"POST /v1/search HTTP/1.1\r\nHost: x\r\n", b"X-Slow: 1\r\n"),
+                                         (b"POST /v1/search HTTP/1.1\r\nContent-Length: 500\r\n\r\n", b"{")],
+                         ids=["headers", "body"])
+def test_a_client_that_dribbles_is_cut_off_at_the_deadline_though_it_keeps_sending(served, start, drip):
+    client = served.connect()
+    client.sendall(start)
+    sent, answer = 0, None
+    while answer is None and sent < 100:  # a drip every 0.2 s, for up to 20 s: the idle timeout (30 s) never fires
+        answer = _closed(client, 0.2)
+        if answer is None:
+            try:
+                client.sendall(drip)
+                sent += 1
+            except OSError:  # the server closed while we sent
+                answer = b""
+    client.close()
+    assert answer is not None, "the server kept a client that sent a little every 0.2 s for 20 s"
+    assert sent >= 3  # it did keep sending past its first drips
+    if answer:  # the 408 may be lost to the reset our unread drips cause; when it arrives it is our JSON
+        status, body = _json(answer)
+        assert status == 408 and body["error"]["type"] == "request_timeout"
+
+
+@pytest.mark.parametrize("served", [{**FAST, "idle_timeout_s": 1.0}], indirect=True)
+def test_blank_lines_do_not_keep_an_idle_connection_open(served):
+    client = served.connect()
+    answer, sent = None, 0
+    while answer is None and sent < 100:  # blank lines start no request, but were activity to waitress
+        answer = _closed(client, 0.2)
+        if answer is None:
+            try:
+                client.sendall(b"\r\n")
+                sent += 1
+            except OSError:
+                answer = b""
+    client.close()
+    assert answer is not None and sent >= 3
+
+
+@pytest.mark.parametrize("served", [{**FAST, "header_timeout_s": 60.0, "max_per_address": 3}], indirect=True)
+def test_connections_past_the_per_address_bound_are_refused_while_another_address_connects(served):
+    held = [served.connect("127.0.0.3") for _ in range(3)]
+    for client in held:
+        client.sendall(b"GET /healthz HTTP/1.1\r\n")  # a request under way, slowly
+    refused = []
+    for _ in range(4):
+        extra = served.connect("127.0.0.3")
+        refused.append(_closed(extra, 10))
+        extra.close()
+    assert all(answer is not None for answer in refused), "a fourth connection from 127.0.0.3 was kept"
+    for answer in filter(None, refused):
+        status, body = _json(answer)
+        assert status == 429 and body["error"]["type"] == "too_many_connections"
+    assert served.search("127.0.0.2")[0] == 200
+    assert all(_closed(client, 0) is None for client in held)  # the three within the bound stay open
+    for client in held:
+        client.close()
+
+
+@pytest.mark.parametrize("served", [{**FAST, "header_timeout_s": 60.0, "max_connections": 12,
+                                     "max_per_address": 3, "reading_share": 0.5}], indirect=True)
+def test_slow_connections_cannot_take_the_slots_of_requests_already_read(served):
+    slow = []
+    for n in range(21):  # 7 addresses x 3: within the per-address bound, well past the 12 connections
+        client = served.connect(f"127.0.0.{10 + n // 3}")
+        client.sendall(b"POST /v1/search HTTP/1.1\r\nX-Slow: 1\r\n")
+        slow.append(client)
+    answers = [served.search() for _ in range(3)]
+    assert [status for status, _ in answers] == [200] * 3 and answers[0][1]["hits"]
+    closed = 0
+    for _ in range(50):  # the server closed them when it accepted later ones; give the closes 10 s to arrive
+        closed = sum(_closed(client, 0) is not None for client in slow)
+        if closed >= 21 - 6:
+            break
+        select.select(slow, [], [], 0.2)
+    assert closed >= 21 - 6  # at most a half of the 12 connections were left to clients still sending
+    for client in slow:
+        client.close()
+
+
+@pytest.mark.parametrize("served", [FAST], indirect=True)
+def test_waitress_refusals_answer_in_the_service_json_shape(served):
+    def send(head: bytes) -> bytes:
+        client = served.connect()
+        client.sendall(head)
+        answer = _closed(client, 10)
+        client.close()
+        return answer
+
+    status, body = _json(send(b"POST /v1/search HTTP/1.1\r\nContent-Type: application/json\r\n"
+                              b"Content-Length: %d\r\n\r\n" % (MAX_BODY + 1)))
+    assert status == 413 and body == {"error": {"type": "too_large", "message": f"the body has {MAX_BODY + 1} "
+                                                                                  f"bytes; the limit is {MAX_BODY}"}}
+    status, body = _json(send(b"POST /v1/search HTTP/1.1\r\nContent-Length: 12x\r\n\r\n"))
+    assert status == 400 and body == {"error": {"type": "invalid_request", "message": "Content-Length is not a number"}}
+    exactly = json.dumps({"query": "认证失败"}).encode().ljust(MAX_BODY)  # the limit itself is allowed
+    status, body = _json(send(b"POST /v1/search HTTP/1.1\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                              b"Content-Length: %d\r\n\r\n%s" % (len(exactly), exactly)))
+    assert status == 200 and body["hits"]
+
+
+@pytest.mark.parametrize("given, named", [({"header_timeout_s": 0}, "header_timeout_s"),
+                                          ({"max_per_address": 101}, "max_per_address"),
+                                          ({"reading_share": 1.0}, "reading_share"),
+                                          ({"max_connections": 2}, "max_connections")])
+def test_limits_that_cannot_work_are_refused_by_name(given, named):
+    with pytest.raises(ConfigurationError, match=named):
+        ServerLimits(**given)
