@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 import pytest
-import waitress
 
 from agentic_rag import KnowledgeBase, OfflineModel, ScriptedModel
 from agentic_rag.kb import load_documents
 from agentic_rag.kb._store import writer_lock
 from agentic_rag.service import ServiceLimits, create_app, keys_from
+from agentic_rag.service._server import create_server
 from helpers import EXAMPLE_DATA, ROOT
 
 QUESTION = "登录报错的问题在 2.3.1 版本里修复了吗？"
@@ -35,11 +35,12 @@ def kb_dir(tmp_path_factory):
 
 
 class Server:
-    """An app served by waitress in a thread on 127.0.0.1, and a tiny JSON client for it."""
+    """An app served as `serve` serves it (guarded waitress) in a thread on 127.0.0.1, and a tiny
+    JSON client for it."""
 
     def __init__(self, app):
         self.app = app
-        self.server = waitress.create_server(app, host="127.0.0.1", port=0, threads=8)
+        self.server = create_server(app, "127.0.0.1", 0, 8, app.limits.max_body_bytes)
         self.port = self.server.effective_port
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
@@ -63,6 +64,8 @@ class Server:
 
     def close(self):
         self.server.close()
+        self.thread.join(30)
+        assert not self.thread.is_alive(), "the server's loop did not stop"
 
 
 @pytest.fixture

@@ -149,8 +149,15 @@ class GuardedServer(TcpWSGIServer):
     def __init__(self, application, limits: ServerLimits, **kw):
         self.limits = limits
         self._stop, self._stopped, self._serving = threading.Event(), threading.Event(), False
-        self._shutting = threading.Lock()
+        self._shutting = threading.RLock()  # re-entrant: closing a channel may pull the trigger
         super().__init__(application, **kw)
+
+    def pull_trigger(self):
+        """Wake the loop, unless it is shut: a closed trigger's descriptor may already be another
+        file's (a worker finishing after the shutdown would write a byte into it)."""
+        with self._shutting:
+            if self.socket is not None:
+                super().pull_trigger()
 
     def run(self):
         """Serve until close() (from any thread) or Ctrl-C; then every connection is closed."""
