@@ -187,8 +187,10 @@ class Reporting(ProviderCounts):
 
 def test_a_provider_counting_past_the_margin_is_recorded_as_overshoot():
     meter = Meter(Reporting(), budget=500)
-    meter.complete(request())
+    with pytest.raises(BudgetExceeded, match="counted past the budget"):   # the call's count passed it
+        meter.complete(request())
     assert meter.usage["prompt_tokens"] == 900 and meter.usage["overshoot_tokens"] == 440
+    assert meter.usage["reported_prompt_tokens"] == 900 and meter.usage["counted_prompt_tokens"] < 900
     with pytest.raises(BudgetExceeded):
         meter.complete(request())                                         # nothing is left: no further call
 

@@ -6,6 +6,7 @@ import pytest
 
 from agentic_rag import (
     Answer,
+    BudgetExceeded,
     Config,
     ConfigurationError,
     Endpoint,
@@ -300,8 +301,9 @@ def test_a_server_that_ignores_the_limit_is_cut_off_and_the_overshoot_recorded(s
     server.chat.extend([{"content": GRADE, "usage": {"prompt_tokens": 11, "completion_tokens": 3000,
                                                      "total_tokens": 3011}}])
     meter = Meter(chat(server), budget=2000)
-    with pytest.raises(ModelOutputError, match="cut off"):
+    with pytest.raises(BudgetExceeded, match="counted past the budget by the model's server") as caught:
         meter.complete(request())
+    assert isinstance(caught.value.__cause__, ModelOutputError) and "cut off" in str(caught.value.__cause__)
     assert meter.usage["completion_tokens"] == 3000 and meter.usage["overshoot_tokens"] == 1011
 
 
