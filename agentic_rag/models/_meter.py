@@ -105,12 +105,12 @@ class Meter:
             text = reply.model_dump_json()
             if not (reported and reported.get("prompt_tokens")):  # the model did not count: a reply past the limit
                 count_reply(request, prompt, text)                  # is invalid (raises), as an API's would be
-            own = {"prompt_tokens": prompt, "completion_tokens": min(reply_tokens(text, request.max_tokens),
-                                                                     request.max_tokens)}
+            own = _counted(reported) or {"prompt_tokens": prompt, "completion_tokens": min(
+                reply_tokens(text, request.max_tokens), request.max_tokens)}
         except Exception as exc:  # a failed call is metered like any other
             spent = getattr(exc, "usage", None) or {}
-            own = spent if trusted_tokens(spent.get("prompt_tokens"), spent.get("completion_tokens", 0)) else \
-                {"prompt_tokens": prompt, "completion_tokens": 0}
+            own = _counted(spent) or (spent if trusted_tokens(spent.get("prompt_tokens"), spent.get(
+                "completion_tokens", 0)) else {"prompt_tokens": prompt, "completion_tokens": 0})
             self._record(request.task, spent, own, start)
             self._within_budget(request.task, exc)
             raise
@@ -146,9 +146,11 @@ class Meter:
             usage["cost_usd"] += cost
             usage["counted_prompt_tokens"] += own["prompt_tokens"]
             usage["counted_completion_tokens"] += own["completion_tokens"]
-            if trusted:
-                usage["reported_prompt_tokens"] += reported.get("reported_prompt_tokens", prompt)
-                usage["reported_completion_tokens"] += reported.get("reported_completion_tokens", completion)
+            if trusted:  # the model's own figures: the API client keeps its server's apart, others are theirs
+                apart = "counted_prompt_tokens" in reported
+                usage["reported_prompt_tokens"] += reported.get("reported_prompt_tokens", 0) if apart else prompt
+                usage["reported_completion_tokens"] += \
+                    reported.get("reported_completion_tokens", 0) if apart else completion
             usage["invalid_usage"] += invalid
             if self.budget is not None and self.tokens_used > self.budget:  # a provider counted past our margin
                 usage["overshoot_tokens"] = self.tokens_used - self.budget
@@ -158,3 +160,11 @@ class Meter:
             by_task["prompt_tokens"] += prompt
             by_task["completion_tokens"] += completion
             by_task["ms"] = round(by_task["ms"] + ms, 3)
+
+
+def _counted(reported: dict | None) -> dict | None:
+    """tiktoken's count of every request a model sent for one call, when it kept one (the API client does)."""
+    if reported and "counted_prompt_tokens" in reported:
+        return {"prompt_tokens": reported["counted_prompt_tokens"],
+                "completion_tokens": reported["counted_completion_tokens"]}
+    return None

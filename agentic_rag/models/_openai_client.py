@@ -180,8 +180,11 @@ def _count(request: ModelRequest, messages: list[dict], text: str, finish: str |
         usage.setdefault("invalid_usage", []).append(
             {"task": request.task, "prompt_tokens": shown(sent[0]), "completion_tokens": shown(sent[1])})
         served = False
+    counted = (prompt_tokens(messages), min(reply_tokens(text, request.max_tokens), request.max_tokens))
+    usage["counted_prompt_tokens"] = usage.get("counted_prompt_tokens", 0) + counted[0]  # tiktoken's, always
+    usage["counted_completion_tokens"] = usage.get("counted_completion_tokens", 0) + counted[1]
     if served:  # the server's own figures, kept apart from what is billed
         usage["reported_prompt_tokens"] = usage.get("reported_prompt_tokens", 0) + sent[0]
         usage["reported_completion_tokens"] = usage.get("reported_completion_tokens", 0) + sent[1]
-    count_reply(request, sent[0] if served else prompt_tokens(messages), text,
+    count_reply(request, sent[0] if served else counted[0], text,
                 reported=sent[1] if served else None, cut=finish == "length", usage=usage)
