@@ -434,6 +434,11 @@ def test_a_run_against_a_hanging_server_ends_at_its_deadline_with_a_refusal(serv
     assert "the deadline of 1.5 s passed" in state["abstain_reason"] and "cut off" in state["abstain_reason"]
     assert format_trace(state).endswith("abstain") and len(server.chat_requests()) == 1
     assert time.monotonic() - started < 25    # a correctness bound (without it: 3 tries of 10 s), not a speed claim
+    models = ModelSet(OfflineModel(), generate=chat(server, timeout=10, max_retries=2))   # a set passes it on
+    state = run_agentic_rag("When do orders paid on weekends ship?", kb, models, config=Config(deadline_s=1.5),
+                            on_token=lambda piece: None)
+    assert state["stop_reason"] == "deadline" and "generate call to small-model" in state["abstain_reason"]
+    assert len(server.chat_requests()) == 2
 
 
 def _run_with_usage(server, usage: dict, budget: int = 40_000) -> dict:
