@@ -52,7 +52,7 @@ def make_client(endpoint: Endpoint) -> openai.OpenAI:
 
 
 _RETRIED = (408, 409, 429)   # and every 5xx: what the SDK retries
-_MAX_RETRY_AFTER = 60.0      # a longer Retry-After is not waited for (the SDK's rule)
+_MAX_RETRY_AFTER = 120.0     # a longer Retry-After is not waited for (the SDK's rule)
 
 
 def send(endpoint: Endpoint, what: str, deadline: float | None, call: Callable[[float], object]):
@@ -67,14 +67,15 @@ def send(endpoint: Endpoint, what: str, deadline: float | None, call: Callable[[
         try:
             return next(replies)
         except openai.OpenAIError as exc:
+            if timeout < endpoint.timeout and isinstance(exc, openai.APITimeoutError):  # the time left ran out
+                raise DeadlineExceeded(f"{what} was cut off by the run's deadline") from None
             if attempt == endpoint.max_retries or (pause := _pause(exc, attempt)) is None:
-                if timeout < endpoint.timeout and isinstance(exc, openai.APITimeoutError):
-                    raise DeadlineExceeded(f"{what} was cut off by the run's deadline") from None
                 raise
+            failure = f"HTTP {exc.status_code}" if isinstance(exc, openai.APIStatusError) else type(exc).__name__
         finally:
             replies.close()
         if deadline is not None and time.monotonic() + pause >= deadline:
-            raise DeadlineExceeded(f"{what} was told to retry in {pause:g} s, past the run's deadline")
+            raise DeadlineExceeded(f"{what} got {failure}; a retry in {pause:.3g} s would end past the run's deadline")
         time.sleep(pause)
 
 
@@ -128,7 +129,7 @@ def _read(produce: Callable[[], Iterable], items: queue.Queue, stop: threading.E
 
 def _pause(exc: Exception, attempt: int) -> float | None:
     """How long to wait before retrying a failed try, or None when it is not retried: the server's
-    Retry-After (up to a minute), else 0.5 s doubling up to 8 s less up to a quarter (the SDK's backoff)."""
+    Retry-After (up to two minutes), else 0.5 s doubling up to 8 s less up to a quarter (the SDK's backoff)."""
     import openai
 
     if isinstance(exc, openai.APIStatusError):

@@ -399,12 +399,21 @@ def test_a_hanging_server_is_given_up_at_the_deadline_with_no_retry(server):
 
 def test_a_retry_after_past_the_deadline_is_not_waited_for(server):
     server.chat.extend([{"status": 429, "headers": {"retry-after": "20"}}])
-    with pytest.raises(DeadlineExceeded, match="told to retry in 20 s, past the run's deadline"):
+    with pytest.raises(DeadlineExceeded, match="got HTTP 429; a retry in 20 s would end past the run's deadline"):
         deadline_meter(server, 2.0).complete(request())
     assert len(server.chat_requests()) == 1
     server.chat.extend([{"status": 429, "headers": {"retry-after-ms": "10"}}, GRADE])
     assert deadline_meter(server, 30.0).complete(request()).score == 0.8   # a pause that fits is taken
     assert len(server.chat_requests()) == 3
+
+
+def test_a_try_that_times_out_well_before_the_deadline_is_retried(server):
+    import time
+
+    server.chat.extend([{"content": GRADE, "delay": 1.0}, GRADE])
+    model = chat(server, timeout=0.3, max_retries=1)
+    assert Meter(model, deadline=time.monotonic() + 60).complete(request()).score == 0.8
+    assert len(server.chat_requests()) == 2
 
 
 def test_a_reply_that_dribbles_past_the_deadline_is_closed(server):
