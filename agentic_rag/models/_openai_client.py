@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from .._accounting import cost_usd
-from .._errors import ConfigurationError, ModelError
+from .._errors import ConfigurationError, DeadlineExceeded, ModelError
 from .._openai_api import Endpoint, bounded, call_error, make_client, send
 from ._protocol import (
     ModelRequest,
@@ -151,7 +151,7 @@ class OpenAIChatModel:
                         on_token(choice.delta.content)
         except openai.OpenAIError as exc:
             raise call_error(exc, what, self.endpoint) from None
-        except ModelError as exc:  # cut off by the deadline: what came is counted
+        except DeadlineExceeded as exc:  # what came before the deadline is counted
             exc.usage = self._priced({"prompt_tokens": prompt_tokens(messages), "completion_tokens": min(
                 reply_tokens("".join(pieces), request.max_tokens), request.max_tokens)})
             raise
