@@ -5,6 +5,7 @@ inside the functions that use it: `import agentic_rag` does not load it (it more
 import time)."""
 from __future__ import annotations
 
+import contextvars
 import email.utils
 import math
 import queue
@@ -95,7 +96,8 @@ def bounded(deadline: float | None, what: str, produce: Callable[[], Iterable]) 
         yield from produce()
         return
     items, stop = queue.Queue(), threading.Event()
-    threading.Thread(target=_read, args=(produce, items, stop), daemon=True).start()
+    context = contextvars.copy_context()  # the caller's context (an app's tracing, say) goes with the call
+    threading.Thread(target=context.run, args=(_read, produce, items, stop), daemon=True).start()
     try:
         while True:
             try:
