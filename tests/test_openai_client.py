@@ -86,6 +86,22 @@ def test_server_errors_until_retries_run_out_are_one_clear_error(server):
     assert len(server.chat_requests()) == 3
 
 
+def test_retries_follow_the_servers_headers_as_the_sdk_does(server):
+    import email.utils
+    import time
+
+    soon = email.utils.formatdate(time.time() + 1, usegmt=True)     # a date: at most a second from now
+    server.chat.extend([{"status": 429, "headers": {"retry-after": soon}}, GRADE,
+                        {"status": 500, "headers": {"x-should-retry": "false"}},
+                        {"status": 429, "headers": {"retry-after": "200"}}])    # past two minutes: not waited for
+    assert chat(server).complete(request()).score == 0.8
+    with pytest.raises(ModelError, match="HTTP 500"):
+        chat(server).complete(request())
+    with pytest.raises(ModelError, match="HTTP 429"):
+        chat(server).complete(request())
+    assert len(server.chat_requests()) == 4
+
+
 def test_other_client_errors_fail_at_once(server):
     server.chat.extend([{"status": 401, "body": {"error": {"message": "bad key"}}}, GRADE])
     with pytest.raises(ModelError, match="HTTP 401.*AGENTIC_RAG_API_KEY"):
