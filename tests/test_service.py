@@ -441,7 +441,7 @@ def test_a_deadline_answers_against_a_hanging_model_and_frees_its_run_slot(kb_di
         try:
             status, _, reply = server.request("POST", "/v1/ask", {"question": QUESTION, "settings": {"deadline_s": 2}})
             assert status == 200 and reply["stop_reason"] == "deadline" and reply["abstained"]
-            assert len(fake.chat_requests()) == 1                  # one try, cut to the time left: no retry
+            assert len(fake.chat_requests()) <= 1                  # one try at most, cut to the time left: no retry
             assert server.app._runs.acquire(blocking=False)        # the run's slot is free again
             server.app._runs.release()
         finally:
