@@ -15,6 +15,7 @@ from ._errors import (
     AgenticRAGError,
     BudgetExceeded,
     ConfigurationError,
+    DeadlineExceeded,
     ModelError,
     ModelOutputError,
     RetrievalError,
@@ -138,7 +139,7 @@ __all__ = [
     "named_query", "sql_tool", "web_search_tool",
     # errors
     "AgenticRAGError", "ConfigurationError", "RetrievalError", "ModelError", "ModelOutputError", "BudgetExceeded",
-    "StorageError", "ToolError",
+    "DeadlineExceeded", "StorageError", "ToolError",
     # evaluation
     "run_bench",
     # the HTTP service (the serve extra)

@@ -26,6 +26,11 @@ class BudgetExceeded(AgenticRAGError):
     ends it with stop_reason "token_budget"."""
 
 
+class DeadlineExceeded(ModelError):
+    """A model call was cut off by the run's deadline (`deadline_s`), or not made because it had
+    passed; inside a run this ends it with stop_reason "deadline", not "error"."""
+
+
 class RetrievalError(AgenticRAGError):
     """The knowledge base cannot serve a search: missing, empty, corrupted or mismatched."""
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from . import _phases as phases
 from ._config import Config
-from ._errors import BudgetExceeded, ConfigurationError, RetrievalError
+from ._errors import BudgetExceeded, ConfigurationError, DeadlineExceeded, RetrievalError
 from ._state import AgentState, new_state
 from .kb import KnowledgeBase
 from .models._meter import Meter
@@ -63,13 +63,14 @@ def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(), co
     Bad input (an empty question, bad settings, an empty knowledge base) raises before the run
     starts; once it runs, a failure ends it with stop_reason "error" and the state is returned."""
     config, state = _prepare(question, kb, model, config, state)
+    deadline = time.monotonic() + config.deadline_s  # every model call carries it (Meter), and each round's start
     meter = Meter(model, config.token_budget, copy.deepcopy(state["usage"]),
-                  max_completion_tokens=config.max_completion_tokens)
-    run = phases.Run(kb, meter, ToolRegistry(tools), config, time.monotonic() + config.deadline_s, on_token,
+                  max_completion_tokens=config.max_completion_tokens, deadline=deadline)
+    run = phases.Run(kb, meter, ToolRegistry(tools), config, deadline, on_token,
                      fold_grades=_grader_is_generator(model))
     started = time.perf_counter()
     while state["phase"] != "done":
-        events = len(state["trace"])
+        events, invalid = len(state["trace"]), len(run.meter.usage["invalid_usage"])
         try:
             stop = stop_condition(state, run, time.monotonic())
             # a stop answers from what there is or abstains (settle); otherwise the phase's handler runs
@@ -77,8 +78,13 @@ def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(), co
         except BudgetExceeded as exc:
             state["stop_reason"] = "token_budget"  # whatever the grade said, the budget is why the run stops
             state["phase"] = phases.abstain(state, "token_budget", f"the token budget ran out: {exc}")
+        except DeadlineExceeded as exc:  # a model call the deadline cut off, or one it came too late for
+            state["stop_reason"] = "deadline"
+            state["phase"] = phases.abstain(state, "deadline", f"the deadline of {config.deadline_s:g} s passed: {exc}")
         except Exception as exc:  # a model failing past its retries, or anything unexpected: recorded, not raised
             _fail(state, exc)
+        for figures in run.meter.usage["invalid_usage"][invalid:]:  # counts a server sent that cannot be true
+            phases.record(state, "usage", "usage:invalid", figures, 0.0, 0)
         state["usage"] = copy.deepcopy(run.meter.usage)
         new_events = state["trace"][events:]
         if on_step and any(on_step(event, copy.deepcopy(state)) in (False, "stop") for event in new_events):

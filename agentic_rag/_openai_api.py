@@ -5,11 +5,18 @@ inside the functions that use it: `import agentic_rag` does not load it (it more
 import time)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextvars
+import email.utils
+import math
+import queue
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ._errors import ModelError
+from ._errors import DeadlineExceeded, ModelError
 
 if TYPE_CHECKING:
     import openai
@@ -18,7 +25,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Endpoint:
     """Where and how to call: base URL (None = OpenAI), key (None is fine for local servers),
-    timeout in seconds, and retries (the SDK's: 408, 409, 429 and 5xx, honouring retry-after)."""
+    timeout in seconds, and retries (408, 409, 429, 5xx, timeouts and lost connections, pausing as
+    the server's Retry-After says, as the SDK does; see `send` for how a deadline cuts both)."""
 
     base_url: str | None = None
     api_key: str | None = None
@@ -36,11 +44,124 @@ def endpoint_from_env(environ: Mapping[str, str], base_url: str | None = None, a
 
 
 def make_client(endpoint: Endpoint) -> openai.OpenAI:
-    """An SDK client for the endpoint (one per model or embedder object: no global client)."""
+    """An SDK client for the endpoint (one per model or embedder object: no global client). Its own
+    retries are off: `send` retries, so that a run's deadline can cut each try and each pause."""
     import openai
 
     return openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key or "no-key-needed",
-                         timeout=endpoint.timeout, max_retries=endpoint.max_retries)
+                         timeout=endpoint.timeout, max_retries=0)
+
+
+_RETRIED = (408, 409, 429)   # and every 5xx: what the SDK retries
+_MAX_RETRY_AFTER = 120.0     # a longer Retry-After is not waited for (the SDK's rule)
+
+
+def send(endpoint: Endpoint, what: str, deadline: float | None, call: Callable[[float], object]):
+    """`call(timeout)` with the endpoint's retries. With a `deadline` (time.monotonic()), each try's
+    timeout is cut to the time left and the wait for it ends there, and a pause that would end past
+    it is not taken: DeadlineExceeded. The SDK's errors are raised as they are (see call_error)."""
+    import openai
+
+    for attempt in range(endpoint.max_retries + 1):
+        timeout = min(endpoint.timeout, time_left(deadline, what))
+        replies = bounded(deadline, what, lambda t=timeout: (call(t),))
+        try:
+            return next(replies)
+        except openai.OpenAIError as exc:
+            if timeout < endpoint.timeout and isinstance(exc, openai.APITimeoutError):  # the time left ran out
+                raise DeadlineExceeded(f"{what} was cut off by the run's deadline") from None
+            if attempt == endpoint.max_retries or (pause := _pause(exc, attempt)) is None:
+                raise
+            failure = f"HTTP {exc.status_code}" if isinstance(exc, openai.APIStatusError) else type(exc).__name__
+        finally:
+            replies.close()
+        if deadline is not None and time.monotonic() + pause >= deadline:
+            raise DeadlineExceeded(f"{what} got {failure}; a retry in {pause:.3g} s would end past the run's deadline")
+        time.sleep(pause)
+
+
+def time_left(deadline: float | None, what: str) -> float:
+    """Seconds before `deadline` (infinite without one); DeadlineExceeded when none are left."""
+    left = math.inf if deadline is None else deadline - time.monotonic()
+    if left <= 0:
+        raise DeadlineExceeded(f"{what} was not made: the run's deadline had passed")
+    return left
+
+
+def bounded(deadline: float | None, what: str, produce: Callable[[], Iterable]) -> Iterator:
+    """The items of `produce()`, read in a thread of their own so that waiting for the next one ends
+    at the deadline (DeadlineExceeded): an HTTP timeout bounds each read, not a server that dribbles.
+    The reader stops at its next item; what it reads from then on is dropped (a stream is closed)."""
+    if deadline is None:
+        yield from produce()
+        return
+    items, stop = queue.Queue(), threading.Event()
+    context = contextvars.copy_context()  # the caller's context (an app's tracing, say) goes with the call
+    threading.Thread(target=context.run, args=(_read, produce, items, stop), daemon=True).start()
+    try:
+        while True:
+            try:
+                kind, item = items.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise DeadlineExceeded(f"{what} was cut off by the run's deadline") from None
+            if kind == "end":
+                return
+            if kind == "error":
+                raise item
+            yield item
+    finally:
+        stop.set()
+
+
+def _read(produce: Callable[[], Iterable], items: queue.Queue, stop: threading.Event) -> None:
+    source = None
+    try:
+        source = produce()
+        for item in source:
+            if stop.is_set():
+                break
+            items.put(("item", item))
+        items.put(("end", None))
+    except Exception as exc:  # handed to the waiting caller, which raises it
+        items.put(("error", exc))
+    finally:
+        if stop.is_set() and callable(getattr(source, "close", None)):
+            source.close()
+
+
+def _pause(exc: Exception, attempt: int) -> float | None:
+    """How long to wait before retrying a failed try, or None when it is not retried: the server's
+    Retry-After (up to two minutes), else 0.5 s doubling up to 8 s less up to a quarter (the SDK's backoff)."""
+    import openai
+
+    if isinstance(exc, openai.APIStatusError):
+        headers = exc.response.headers
+        if headers.get("x-should-retry") in ("true", "false"):
+            retried = headers["x-should-retry"] == "true"
+        else:
+            retried = exc.status_code in _RETRIED or exc.status_code >= 500
+        after = _retry_after(headers)
+        if not retried or (after is not None and after > _MAX_RETRY_AFTER):
+            return None
+        if after is not None and after > 0:
+            return after
+    elif not isinstance(exc, openai.APIConnectionError):  # a timeout is a connection error too
+        return None
+    return min(0.5 * 2.0 ** attempt, 8.0) * (1 - 0.25 * random.random())
+
+
+def _retry_after(headers) -> float | None:
+    """Seconds a response asks to wait: retry-after-ms, or retry-after in seconds or as an HTTP date."""
+    for header, divisor in (("retry-after-ms", 1000), ("retry-after", 1)):
+        try:
+            value = float(headers.get(header))
+        except (TypeError, ValueError):
+            continue
+        return value / divisor if math.isfinite(value) else _MAX_RETRY_AFTER + 1
+    try:
+        return email.utils.mktime_tz(email.utils.parsedate_tz(headers.get("retry-after"))) - time.time()
+    except (TypeError, ValueError, OverflowError, OSError):
+        return None
 
 
 def call_error(exc: Exception, what: str, endpoint: Endpoint) -> ModelError:

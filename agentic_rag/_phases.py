@@ -41,7 +41,7 @@ class Run:
     meter: Meter                # the caller's model, wrapped: counts tokens and enforces the budget
     tools: ToolRegistry
     config: Config
-    deadline: float             # time.monotonic() after which no new round starts
+    deadline: float             # time.monotonic() after which no round starts and no model call goes on
     on_token: Callable[[str], object] | None = None
     fold_grades: bool = True    # off once the model answers without a grade, or when grading has its own model
 

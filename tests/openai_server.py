@@ -2,7 +2,9 @@
 
 Chat replies are queued (`server.chat.append(...)`): a string (the assistant's content), or a dict
 with `status`, `body`, `headers`, `delay` to script errors and slowness, or with `content` and
-`finish_reason` / `usage` to script a reply cut off at its limit or counted otherwise. Request
+`finish_reason` / `usage` to script a reply cut off at its limit or counted otherwise; `hang`
+(never answer, until the server stops) and `dribble` (seconds between pieces: a stream's five-character
+pieces, or a plain reply's bytes after its headers) script a server too slow to wait for. Request
 fields named in `server.refused_fields` get HTTP 400 naming the field, as an endpoint that does not
 know them answers. Streaming requests get the content as server-sent events ending in [DONE].
 Embeddings are deterministic vectors of `dim` floats, sent base64-encoded (the client's default) or
@@ -36,6 +38,7 @@ class FakeOpenAI:
         self.float_only = False  # like servers that ignore encoding_format and always send float lists
         self.models = ["small-model", "big-model", "embed-model"]
         self.refused_fields: set[str] = set()
+        self.stopping = threading.Event()  # ends the waits of hanging and dribbling replies
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -77,6 +80,9 @@ class FakeOpenAI:
                 if isinstance(item, str):
                     item = {"content": item}
                 time.sleep(item.get("delay", 0))
+                if item.get("hang"):
+                    owner.stopping.wait(600)
+                    return
                 if "status" in item:
                     return self._send(item["status"], item.get("body", {"error": {"message": "scripted error"}}),
                                       item.get("headers"))
@@ -92,14 +98,29 @@ class FakeOpenAI:
                                               "finish_reason": None}]}
                         self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                         self.wfile.flush()
+                        if owner.stopping.wait(item.get("dribble", 0)):
+                            return
                     end = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
                            "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage}
                     self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
                     return
-                self._send(200, {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                                 "choices": [{"index": 0, "finish_reason": finish,
-                                              "message": {"role": "assistant", "content": content}}],
-                                 "usage": usage})
+                reply = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
+                         "choices": [{"index": 0, "finish_reason": finish,
+                                      "message": {"role": "assistant", "content": content}}], "usage": usage}
+                if item.get("dribble"):
+                    return self._dribble(json.dumps(reply).encode(), item["dribble"])
+                self._send(200, reply)
+
+            def _dribble(self, data: bytes, seconds: float):
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                for i in range(len(data)):
+                    self.wfile.write(data[i:i + 1])
+                    self.wfile.flush()
+                    if owner.stopping.wait(seconds):
+                        return
 
             def _embeddings(self, body):
                 if owner.embedding_errors:
@@ -124,6 +145,7 @@ class FakeOpenAI:
         return self
 
     def __exit__(self, *exc):
+        self.stopping.set()
         self.server.shutdown()
         self.server.server_close()
 

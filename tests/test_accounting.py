@@ -30,5 +30,6 @@ def test_new_usage_lives_in_accounting_and_models_still_exports_it():
 
     usage = accounting.new_usage()
     assert usage == {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0,
-                     "overshoot_tokens": 0, "by_task": {}}
+                     "overshoot_tokens": 0, "counted_prompt_tokens": 0, "counted_completion_tokens": 0,
+                     "reported_prompt_tokens": 0, "reported_completion_tokens": 0, "invalid_usage": [], "by_task": {}}
     assert usage is not accounting.new_usage() and models.new_usage is _meter.new_usage is accounting.new_usage

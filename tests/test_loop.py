@@ -10,6 +10,7 @@ from agentic_rag import (
     STOP_REASONS,
     Config,
     ConfigurationError,
+    DeadlineExceeded,
     KnowledgeBase,
     ModelError,
     OfflineModel,
@@ -148,6 +149,23 @@ def test_a_failure_after_generation_returns_no_answer_and_keeps_the_draft(tiny_k
     assert state["answer"] == "" and state["citations"] == [] and state["abstained"] is True
     assert "the run failed" in state["abstain_reason"] and "HTTP 503" in state["abstain_reason"]
     assert state["draft_answer"] == planted and state["trace"][-1]["step"] == "error"
+    json.dumps(state)
+
+
+def test_a_call_the_deadline_cut_off_ends_the_run_with_deadline_not_error(tiny_kb):
+    import time
+
+    planted = SUPPORTED + " 周末也照常发货并且免运费。 [1]"     # the check asks for a repair: the deadline cuts it
+    model = scripted(generate=[{"answer": planted}],
+                     repair=[DeadlineExceeded("the repair call to x was cut off by the run's deadline")])
+    started = time.monotonic()
+    state = run_agentic_rag("工作日 15:00 之前付款的订单什么时候发货？", tiny_kb, model, config=Config(deadline_s=300))
+    assert state["stop_reason"] == "deadline" and state["error"] is None and state["abstained"]
+    assert state["abstain_reason"] == "the deadline of 300 s passed: the repair call to x was cut off by the run's " \
+                                      "deadline" and state["draft_answer"] == planted
+    assert format_trace(state).endswith(" -> generate -> faithfulness:0.50 -> abstain"), format_trace(state)
+    assert state["trace"][-1]["step"] == "abstain" and state["usage"]["by_task"]["repair"]["calls"] == 1
+    assert all(started + 300 <= call.deadline <= time.monotonic() + 300 for call in model.calls)  # the run's, each
     json.dumps(state)
 
 

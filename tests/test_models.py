@@ -14,7 +14,7 @@ from agentic_rag.models import (
     has_capability,
     parse_reply,
 )
-from agentic_rag.models._protocol import count_reply, prompt_tokens
+from agentic_rag.models._protocol import count_reply, prompt_tokens, shown
 
 
 def request(task="grade", schema=Grade, content="hello world"):
@@ -187,10 +187,28 @@ class Reporting(ProviderCounts):
 
 def test_a_provider_counting_past_the_margin_is_recorded_as_overshoot():
     meter = Meter(Reporting(), budget=500)
-    meter.complete(request())
+    with pytest.raises(BudgetExceeded, match="counted past the budget"):   # the call's count passed it
+        meter.complete(request())
     assert meter.usage["prompt_tokens"] == 900 and meter.usage["overshoot_tokens"] == 440
+    assert meter.usage["reported_prompt_tokens"] == 900 and meter.usage["counted_prompt_tokens"] < 900
     with pytest.raises(BudgetExceeded):
         meter.complete(request())                                         # nothing is left: no further call
+
+
+@pytest.mark.parametrize("figures", [(-900, 40), (900, -40), (900, 4.5), (True, 40), (10_000_001, 40)])
+def test_usage_any_model_reports_is_checked_before_it_is_billed(figures):
+    class Broken(Reporting):
+        def complete_with_usage(self, request):
+            return Grade(score=0.5, sufficient=False), {"prompt_tokens": figures[0], "completion_tokens": figures[1]}
+
+    meter = Meter(Broken(), budget=5000)
+    meter.complete(request())
+    usage = meter.usage
+    assert usage["prompt_tokens"] == usage["counted_prompt_tokens"] == prompt_tokens(request().messages)  # tiktoken's
+    assert usage["completion_tokens"] == usage["counted_completion_tokens"] > 0
+    assert usage["invalid_usage"] == [{"task": "grade", "prompt_tokens": shown(figures[0]),
+                                       "completion_tokens": shown(figures[1])}]
+    assert usage["reported_prompt_tokens"] == 0 and usage["overshoot_tokens"] == 0
 
 
 def test_usage_a_model_does_not_declare_it_reports_is_counted_by_tiktoken():

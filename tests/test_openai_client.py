@@ -6,8 +6,10 @@ import pytest
 
 from agentic_rag import (
     Answer,
+    BudgetExceeded,
     Config,
     ConfigurationError,
+    DeadlineExceeded,
     Endpoint,
     Grade,
     KnowledgeBase,
@@ -82,6 +84,22 @@ def test_server_errors_until_retries_run_out_are_one_clear_error(server):
     with pytest.raises(ModelError, match=r"the grade call to small-model failed at .* with HTTP 500"):
         chat(server, max_retries=2).complete(request())
     assert len(server.chat_requests()) == 3
+
+
+def test_retries_follow_the_servers_headers_as_the_sdk_does(server):
+    import email.utils
+    import time
+
+    soon = email.utils.formatdate(time.time() + 1, usegmt=True)     # a date: at most a second from now
+    server.chat.extend([{"status": 429, "headers": {"retry-after": soon}}, GRADE,
+                        {"status": 500, "headers": {"x-should-retry": "false"}},
+                        {"status": 429, "headers": {"retry-after": "200"}}])    # past two minutes: not waited for
+    assert chat(server).complete(request()).score == 0.8
+    with pytest.raises(ModelError, match="HTTP 500"):
+        chat(server).complete(request())
+    with pytest.raises(ModelError, match="HTTP 429"):
+        chat(server).complete(request())
+    assert len(server.chat_requests()) == 4
 
 
 def test_other_client_errors_fail_at_once(server):
@@ -300,8 +318,9 @@ def test_a_server_that_ignores_the_limit_is_cut_off_and_the_overshoot_recorded(s
     server.chat.extend([{"content": GRADE, "usage": {"prompt_tokens": 11, "completion_tokens": 3000,
                                                      "total_tokens": 3011}}])
     meter = Meter(chat(server), budget=2000)
-    with pytest.raises(ModelOutputError, match="cut off"):
+    with pytest.raises(BudgetExceeded, match="counted past the budget by the model's server") as caught:
         meter.complete(request())
+    assert isinstance(caught.value.__cause__, ModelOutputError) and "cut off" in str(caught.value.__cause__)
     assert meter.usage["completion_tokens"] == 3000 and meter.usage["overshoot_tokens"] == 1011
 
 
@@ -375,3 +394,113 @@ def test_a_streamed_call_to_an_endpoint_that_refuses_max_completion_tokens_switc
     for expected in ("first [1]", "second [1]"):
         assert model.stream_answer(request("generate", Answer), lambda piece: None)[0].answer == expected
     assert [b.get("max_tokens") for b in server.chat_requests()] == [None, 1024, 1024]
+
+
+def deadline_meter(server, seconds: float, **kwargs) -> Meter:
+    """A meter whose calls must end within `seconds`, around a model that would wait 10 s a try, three tries."""
+    import time
+
+    return Meter(chat(server, timeout=10, max_retries=2, **kwargs), deadline=time.monotonic() + seconds)
+
+
+def test_a_hanging_server_is_given_up_at_the_deadline_with_no_retry(server):
+    server.chat.extend([{"hang": True}] * 3)
+    with pytest.raises(DeadlineExceeded, match="grade call to small-model was cut off by the run's deadline"):
+        deadline_meter(server, 2.0).complete(request())
+    assert len(server.chat_requests()) == 1          # the try's timeout was the time left: none after it
+    with pytest.raises(DeadlineExceeded, match="not made: the run's deadline had passed"):
+        deadline_meter(server, -1.0).complete(request())
+    assert len(server.chat_requests()) == 1
+
+
+def test_a_retry_after_past_the_deadline_is_not_waited_for(server):
+    server.chat.extend([{"status": 429, "headers": {"retry-after": "20"}}])
+    with pytest.raises(DeadlineExceeded, match="got HTTP 429; a retry in 20 s would end past the run's deadline"):
+        deadline_meter(server, 2.0).complete(request())
+    assert len(server.chat_requests()) == 1
+    server.chat.extend([{"status": 429, "headers": {"retry-after-ms": "10"}}, GRADE])
+    assert deadline_meter(server, 30.0).complete(request()).score == 0.8   # a pause that fits is taken
+    assert len(server.chat_requests()) == 3
+
+
+def test_a_try_that_times_out_well_before_the_deadline_is_retried(server):
+    import time
+
+    server.chat.extend([{"content": GRADE, "delay": 1.0}, GRADE])
+    model = chat(server, timeout=0.3, max_retries=1)
+    assert Meter(model, deadline=time.monotonic() + 60).complete(request()).score == 0.8
+    assert len(server.chat_requests()) == 2
+
+
+def test_a_reply_that_dribbles_past_the_deadline_is_closed(server):
+    text = "The warehouse ships orders paid before 15:00 the same day. " * 4
+    server.chat.extend([{"content": text, "dribble": 1.0}])
+    pieces, meter = [], deadline_meter(server, 3.0)
+    with pytest.raises(DeadlineExceeded, match="streamed generate call .* cut off"):
+        meter.stream_answer(request("generate", Answer), pieces.append)
+    assert 0 < len(pieces) < len(text) // 5 and "".join(pieces) == text[:len("".join(pieces))]
+    assert meter.usage["model_calls"] == 1 and meter.usage["completion_tokens"] > 0   # what came is counted
+    server.chat.extend([{"content": GRADE, "dribble": 1.0}])                         # a plain reply, byte by byte
+    with pytest.raises(DeadlineExceeded, match="cut off"):
+        deadline_meter(server, 3.0).complete(request())
+    assert len(server.chat_requests()) == 2
+
+
+def test_a_run_against_a_hanging_server_ends_at_its_deadline_with_a_refusal(server):
+    import time
+
+    kb = KnowledgeBase()
+    kb.add_documents([Document("w", "The warehouse ships orders paid before 15:00 the same day.")])
+    server.chat.extend([{"hang": True}] * 9)
+    started = time.monotonic()
+    state = run_agentic_rag("When do orders paid on weekends ship?", kb, chat(server, timeout=10, max_retries=2),
+                            config=Config(deadline_s=3))
+    assert state["stop_reason"] == "deadline" and state["abstained"] and state["error"] is None
+    assert "the deadline of 3 s passed" in state["abstain_reason"] and "cut off" in state["abstain_reason"]
+    assert format_trace(state).endswith("abstain") and len(server.chat_requests()) == 1
+    assert time.monotonic() - started < 25    # a correctness bound (without it: 3 tries of 10 s), not a speed claim
+    models = ModelSet(OfflineModel(), generate=chat(server, timeout=10, max_retries=2))   # a set passes it on
+    state = run_agentic_rag("When do orders paid on weekends ship?", kb, models, config=Config(deadline_s=3),
+                            on_token=lambda piece: None)
+    assert state["stop_reason"] == "deadline" and "generate call to small-model" in state["abstain_reason"]
+    assert len(server.chat_requests()) == 2
+
+
+def _run_with_usage(server, usage: dict, budget: int = 40_000) -> dict:
+    """The two-call run of test_the_whole_loop_runs_against_the_server, its server reporting `usage` for each."""
+    kb = KnowledgeBase(embedder=OpenAIEmbedder("embed-model", Endpoint(base_url=server.url)))
+    kb.add_documents([Document("b", "Contract B: late delivery costs 1% per week, capped at 5%.", title="Contract B"),
+                      Document("w", "The warehouse ships orders paid before 15:00 the same day.", title="Warehouse")])
+    server.chat.extend([{"content": json.dumps({"subqueries": [{"query": "packaging contract"}]}), "usage": usage},
+                        {"content": json.dumps({"answer": "Late delivery costs 1% per week, capped at 5%. [1]",
+                                                "evidence_score": 0.9, "missing": []}), "usage": usage}])
+    question = "What does the contract that covers the packaging say about late delivery?"
+    return run_agentic_rag(question, kb, chat(server, price=(1.0, 2.0)),
+                           config=Config(max_rounds=2, token_budget=budget))
+
+
+@pytest.mark.parametrize("figures", [(11, -199_999), (-5, 7), (2_000_000_000, 7), (11, 2_000_000_000), (11, 7.5)],
+                         ids=["negative completion", "negative prompt", "huge prompt", "huge completion", "a float"])
+def test_usage_a_server_reports_that_cannot_be_true_is_recorded_and_not_billed(server, figures):
+    prompt, completion = figures
+    state = _run_with_usage(server, {"prompt_tokens": prompt, "completion_tokens": completion})
+    usage = state["usage"]
+    assert state["stop_reason"] == "sufficient" and usage["model_calls"] == 2
+    assert [u["prompt_tokens"] for u in usage["invalid_usage"]] == [prompt] * 2     # kept as sent, for the record
+    assert format_trace(state).count("usage:invalid") == 2
+    assert (usage["prompt_tokens"], usage["completion_tokens"]) == \
+        (usage["counted_prompt_tokens"], usage["counted_completion_tokens"])         # billed by tiktoken's count
+    assert 0 < usage["prompt_tokens"] + usage["completion_tokens"] < 40_000 and usage["reported_prompt_tokens"] == 0
+    assert 0 < usage["cost_usd"] < 0.01 and usage["overshoot_tokens"] == 0
+    json.dumps(state)
+
+
+def test_usage_a_server_reports_is_kept_beside_the_meters_and_its_excess_ends_the_run(server):
+    state = _run_with_usage(server, {"prompt_tokens": 11, "completion_tokens": 7})
+    usage = state["usage"]
+    assert (usage["prompt_tokens"], usage["reported_prompt_tokens"]) == (22, 22) and usage["invalid_usage"] == []
+    assert usage["counted_prompt_tokens"] > 22       # tiktoken counts the real prompts; the fake server says 11
+    state = _run_with_usage(server, {"prompt_tokens": 25_000, "completion_tokens": 7})  # the second call passes
+    assert state["stop_reason"] == "token_budget" and state["abstained"]                # the budget: no answer
+    assert state["usage"]["reported_prompt_tokens"] == 50_000 and state["usage"]["overshoot_tokens"] == 10_014
+    assert "counted past the budget" in state["abstain_reason"]

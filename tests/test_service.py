@@ -475,6 +475,50 @@ def test_a_failed_run_is_a_502_and_a_stream_is_refused_before_it_starts(kb_dir):
         server.close()
 
 
+def _api_model(fake):
+    from agentic_rag import Endpoint, OpenAIChatModel
+
+    return OpenAIChatModel("small-model", Endpoint(base_url=fake.url, timeout=10, max_retries=2))
+
+
+def test_a_deadline_answers_against_a_hanging_model_and_frees_its_run_slot(kb_dir):
+    from openai_server import FakeOpenAI
+
+    with FakeOpenAI() as fake:
+        fake.chat.extend([{"hang": True}] * 9)
+        server = Server(create_app(_api_model(fake), kb_dir=kb_dir, cache_size=0,
+                                   limits=ServiceLimits(max_concurrent_runs=1)))
+        try:
+            status, _, reply = server.request("POST", "/v1/ask", {"question": QUESTION, "settings": {"deadline_s": 2}})
+            assert status == 200 and reply["stop_reason"] == "deadline" and reply["abstained"]
+            assert len(fake.chat_requests()) <= 1                  # one try at most, cut to the time left: no retry
+            assert server.app._runs.acquire(blocking=False)        # the run's slot is free again
+            server.app._runs.release()
+        finally:
+            server.close()
+
+
+def test_usage_a_model_server_reports_that_cannot_be_true_is_not_counted(kb_dir):
+    from openai_server import FakeOpenAI
+
+    answer = json.dumps({"answer": "2.3.1 修复了认证失败的问题。 [1]", "evidence_score": 0.9, "missing": []},
+                        ensure_ascii=False)
+    with FakeOpenAI() as fake:
+        server = Server(create_app(_api_model(fake), kb_dir=kb_dir, cache_size=0))
+        try:
+            for completion in (-199_999, 2_000_000_000):
+                fake.chat.append({"content": answer, "usage": {"prompt_tokens": 11, "completion_tokens": completion}})
+                status, _, reply = server.request("POST", "/v1/ask", {"question": QUESTION})
+                assert status == 200 and reply["stop_reason"] == "sufficient", reply
+                assert reply["usage"]["invalid_usage"][0]["completion_tokens"] == completion
+                assert 0 < reply["usage"]["completion_tokens"] < 1000
+            metrics = server.request("GET", "/metrics")[2]
+            counted = [line for line in metrics.splitlines() if line.startswith("agentic_rag_tokens_total")]
+            assert counted and all(0 < float(line.split()[-1]) < 10_000 for line in counted)
+        finally:
+            server.close()
+
+
 def test_a_folder_built_again_under_the_server_is_reloaded(served):
     import shutil
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._errors import ConfigurationError, ModelError
-from .._openai_api import Endpoint, call_error, make_client
+from .._openai_api import Endpoint, call_error, make_client, send
 from ._embedders import _l2_normalize
 
 
@@ -33,7 +33,7 @@ def parse_openai_embedder_name(name: str) -> dict:
 
 
 class OpenAIEmbedder:
-    """Batched calls with the SDK's retries; vectors cached by content hash, so re-embedding an
+    """Batched calls with the endpoint's retries; vectors cached by content hash, so re-embedding an
     unchanged chunk costs no call. The dimension is asked of the server once, at construction.
 
     Queries and documents are embedded alike unless asked otherwise, for servers of asymmetric
@@ -73,10 +73,12 @@ class OpenAIEmbedder:
 
     def _call(self, texts: list[str], query: bool = False) -> np.ndarray:
         model, extra_body = self._request(query)
+        what = f"the embeddings call to {model}"
         try:
-            response = self._client.embeddings.create(model=model, input=texts, extra_body=extra_body)
-        except Exception as exc:  # the SDK's errors, after its retries
-            raise call_error(exc, f"the embeddings call to {model}", self.endpoint) from None
+            response = send(self.endpoint, what, None, lambda timeout: self._client.embeddings.create(
+                model=model, input=texts, extra_body=extra_body, timeout=timeout))
+        except Exception as exc:  # the SDK's errors, after the endpoint's retries
+            raise call_error(exc, what, self.endpoint) from None
         with self._lock:
             self.calls += 1
         rows = sorted(response.data, key=lambda d: d.index)

@@ -10,7 +10,16 @@ from pydantic import BaseModel
 from .._accounting import cost_usd, new_usage
 from .._config import Config
 from .._errors import BudgetExceeded
-from ._protocol import Model, ModelRequest, count_reply, has_capability, prompt_tokens
+from ._protocol import (
+    Model,
+    ModelRequest,
+    count_reply,
+    has_capability,
+    prompt_tokens,
+    reply_tokens,
+    shown,
+    trusted_tokens,
+)
 
 __all__ = ["BudgetExceeded", "Meter", "new_usage", "margin"]
 
@@ -26,22 +35,28 @@ def margin(prompt: int, messages: int) -> int:
 
 class Meter:
     """Wraps a model for one run. Token counts come from the model's usage when it reports it
-    (`reports_usage`: an API's counts, or the scripted model's), else prompt = the rendered
-    messages and completion = the reply's JSON, counted with tiktoken. Each call gets a completion
-    limit, `max_completion_tokens` or what the budget has left after its prompt and a margin if
-    that is less; a call that cannot fit is refused before it is sent (BudgetExceeded)."""
+    (`reports_usage`: an API's counts, or the scripted model's) and the counts can be true (see
+    trusted_tokens), else prompt = the rendered messages and completion = the reply's JSON, counted
+    with tiktoken; tiktoken's count of every call is kept too (`counted_*`), and the model's own
+    (`reported_*`). Each call gets a completion limit, `max_completion_tokens` or what the budget
+    has left after its prompt and a margin if that is less; a call that cannot fit is refused before
+    it is sent, and a call whose reported usage passes the budget ends the run (BudgetExceeded). Each
+    call carries the run's `deadline` (time.monotonic()), which a model that waits on a server keeps."""
 
     reports_usage = False  # its counts are in `usage`, not returned per call
     streams = True         # stream_answer streams when the model does, else hands the answer over whole
 
     def __init__(self, model: Model, budget: int | None = None, usage: dict | None = None,
-                 prices: dict | None = None, max_completion_tokens: int = Config.max_completion_tokens):
+                 prices: dict | None = None, max_completion_tokens: int = Config.max_completion_tokens,
+                 deadline: float | None = None):
         self.model = model
         self.budget = budget
         self.usage = usage if usage is not None else new_usage()
-        self.usage.setdefault("overshoot_tokens", 0)  # a state saved before this key existed
+        for key, value in new_usage().items():  # a state saved before these keys existed
+            self.usage.setdefault(key, value)
         self.prices = prices
         self.max_completion_tokens = max_completion_tokens
+        self.deadline = deadline
         self._lock = threading.Lock()  # independent sub-queries may call from several threads
 
     @property
@@ -62,18 +77,19 @@ class Meter:
         return self._call(request, on_token), None
 
     def limit(self, request: ModelRequest) -> ModelRequest:
-        """The request with its completion limit and allowance set from the budget; BudgetExceeded
-        when the prompt and a minimal reply do not fit in what is left."""
+        """The request with its completion limit and allowance set from the budget, and the run's
+        deadline; BudgetExceeded when the prompt and a minimal reply do not fit in what is left."""
         prompt = prompt_tokens(request.messages)
         if self.budget is None:
-            return dataclasses.replace(request, max_tokens=self.max_completion_tokens, allowance=None)
+            return dataclasses.replace(request, max_tokens=self.max_completion_tokens, allowance=None,
+                                       deadline=self.deadline)
         with self._lock:
             allowance = self.budget - self.tokens_used - margin(prompt, len(request.messages))
         limit = min(self.max_completion_tokens, allowance - prompt)
         if limit < min(MIN_REPLY, self.max_completion_tokens):
             raise BudgetExceeded(f"{request.task} needs {prompt} prompt tokens and room for a reply; "
                                  f"{self.tokens_used} of {self.budget} are used")
-        return dataclasses.replace(request, max_tokens=limit, allowance=allowance)
+        return dataclasses.replace(request, max_tokens=limit, allowance=allowance, deadline=self.deadline)
 
     def _call(self, request: ModelRequest, on_token) -> BaseModel:
         request = self.limit(request)
@@ -86,27 +102,56 @@ class Meter:
                 reply, reported = self.model.complete_with_usage(request)
             else:
                 reply, reported = self.model.complete(request), None
-            if not (reported and reported.get("prompt_tokens")):  # the model did not count: count its reply
-                reported = count_reply(request, prompt, reply.model_dump_json())
+            text = reply.model_dump_json()
+            if not (reported and reported.get("prompt_tokens")):  # the model did not count: a reply past the limit
+                count_reply(request, prompt, text)                  # is invalid (raises), as an API's would be
+            own = _counted(reported) or {"prompt_tokens": prompt, "completion_tokens": min(
+                reply_tokens(text, request.max_tokens), request.max_tokens)}
         except Exception as exc:  # a failed call is metered like any other
-            counted = getattr(exc, "usage", None) or {"prompt_tokens": prompt, "completion_tokens": 0}
-            self._record(request.task, counted, start)
+            spent = getattr(exc, "usage", None) or {}
+            own = _counted(spent) or (spent if trusted_tokens(spent.get("prompt_tokens"), spent.get(
+                "completion_tokens", 0)) else {"prompt_tokens": prompt, "completion_tokens": 0})
+            self._record(request.task, spent, own, start)
+            self._within_budget(request.task, exc)
             raise
-        self._record(request.task, reported, start)
+        self._record(request.task, reported, own, start)
+        self._within_budget(request.task)
         if on_token is not None:
             on_token(reply.answer)
         return reply
 
-    def _record(self, task: str, counted: dict, start: float) -> None:
+    def _within_budget(self, task: str, cause: Exception | None = None) -> None:
+        """A call the model counted past the budget (a provider's count above the margin) ends the run."""
+        if self.budget is not None and self.tokens_used > self.budget:
+            raise BudgetExceeded(f"the {task} call was counted past the budget by the model's server: "
+                                 f"{self.tokens_used} of {self.budget} tokens are used") from cause
+
+    def _record(self, task: str, reported: dict | None, own: dict, start: float) -> None:
+        """Add one call: billed by the model's own count when it has a true one, else by tiktoken's (`own`)."""
         ms = (time.perf_counter() - start) * 1000
-        prompt, completion = counted.get("prompt_tokens", 0), counted.get("completion_tokens", 0)
-        cost = counted.get("cost_usd", cost_usd(self.model.name, prompt, completion, self.prices))
+        reported = reported or {}
+        invalid = list(reported.get("invalid_usage", []))
+        figures = (reported.get("prompt_tokens"), reported.get("completion_tokens", 0))
+        trusted = bool(figures[0]) and trusted_tokens(*figures)
+        if figures[0] and not trusted:
+            invalid.append({"task": task, "prompt_tokens": shown(figures[0]), "completion_tokens": shown(figures[1])})
+        prompt, completion = figures if trusted else (own["prompt_tokens"], own["completion_tokens"])
+        cost = reported.get("cost_usd") if trusted and "cost_usd" in reported else \
+            cost_usd(self.model.name, prompt, completion, self.prices)
         with self._lock:
             usage = self.usage
             usage["model_calls"] += 1
             usage["prompt_tokens"] += prompt
             usage["completion_tokens"] += completion
             usage["cost_usd"] += cost
+            usage["counted_prompt_tokens"] += own["prompt_tokens"]
+            usage["counted_completion_tokens"] += own["completion_tokens"]
+            if trusted:  # the model's own figures: the API client keeps its server's apart, others are theirs
+                apart = "counted_prompt_tokens" in reported
+                usage["reported_prompt_tokens"] += reported.get("reported_prompt_tokens", 0) if apart else prompt
+                usage["reported_completion_tokens"] += \
+                    reported.get("reported_completion_tokens", 0) if apart else completion
+            usage["invalid_usage"] += invalid
             if self.budget is not None and self.tokens_used > self.budget:  # a provider counted past our margin
                 usage["overshoot_tokens"] = self.tokens_used - self.budget
             by_task = usage["by_task"].setdefault(task, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
@@ -115,3 +160,11 @@ class Meter:
             by_task["prompt_tokens"] += prompt
             by_task["completion_tokens"] += completion
             by_task["ms"] = round(by_task["ms"] + ms, 3)
+
+
+def _counted(reported: dict | None) -> dict | None:
+    """tiktoken's count of every request a model sent for one call, when it kept one (the API client does)."""
+    if reported and "counted_prompt_tokens" in reported:
+        return {"prompt_tokens": reported["counted_prompt_tokens"],
+                "completion_tokens": reported["counted_completion_tokens"]}
+    return None

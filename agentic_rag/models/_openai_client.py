@@ -1,6 +1,7 @@
 """OpenAI-compatible chat models (OpenAI, DeepSeek, Qwen/DashScope, vLLM, Ollama): structured
-output with fallbacks, a completion limit on every request, the SDK's retries, usage and cost from
-the API, clear errors. The `openai` SDK is imported where a call is made, not at import."""
+output with fallbacks, a completion limit on every request, retries and waits cut to the run's
+deadline, usage and cost from the API (checked), clear errors. The `openai` SDK is imported where
+a call is made, not at import."""
 from __future__ import annotations
 
 import threading
@@ -9,9 +10,17 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel
 
 from .._accounting import cost_usd
-from .._errors import ConfigurationError, ModelError
-from .._openai_api import Endpoint, call_error, make_client
-from ._protocol import ModelRequest, complete_with_repair, count_reply, prompt_tokens
+from .._errors import ConfigurationError, DeadlineExceeded, ModelError
+from .._openai_api import Endpoint, bounded, call_error, make_client, send
+from ._protocol import (
+    ModelRequest,
+    complete_with_repair,
+    count_reply,
+    prompt_tokens,
+    reply_tokens,
+    shown,
+    trusted_tokens,
+)
 
 JUDGE_TASKS = ("route", "grade", "judge", "decompose", "rewrite", "repair")
 _MODES = ("json_schema", "json_object", "text")  # tried in this order; a server that refuses one gets the next
@@ -53,13 +62,18 @@ class OpenAIChatModel:
 
         field = self._limit_field
         try:
-            return self._client.chat.completions.create(**kwargs, **{field: request.max_tokens})
+            return self._send(request, **kwargs, **{field: request.max_tokens})
         except openai.BadRequestError as exc:
             if field != _LIMIT_FIELDS[0] or not _names(exc, (field,)):
                 raise
-        response = self._client.chat.completions.create(**kwargs, **{_LIMIT_FIELDS[1]: request.max_tokens})
+        response = self._send(request, **kwargs, **{_LIMIT_FIELDS[1]: request.max_tokens})
         self._keep("_limit_field", _LIMIT_FIELDS, _LIMIT_FIELDS[1])
         return response
+
+    def _send(self, request: ModelRequest, **kwargs):
+        """One request with the endpoint's retries, each try and pause cut to the request's deadline."""
+        return send(self.endpoint, f"the {request.task} call to {self.model}", request.deadline,
+                    lambda timeout: self._client.chat.completions.create(**kwargs, timeout=timeout))
 
     def _keep(self, attribute: str, order: tuple, value: str) -> None:
         """Remember a setting that worked; a later one in `order` another call found first stays."""
@@ -124,10 +138,11 @@ class OpenAIChatModel:
         messages = request.messages + [{"role": "user", "content": "Reply with the answer text only, with its [n] "
                                                                     "citations; no JSON."}]
         pieces, finish, reported = [], None, None
+        what = f"the streamed {request.task} call to {self.model}"
         try:
             stream = self._create(request, model=self.model, messages=messages, stream=True,
                                   temperature=self._temperature(request.task), stream_options={"include_usage": True})
-            for chunk in stream:
+            for chunk in bounded(request.deadline, what, lambda: stream):  # a stream that stalls is closed
                 reported = chunk.usage or reported
                 for choice in chunk.choices:
                     finish = choice.finish_reason or finish
@@ -135,7 +150,11 @@ class OpenAIChatModel:
                         pieces.append(choice.delta.content)
                         on_token(choice.delta.content)
         except openai.OpenAIError as exc:
-            raise call_error(exc, f"the streamed {request.task} call to {self.model}", self.endpoint) from None
+            raise call_error(exc, what, self.endpoint) from None
+        except DeadlineExceeded as exc:  # what came before the deadline is counted
+            exc.usage = self._priced({"prompt_tokens": prompt_tokens(messages), "completion_tokens": min(
+                reply_tokens("".join(pieces), request.max_tokens), request.max_tokens)})
+            raise
         text, usage = "".join(pieces), {"prompt_tokens": 0, "completion_tokens": 0}
         try:
             _count(request, messages, text, finish, reported, usage)
@@ -152,8 +171,20 @@ def _names(exc: Exception, words: tuple[str, ...]) -> bool:
 
 
 def _count(request: ModelRequest, messages: list[dict], text: str, finish: str | None, reported, usage: dict) -> None:
-    """Add one request's tokens to `usage`: the server's counts, or tiktoken's when it sends none;
-    a reply the server cut off (finish "length") or past the limit raises (count_reply)."""
-    served = reported is not None and bool(reported.prompt_tokens)
-    count_reply(request, reported.prompt_tokens if served else prompt_tokens(messages), text,
-                reported=(reported.completion_tokens or 0) if served else None, cut=finish == "length", usage=usage)
+    """Add one request's tokens to `usage`: the server's counts, or tiktoken's when it sends none or
+    sends counts that cannot be true (negative, absurd: listed in usage["invalid_usage"]); a reply
+    the server cut off (finish "length") or past the limit raises (count_reply)."""
+    sent = (getattr(reported, "prompt_tokens", None), getattr(reported, "completion_tokens", None) or 0)
+    served = reported is not None and bool(sent[0])
+    if served and not trusted_tokens(*sent):
+        usage.setdefault("invalid_usage", []).append(
+            {"task": request.task, "prompt_tokens": shown(sent[0]), "completion_tokens": shown(sent[1])})
+        served = False
+    counted = (prompt_tokens(messages), min(reply_tokens(text, request.max_tokens), request.max_tokens))
+    usage["counted_prompt_tokens"] = usage.get("counted_prompt_tokens", 0) + counted[0]  # tiktoken's, always
+    usage["counted_completion_tokens"] = usage.get("counted_completion_tokens", 0) + counted[1]
+    if served:  # the server's own figures, kept apart from what is billed
+        usage["reported_prompt_tokens"] = usage.get("reported_prompt_tokens", 0) + sent[0]
+        usage["reported_completion_tokens"] = usage.get("reported_completion_tokens", 0) + sent[1]
+    count_reply(request, sent[0] if served else counted[0], text,
+                reported=sent[1] if served else None, cut=finish == "length", usage=usage)

@@ -15,6 +15,7 @@ from .._config import Config
 from .._errors import ConfigurationError, ModelOutputError
 
 TASKS = ("route", "rewrite", "decompose", "grade", "generate", "judge", "repair", "extract")
+MAX_REPORTED_TOKENS = 10_000_000  # a call's count past this (ten times the largest context on offer) is no count
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,10 @@ class ModelRequest:
     """One call: `messages` are what an LLM sees; `inputs` are the same facts for rule-based models.
     `max_tokens` limits each reply (a longer one is cut off, and invalid); `allowance`, when set, is
     what every send of this call together (prompts and replies, by tiktoken) may spend: the room
-    the run's budget has left. The per-run meter sets both."""
+    the run's budget has left. `deadline`, when set, is the time.monotonic() by which the call
+    must end (the run's `deadline_s`): a model that waits on a server cuts its timeouts, retries
+    and pauses to it and raises DeadlineExceeded past it; one that computes its reply ignores it.
+    The per-run meter sets all three."""
 
     task: str
     messages: list[dict]
@@ -30,6 +34,7 @@ class ModelRequest:
     schema: type[BaseModel] = BaseModel
     max_tokens: int = Config.max_completion_tokens
     allowance: int | None = None
+    deadline: float | None = None
 
 
 class Model(Protocol):
@@ -63,6 +68,17 @@ def has_capability(model, capability: str) -> bool:
 def prompt_tokens(messages: list[dict]) -> int:
     """The tokens of the messages' contents, by tiktoken (the meter's count of a prompt)."""
     return sum(count_tokens(str(m.get("content") or "")) for m in messages)
+
+
+def trusted_tokens(*figures) -> bool:
+    """Whether token counts a model or server reported can be believed: whole numbers from 0 to
+    MAX_REPORTED_TOKENS (a negative or absurd count is a broken server's, and is not billed)."""
+    return all(type(f) is int and 0 <= f <= MAX_REPORTED_TOKENS for f in figures)
+
+
+def shown(figure) -> int | str:
+    """A reported figure as the trace keeps it: an int as it is, anything else as its repr (JSON-safe)."""
+    return figure if type(figure) is int else repr(figure)
 
 
 def reply_tokens(text: str, limit: int) -> int:

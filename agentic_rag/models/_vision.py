@@ -11,7 +11,7 @@ import re
 import tempfile
 from pathlib import Path
 
-from .._openai_api import Endpoint, call_error, make_client
+from .._openai_api import Endpoint, call_error, make_client, send
 
 log = logging.getLogger("agentic_rag")
 
@@ -46,8 +46,11 @@ class ImageDescriber:
         url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
         self._client = self._client or make_client(self.endpoint)
         try:
-            reply = self._client.chat.completions.create(model=self.model, messages=[{"role": "user", "content": [
-                {"type": "text", "text": PROMPT}, {"type": "image_url", "image_url": {"url": url}}]}])
+            messages = [{"role": "user", "content": [{"type": "text", "text": PROMPT},
+                                                     {"type": "image_url", "image_url": {"url": url}}]}]
+            reply = send(self.endpoint, f"describing {Path(path).name}", None,  # at indexing: no run's deadline
+                         lambda timeout: self._client.chat.completions.create(model=self.model, messages=messages,
+                                                                               timeout=timeout))
         except openai.OpenAIError as exc:
             raise call_error(exc, f"describing {Path(path).name} with {self.model}", self.endpoint) from None
         self.calls += 1

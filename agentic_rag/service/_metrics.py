@@ -39,10 +39,10 @@ class Metrics:
         self.rounds.observe(state["round"])
         if state["stop_reason"] == "error":
             self.model_errors.inc()
-        usage = state["usage"]
-        self.tokens.labels(model, "prompt").inc(usage["prompt_tokens"])
-        self.tokens.labels(model, "completion").inc(usage["completion_tokens"])
-        self.cost.labels(model).inc(usage["cost_usd"])
+        usage = state["usage"]  # the meter bills no negative count; a counter refuses one, so none is sent
+        self.tokens.labels(model, "prompt").inc(max(0, usage["prompt_tokens"]))
+        self.tokens.labels(model, "completion").inc(max(0, usage["completion_tokens"]))
+        self.cost.labels(model).inc(max(0.0, usage["cost_usd"]))
 
     def text(self) -> bytes:
         """The figures; with a multiprocess folder (several worker processes), every worker's."""
