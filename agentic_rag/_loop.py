@@ -13,6 +13,7 @@ from collections.abc import Callable
 from . import _phases as phases
 from ._config import Config
 from ._errors import BudgetExceeded, ConfigurationError, DeadlineExceeded, RetrievalError
+from ._openai_api import RUN_DEADLINE
 from ._state import AgentState, new_state
 from .kb import KnowledgeBase
 from .models._meter import Meter
@@ -64,6 +65,16 @@ def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(), co
     starts; once it runs, a failure ends it with stop_reason "error" and the state is returned."""
     config, state = _prepare(question, kb, model, config, state)
     deadline = time.monotonic() + config.deadline_s  # every model call carries it (Meter), and each round's start
+    reset = RUN_DEADLINE.set(deadline)  # and an embedder's calls inside the run's searches
+    try:
+        return _run(question, state, config, kb, model, tools, deadline, on_step, on_token)
+    finally:
+        RUN_DEADLINE.reset(reset)
+
+
+def _run(question: str, state: dict, config: Config, kb: KnowledgeBase, model: Model, tools, deadline: float,
+         on_step: Hook | None, on_token: Callable[[str], object] | None) -> AgentState:
+    """The loop itself: until a phase says done, check the stops, then run the phase's handler."""
     meter = Meter(model, config.token_budget, copy.deepcopy(state["usage"]),
                   max_completion_tokens=config.max_completion_tokens, deadline=deadline)
     run = phases.Run(kb, meter, ToolRegistry(tools), config, deadline, on_token,

@@ -52,6 +52,12 @@ def make_client(endpoint: Endpoint) -> openai.OpenAI:
                          timeout=endpoint.timeout, max_retries=0)
 
 
+# The deadline (time.monotonic()) of the run whose code is calling, set by run_agentic_rag for the
+# run's duration. A model call gets its deadline explicitly (ModelRequest.deadline); an embedder
+# called inside a search has no such argument (a search is a knowledge-base call), so `send` falls
+# back on this one. A context variable, not a global: each thread and each run sees its own.
+RUN_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("agentic_rag_run_deadline",
+                                                                           default=None)
 _RETRIED = (408, 409, 429)   # and every 5xx: what the SDK retries
 _MAX_RETRY_AFTER = 120.0     # a longer Retry-After is not waited for (the SDK's rule)
 
@@ -59,9 +65,11 @@ _MAX_RETRY_AFTER = 120.0     # a longer Retry-After is not waited for (the SDK's
 def send(endpoint: Endpoint, what: str, deadline: float | None, call: Callable[[float], object]):
     """`call(timeout)` with the endpoint's retries. With a `deadline` (time.monotonic()), each try's
     timeout is cut to the time left and the wait for it ends there, and a pause that would end past
-    it is not taken: DeadlineExceeded. The SDK's errors are raised as they are (see call_error)."""
+    it is not taken: DeadlineExceeded. With none, the calling run's (RUN_DEADLINE), if any. The
+    SDK's errors are raised as they are (see call_error)."""
     import openai
 
+    deadline = RUN_DEADLINE.get() if deadline is None else deadline
     for attempt in range(endpoint.max_retries + 1):
         timeout = min(endpoint.timeout, time_left(deadline, what))
         replies = bounded(deadline, what, lambda t=timeout: (call(t),))

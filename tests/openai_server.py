@@ -8,7 +8,8 @@ pieces, or a plain reply's bytes after its headers) script a server too slow to 
 fields named in `server.refused_fields` get HTTP 400 naming the field, as an endpoint that does not
 know them answers. Streaming requests get the content as server-sent events ending in [DONE].
 Embeddings are deterministic vectors of `dim` floats, sent base64-encoded (the client's default) or
-as lists. Every request is recorded.
+as lists; `server.embedding_errors` scripts failures of the next embeddings calls (`status`, or
+`hang`). Every request is recorded.
 """
 from __future__ import annotations
 
@@ -125,6 +126,9 @@ class FakeOpenAI:
             def _embeddings(self, body):
                 if owner.embedding_errors:
                     error = owner.embedding_errors.popleft()
+                    if error.get("hang"):
+                        owner.stopping.wait(600)
+                        return
                     return self._send(error["status"], {"error": {"message": "scripted"}}, error.get("headers"))
                 texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 data = []

@@ -466,6 +466,19 @@ def test_a_run_against_a_hanging_server_ends_at_its_deadline_with_a_refusal(serv
     assert len(server.chat_requests()) == 2
 
 
+def test_an_embeddings_call_inside_a_run_is_cut_at_its_deadline_and_outside_one_is_not(server):
+    kb = KnowledgeBase(embedder=OpenAIEmbedder("embed-model", Endpoint(base_url=server.url, timeout=10, max_retries=2)))
+    kb.add_documents([Document("w", "The warehouse ships orders paid before 15:00 the same day.")])
+    embedded = len([r for r in server.requests if r["path"].endswith("/embeddings")])
+    server.embedding_errors.append({"hang": True})
+    state = run_agentic_rag("When do orders paid on weekends ship?", kb, OfflineModel(), config=Config(deadline_s=2))
+    assert state["stop_reason"] == "deadline" and state["error"] is None, (state["stop_reason"], state["error"])
+    assert "embeddings call to embed-model was cut off" in state["abstain_reason"]
+    assert len([r for r in server.requests if r["path"].endswith("/embeddings")]) == embedded + 1   # no retry
+    server.embedding_errors.append({"status": 500})   # outside a run no deadline is left over: retried, then found
+    assert kb.search("When do orders ship?", k=1)[0].doc_id == "w"
+
+
 def _run_with_usage(server, usage: dict, budget: int = 40_000) -> dict:
     """The two-call run of test_the_whole_loop_runs_against_the_server, its server reporting `usage` for each."""
     kb = KnowledgeBase(embedder=OpenAIEmbedder("embed-model", Endpoint(base_url=server.url)))

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._errors import ConfigurationError, ModelError
+from .._errors import ConfigurationError, DeadlineExceeded, ModelError
 from .._openai_api import Endpoint, call_error, make_client, send
 from ._embedders import _l2_normalize
 
@@ -77,6 +77,8 @@ class OpenAIEmbedder:
         try:
             response = send(self.endpoint, what, None, lambda timeout: self._client.embeddings.create(
                 model=model, input=texts, extra_body=extra_body, timeout=timeout))
+        except DeadlineExceeded:  # inside a run, whose deadline cut the call: the run ends with `deadline`
+            raise
         except Exception as exc:  # the SDK's errors, after the endpoint's retries
             raise call_error(exc, what, self.endpoint) from None
         with self._lock:

@@ -2,6 +2,7 @@
 and re-rank the whole pool against the original question."""
 from __future__ import annotations
 
+import contextvars
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -86,7 +87,9 @@ def _run_all(kb, queries: list[SubQuery], k: int, filters: dict,
                 found = [hit for d in queries[i].depends_on for hit in results.get(d, ())]  # a cycle's: not run yet
                 if found:
                     texts[i] = " ".join([queries[i].query] + bridge_entities(queries[i].query, found, 2))
-            for i, hits in zip(ready, pool.map(lambda i: _search(kb, texts[i], k, filters), ready), strict=True):
+            searches = [pool.submit(contextvars.copy_context().run, _search, kb, texts[i], k, filters)
+                        for i in ready]  # each in a copy of this context: the run's deadline goes with it
+            for i, hits in zip(ready, (s.result() for s in searches), strict=True):
                 results[i] = hits
     return [results[i] for i in range(len(queries))], texts
 
