@@ -19,7 +19,7 @@ from ._loop import run_agentic_rag
 from ._settings import ask_tools, load_kb, make_cli_embedder, make_describer, make_model, model_settings
 from .kb import EMBEDDERS, KnowledgeBase, load_documents
 from .kb import _store as store
-from .kb._files import MAX_FILE_BYTES
+from .kb._files import MAX_FILE_BYTES, MAX_UPLOAD_BYTES
 from .kb._postgres import PostgresKnowledgeBase, is_database, safe_url
 from .kb._store import MANIFEST
 from .models import OfflineModel
@@ -257,7 +257,8 @@ def cmd_serve(args) -> int:
     metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if metrics_dir and not Path(metrics_dir).is_dir():
         raise ConfigurationError(f"PROMETHEUS_MULTIPROC_DIR={metrics_dir} is not a folder; create it (empty) first")
-    limits = ServiceLimits(max_concurrent_runs=args.max_runs, max_body_bytes=args.max_body)
+    limits = ServiceLimits(max_concurrent_runs=args.max_runs, max_body_bytes=args.max_body,
+                           max_file_bytes=args.max_file_size)
     database = is_database(args.kb)  # shared by every worker already: no folder to watch or lock
     app = create_app(make_model(settings), kb_dir=None if database else args.kb,
                      kb=load_kb(args.kb, settings) if database else None, tools=ask_tools(args),
@@ -388,6 +389,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                                      "(default %(default)s)")
     serve.add_argument("--max-body", type=_positive, default=1_000_000, metavar="BYTES",
                        help="largest request body; files come base64 in POST /v1/documents, a third larger "
+                            "(default %(default)s)")
+    serve.add_argument("--max-file-size", type=_positive, default=MAX_UPLOAD_BYTES, metavar="BYTES",
+                       help="largest uploaded file, decoded, and what a .docx may unpack to; more is refused "
                             "(default %(default)s)")
     serve.add_argument("--cache-size", type=int, default=1024, help="answers kept in memory; 0 turns the cache off "
                                                                    "(default %(default)s)")

@@ -165,6 +165,22 @@ def test_an_upload_is_read_from_its_bytes_alone_and_bounded_in_size(served):
     assert server.request("POST", "/v1/documents", {"documents": [just]}, key=WRITE)[0] == 200
 
 
+def test_an_uploaded_docx_may_unpack_to_the_service_limit_and_no_more(served, tmp_path):
+    import base64
+
+    from agentic_rag.eval.hostile_files import zip_bomb
+
+    server, _ = served
+    limit = ServiceLimits().max_file_bytes                  # the default, lower than index's own
+    zip_bomb(tmp_path / "bomb.docx", limit + 1_000_000)      # about 20 KB that unpack past it
+    packed = (tmp_path / "bomb.docx").read_bytes()
+    assert len(packed) < 100_000
+    upload = {"id": "bomb", "filename": "bomb.docx", "file": base64.b64encode(packed).decode()}
+    status, _, error = server.request("POST", "/v1/documents", {"documents": [upload]}, key=WRITE)
+    assert status == 400 and "a .docx that unpacks to 11,000," in error["error"]["message"], error
+    assert f"past the file-size limit of {limit:,} bytes" in error["error"]["message"]
+
+
 def test_search_and_filters(served):
     server, _ = served
     status, _, found = server.request("POST", "/v1/search", {"query": "违约责任", "k": 2, "mode": "bm25"}, key=READ)

@@ -17,6 +17,10 @@ from .._errors import ConfigurationError
 from ._loaders import Unreadable, too_large
 
 MAX_FILE_BYTES = 100_000_000  # a file past this is skipped before it is read (index --max-file-size)
+# the service's bound on one uploaded file, decoded, and on what a .docx may unpack to (serve
+# --max-file-size): lower, since uploads come from clients and python-docx holds about 25 times the
+# unpacked XML while it reads
+MAX_UPLOAD_BYTES = 10_000_000
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _READ = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
 # statfs f_type of the kernel's own file systems: their files are the kernel's state (a process's

@@ -24,7 +24,7 @@ from .._loop import run_agentic_rag
 from .._state import cited_as
 from ..kb import Document, KnowledgeBase
 from ..kb._documents import read_file
-from ..kb._files import MAX_FILE_BYTES
+from ..kb._files import MAX_UPLOAD_BYTES
 from ..kb._loaders import IMAGE_SUFFIXES, Unreadable
 from ..kb._store import writer_lock
 from ._cache import AnswerCache, cache_key
@@ -44,7 +44,7 @@ class ServiceLimits:
     max_batch: int = 100             # documents in one POST /v1/documents
     max_concurrent_runs: int = 4     # agent runs at once in this process; more get 429
     write_wait_s: float = 10.0       # how long a write waits for another writer before 409
-    max_file_bytes: int = MAX_FILE_BYTES  # one uploaded file, decoded (index --max-file-size); more is 413
+    max_file_bytes: int = MAX_UPLOAD_BYTES  # one uploaded file, decoded, or unpacked (.docx); more is refused
 
 
 class ServiceError(Exception):
