@@ -268,8 +268,9 @@ def cmd_serve(args) -> int:
     try:  # bodies past the limit are refused before they are read; slow clients are cut off (see _server)
         server = create_server(app, args.host, args.port, args.threads, limits.max_body_bytes, guards)
     except OSError as exc:
-        raise ConfigurationError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}; choose another "
-                                 f"--port (or stop what uses it)") from None
+        fix = "choose another --port (or stop what uses it)" if exc.errno == errno.EADDRINUSE else \
+            "check --host (an address of this machine: 127.0.0.1, or 0.0.0.0 for all) and --port"
+        raise ConfigurationError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}; {fix}") from None
     keys = f"{len(reads)} read and {len(writes)} write keys" if reads or writes else \
         "no keys (open to anyone who can connect)"
     print(f"serving {safe_url(args.kb)} on http://{args.host}:{server.effective_port} with {args.threads} "
@@ -383,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to bind (default %(default)s; TLS belongs to a proxy in front)")
-    serve.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
+    serve.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one (default %(default)s)")
     serve.add_argument("--threads", type=_positive, default=8, help="worker threads (default %(default)s)")
     serve.add_argument("--max-runs", type=_positive, default=4, help="questions answered at once; more get 429 "
                                                                      "(default %(default)s)")

@@ -118,6 +118,16 @@ def test_links_out_of_the_folder_are_skipped_said_once_and_never_read(tmp_path):
         assert target is None or str(target.resolve()) in reason
 
 
+def test_a_link_out_named_directly_is_skipped_and_a_link_inside_is_read(tmp_path):
+    d = _folder_with_links_out(tmp_path)
+    told = []
+    result = load_documents([d / "leak.txt", d / "alias.txt", tmp_path / "outside" / "passwd.txt"],
+                            on_skip=lambda where, reason: told.append((where, reason)))
+    assert [doc.id for doc in result.documents] == ["alias.txt", "passwd.txt"]   # the file itself, named, is read
+    assert [where for where, _ in told] == [str(d / "leak.txt")]
+    assert told[0][1].startswith("outside the folder being indexed")
+
+
 def test_the_cli_indexes_none_of_a_link_out_and_says_so(tmp_path, capsys):
     d = _folder_with_links_out(tmp_path)
     assert main(["index", str(d), "--kb", str(tmp_path / "kb")]) == 0

@@ -559,6 +559,10 @@ def test_serve_on_a_port_in_use_is_a_one_line_error(kb_dir, capsys):
     err = capsys.readouterr().err
     assert code != 0 and "cannot listen on 127.0.0.1" in err and "choose another --port" in err
     assert "Traceback" not in err and err.strip().count("\n") == 0
+    code = main(["serve", "--kb", str(kb_dir), "--host", "192.0.2.1", "--port", "0"])   # no address of this machine
+    err = capsys.readouterr().err
+    assert code != 0 and "cannot listen on 192.0.2.1:0" in err and "check --host" in err, err
+    assert "Traceback" not in err and err.strip().count("\n") == 0
 
 
 # -- the server's own disk: 507 when it is full, 503 when read-only; no server path in any reply ---------

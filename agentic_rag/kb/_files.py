@@ -45,8 +45,8 @@ def inside(path: Path | str, root: str) -> str:
 
 def listed(paths, suffixes: tuple[str, ...], skipped: list) -> list[tuple[Path, str, str]]:
     """Each file of a suffix given under the paths given: (path, its id, the real path of the folder
-    it must stay inside). A file named directly is read where its links lead (its folder is its real
-    one's); a folder's files must stay inside it."""
+    it must stay inside). A file named directly must stay inside the folder it is named in, as a
+    folder's files must stay inside it: a link named by a service's caller is no way out either."""
     files: list[tuple[Path, str, str]] = []
     for raw in [paths] if isinstance(paths, (str, Path)) else paths:
         root = Path(raw)
@@ -54,7 +54,7 @@ def listed(paths, suffixes: tuple[str, ...], skipped: list) -> list[tuple[Path, 
             raise ConfigurationError(f"path not found: {raw!s}; give an existing file or directory")
         if not root.is_dir():
             if root.suffix.lower() in suffixes:
-                files.append((root, root.name, os.path.dirname(os.path.realpath(root))))
+                files.append((root, root.name, os.path.realpath(root.parent)))
             else:
                 skipped.append((str(root), f"unsupported file type; use one of {', '.join(suffixes)}"))
             continue
