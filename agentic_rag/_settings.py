@@ -78,7 +78,7 @@ def load_kb(path: str, settings: dict):
     if manifest.is_file():
         try:
             built = json.loads(manifest.read_text(encoding="utf-8"))["embedder"]["name"]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested too deep
             built = ""  # KnowledgeBase.load reports the damage
     embedder = make_cli_embedder(built, settings) if isinstance(built, str) and built.startswith("openai:") else None
     return KnowledgeBase.load(path, embedder)

@@ -112,6 +112,9 @@ def _damage(kb_dir, how):
         del manifest["embedder"]
     elif how == "files_empty":
         manifest["files"] = {}
+    elif how == "nested_too_deep":  # read by the command line (for its embedder) before the load checks it
+        (kb_dir / "manifest.json").write_text('{"embedder": ' + "[" * 100_000 + "]" * 100_000 + "}")
+        return
     else:  # bm25.npz is not a zip, but the manifest's checksum was rewritten to match it
         data = b"PK\x03\x04 not really a zip"
         (kb_dir / manifest["generation"] / "bm25.npz").write_bytes(data)
@@ -119,7 +122,7 @@ def _damage(kb_dir, how):
     (kb_dir / "manifest.json").write_text(json.dumps(manifest))
 
 
-@pytest.mark.parametrize("how", ["no_embedder", "files_empty", "bm25_not_a_zip"])
+@pytest.mark.parametrize("how", ["no_embedder", "files_empty", "bm25_not_a_zip", "nested_too_deep"])
 def test_a_damaged_kb_is_one_line_for_search_ask_and_delete(capsys, tmp_path, how):
     kb = tmp_path / "kb"
     assert run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", str(kb))[0] == 0
