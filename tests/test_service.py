@@ -152,6 +152,9 @@ def test_an_upload_is_read_from_its_bytes_alone_and_bounded_in_size(served):
                {"id": "bare", "filename": "/etc/passwd", "file": base64.b64encode(b"x").decode()}]
     status, _, error = server.request("POST", "/v1/documents", {"documents": uploads[2:]}, key=WRITE)
     assert status == 400 and "(passwd): unsupported file type" in error["error"]["message"]
+    lines = {"id": "lines", "filename": "t.jsonl", "file": base64.b64encode(b'{"id": "a", "text": "b"}').decode()}
+    status, _, error = server.request("POST", "/v1/documents", {"documents": [lines]}, key=WRITE)
+    assert status == 400 and "a .jsonl file holds many documents" in error["error"]["message"], error
     status, _, written = server.request("POST", "/v1/documents", {"documents": uploads[:2]}, key=WRITE)
     assert status == 200 and written["added"] == 2
     hits = server.request("POST", "/v1/search", {"query": "root passwd dock", "k": 10}, key=READ)[2]["hits"]
@@ -163,6 +166,17 @@ def test_an_upload_is_read_from_its_bytes_alone_and_bounded_in_size(served):
     assert status == 413 and "2,001 bytes; the limit is 2,000" in error["error"]["message"]
     just = {"id": "just.txt", "file": base64.b64encode(b"a" * 2_000).decode()}
     assert server.request("POST", "/v1/documents", {"documents": [just]}, key=WRITE)[0] == 200
+
+
+def test_uploads_are_read_one_request_at_a_time(served):
+    server, _ = served
+    server.app.limits = ServiceLimits(write_wait_s=0.2)
+    upload = {"documents": [{"id": "one", "text": "a document sent while another upload is being read"}]}
+    with server.app._reading:  # what another request's files being read holds
+        status, headers, reply = server.request("POST", "/v1/documents", upload, key=WRITE)
+    assert (status, reply["error"]["type"], headers["Retry-After"]) == (503, "unavailable", "5"), reply
+    assert "other uploads have been read for 0.2 s" in reply["error"]["message"]
+    assert server.request("POST", "/v1/documents", upload, key=WRITE)[2]["added"] == 1   # once they are read
 
 
 def test_an_uploaded_docx_may_unpack_to_the_service_limit_and_no_more(served, tmp_path):
@@ -249,6 +263,10 @@ def test_bodies_that_are_too_large_or_not_json_utf8(served):
     status, _, reply = server.request("POST", "/v1/ask", raw=b'{"question": "\xff\xfe"}', key=READ)
     assert status == 400 and "UTF-8 JSON" in reply["error"]["message"]
     assert server.request("POST", "/v1/ask", raw=b"{not json", key=READ)[0] == 400
+    for constant in (b"NaN", b"Infinity", b"-Infinity"):         # Python's parser takes them; JSON has none
+        document = b'{"documents": [{"id": "n", "text": "t", "metadata": {"score": ' + constant + b'}}]}'
+        status, _, reply = server.request("POST", "/v1/documents", raw=document, key=WRITE)
+        assert status == 400 and f"{constant.decode()} is not a JSON number" in reply["error"]["message"], reply
     assert server.request("GET", "/healthz")[0] == 200            # no key needed
     assert server.request("GET", "/openapi.json")[2]["paths"]["/v1/ask"]["post"]["requestBody"]
 

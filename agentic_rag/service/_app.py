@@ -90,6 +90,7 @@ class Service:
         self._runs = threading.BoundedSemaphore(self.limits.max_concurrent_runs)
         self._reload = threading.Lock()
         self._writing = threading.Lock()
+        self._reading = threading.Lock()  # uploaded files are read one request at a time (see add_documents)
         self._routes = {  # (method, path) -> (handler, the key it needs: None, "read" or "write")
             ("POST", "/v1/ask"): (self.ask, "read"), ("POST", "/v1/search"): (self.search, "read"),
             ("POST", "/v1/documents"): (self.add_documents, "write"),
@@ -255,10 +256,11 @@ class Service:
             raise ServiceError(413, "too_large", f"the body has {length} bytes; the limit is "
                                                  f"{self.limits.max_body_bytes}")
         raw = environ["wsgi.input"].read(length) if length else b""
-        try:
-            data = json.loads(raw.decode("utf-8")) if raw else None
+        try:  # NaN and Infinity are not JSON: kept in metadata they would come back in replies strict clients refuse
+            data = json.loads(raw.decode("utf-8"), parse_constant=_not_json) if raw else None
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-            raise ServiceError(400, "invalid_request", f"the body is not UTF-8 JSON ({type(exc).__name__})") from None
+            why = str(exc) if isinstance(exc, _NotJSON) else type(exc).__name__
+            raise ServiceError(400, "invalid_request", f"the body is not UTF-8 JSON ({why})") from None
         if not isinstance(data, dict):
             raise ServiceError(400, "invalid_request", "send a JSON object as the body")
         return schema.model_validate(data)
@@ -363,7 +365,15 @@ class Service:
         if len(request.documents) > self.limits.max_batch:
             raise ServiceError(400, "invalid_request", f"{len(request.documents)} documents in one request; the "
                                                        f"limit is {self.limits.max_batch}")
-        documents = [_document(d, self.limits.max_file_bytes) for d in request.documents]
+        # one upload's files are read at a time in the process: a .docx may take 25 times its unpacked
+        # size in memory while python-docx reads it, so parallel uploads would multiply that
+        if not self._reading.acquire(timeout=self.limits.write_wait_s):
+            raise ServiceError(503, "unavailable", f"other uploads have been read for {self.limits.write_wait_s:g} "
+                                                   f"s; retry", [("Retry-After", "5")])
+        try:
+            documents = [_document(d, self.limits.max_file_bytes) for d in request.documents]
+        finally:
+            self._reading.release()
 
         def change(kb: KnowledgeBase) -> dict:
             added = kb.add_documents(documents)
@@ -448,6 +458,14 @@ class Service:
         return 200, openapi(), []
 
 
+class _NotJSON(ValueError):
+    """A constant Python's parser takes that JSON has not."""
+
+
+def _not_json(constant: str):
+    raise _NotJSON(f"{constant} is not a JSON number; send a number or null")
+
+
 def _error(kind: str, message: str) -> dict:
     return {"error": {"type": kind, "message": message}}
 
@@ -468,6 +486,9 @@ def _document(given, max_file_bytes: int) -> Document:
         raise ServiceError(400, "invalid_request", f"document {given.id!r}: 'file' is not base64") from None
     label = given.filename or given.id
     name = PurePosixPath(label.replace("\\", "/")).name or "file"  # "../../etc/passwd.md" is read as passwd.md
+    if Path(name).suffix.lower() == ".jsonl":
+        raise ServiceError(400, "invalid_request", f"document {given.id!r} ({name}): a .jsonl file holds many "
+                                                   f"documents; send each line as a document of its own")
     if Path(name).suffix.lower() in IMAGE_SUFFIXES:
         if not given.text.strip():
             raise ServiceError(400, "invalid_request", f"document {given.id!r} is an image: give its description "
