@@ -72,7 +72,7 @@ def _connection_flags(parser):
                              "set it to --max-connections (default %(default)s)")
     parser.add_argument("--reading-share", type=float, default=given.reading_share, metavar="SHARE",
                         help="share of --max-connections that connections still sending a request may hold; "
-                             "past it the longest-sending are closed (default %(default)g)")
+                             "past it the slowest-sending are closed (default %(default)g)")
 
 
 LOCK_WAIT_S = 10.0  # how long index or delete waits for another writer on the same --kb before giving up

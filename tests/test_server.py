@@ -160,6 +160,39 @@ def test_slow_connections_cannot_take_the_slots_of_requests_already_read(served)
         client.close()
 
 
+@pytest.mark.parametrize("served", [{"header_timeout_s": 60.0, "body_timeout_s": 60.0, "idle_timeout_s": 30.0,
+                                     "max_connections": 12, "max_per_address": 3, "reading_share": 0.5}],
+                         indirect=True)
+def test_an_upload_sent_at_a_fair_rate_outlasts_clients_that_dribble(served):
+    import time
+
+    body = json.dumps({"documents": [{"id": "upload", "text": "dock hours " * 800}]}).encode()
+    upload = served.connect("127.0.0.2")
+    upload.sendall(b"POST /v1/documents HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: %d\r\n\r\n" % len(body))
+    slow, sent = [], 0
+    for n in range(21):  # begun after the upload: the longest-reading connection is the upload
+        client = served.connect(f"127.0.0.{10 + n // 3}")
+        client.sendall(b"POST /v1/search HTTP/1.1\r\nX-Slow: 1\r\n")
+        slow.append(client)
+    while sent < len(body):  # about 300 bytes every 0.05 s, for about 1.5 s: far faster than the others
+        upload.sendall(body[sent:sent + 300])
+        sent += 300
+        for client in slow:
+            try:
+                client.send(b"X")
+            except OSError:  # closed by the server, as it should be
+                pass
+        time.sleep(0.05)
+    upload.settimeout(30)
+    reply = b""
+    while b"\r\n\r\n" not in reply and (chunk := upload.recv(65536)):
+        reply += chunk
+    assert reply.startswith(b"HTTP/1.1 200"), reply[:200]
+    for client in slow + [upload]:
+        client.close()
+
+
 @pytest.mark.parametrize("served", [FAST], indirect=True)
 def test_waitress_refusals_answer_in_the_service_json_shape(served):
     def send(head: bytes) -> bytes:

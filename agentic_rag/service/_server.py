@@ -53,6 +53,7 @@ class ServerLimits:
         return max(1, int(self.max_connections * self.reading_share))
 
 
+_GRACE_S = 1.0  # a connection this young is pushed out last: its client is still sending the request
 _REASONS = {400: "Bad Request", 408: "Request Timeout", 413: "Content Too Large", 429: "Too Many Requests",
             431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
             503: "Service Unavailable"}
@@ -104,17 +105,22 @@ class _Channel(HTTPChannel):
     def __init__(self, server, sock, addr, adj, map=None):
         self.waiting_since = time.monotonic()  # accepted, or its last response handed over
         self.request_since = self.body_since = None  # a request's first byte; the end of its headers
+        self.request_bytes = 0  # of the request under way, for its rate
         super().__init__(server, sock, addr, adj, map=map)
 
     def received(self, data):
         before, now = self.request, time.monotonic()
         result = super().received(data)
-        if self.request is None:
+        if self.request is None:  # blank lines between requests earn nothing
             self.request_since = self.body_since = None
+            self.request_bytes = 0
         elif self.request is not before:  # a new request began in this data
             self.request_since, self.body_since = now, now if self.request.headers_finished else None
-        elif self.body_since is None and self.request.headers_finished:
-            self.body_since = now
+            self.request_bytes = len(data)
+        else:
+            self.request_bytes += len(data)
+            if self.body_since is None and self.request.headers_finished:
+                self.body_since = now
         return result
 
     def service(self):
@@ -128,6 +134,13 @@ class _Channel(HTTPChannel):
     def since(self) -> float:
         """When this connection started costing a slot without a request to answer."""
         return self.request_since if self.request_since is not None else self.waiting_since
+
+    def standing(self, at: float) -> tuple[bool, float]:
+        """How much a reading connection deserves its slot, lowest first: one that came less than
+        a second ago goes last (a client sends its request at once), then bytes a second, so an
+        upload making progress outlasts clients that send a byte now and then, however long it takes."""
+        age = at - self.since()
+        return age < _GRACE_S, self.request_bytes / max(age, 1e-3)
 
     def refuse(self, status: int, kind: str, message: str):
         """Close, answering first if the client has sent part of a request (an idle one just closes)."""
@@ -220,12 +233,13 @@ class GuardedServer(TcpWSGIServer):
         conn.close()
 
     def _make_room(self):
-        """Close the longest-reading connections past the reading share: slow clients cannot take
-        the slots of requests already read."""
+        """Close the slowest-sending connections past the reading share: slow clients cannot take
+        the slots of requests already read, nor push out a request arriving at a fair rate."""
         reading = [c for c in list(self.active_channels.values()) if c.reading()]
         excess = len(reading) - self.limits.max_reading
         if excess > 0:
-            for channel in sorted(reading, key=lambda c: c.since())[:excess]:
+            at = time.monotonic()
+            for channel in sorted(reading, key=lambda c: c.standing(at))[:excess]:
                 channel.refuse(503, "unavailable", "too many connections are sending requests slowly; retry")
 
     def maintenance(self, now):
