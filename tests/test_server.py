@@ -206,6 +206,9 @@ def test_waitress_refusals_answer_in_the_service_json_shape(served):
                               b"Content-Length: %d\r\n\r\n" % (MAX_BODY + 1)))
     assert status == 413 and body == {"error": {"type": "too_large", "message": f"the body has {MAX_BODY + 1} "
                                                                                   f"bytes; the limit is {MAX_BODY}"}}
+    answer = send(b"POST /v1/search HTTP/1.1\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+                  b"Content-Length: %d\r\n\r\n" % (MAX_BODY + 1))          # refused before it is invited
+    assert not answer.startswith(b"HTTP/1.1 100") and _json(answer)[0] == 413, answer[:80]
     status, body = _json(send(b"POST /v1/search HTTP/1.1\r\nContent-Length: 12x\r\n\r\n"))
     assert status == 400 and body == {"error": {"type": "invalid_request", "message": "Content-Length is not a number"}}
     exactly = json.dumps({"query": "认证失败"}).encode().ljust(MAX_BODY)  # the limit itself is allowed

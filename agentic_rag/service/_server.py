@@ -127,6 +127,12 @@ class _Channel(HTTPChannel):
         super().service()
         self.waiting_since = time.monotonic()
 
+    def send_continue(self):
+        """No '100 Continue' for a request already refused (a body past the limit): waitress sent
+        one before its 413, inviting the client to send the body it would not read."""
+        if self.request is None or self.request.error is None:
+            super().send_continue()
+
     def reading(self) -> bool:
         """Still sending (or awaiting) a request: nothing read is being answered, nothing waits to go out."""
         return not (self.requests or self.total_outbufs_len or self.will_close or self.close_when_flushed)
