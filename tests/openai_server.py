@@ -9,7 +9,8 @@ fields named in `server.refused_fields` get HTTP 400 naming the field, as an end
 know them answers. Streaming requests get the content as server-sent events ending in [DONE].
 Embeddings are deterministic vectors of `dim` floats, sent base64-encoded (the client's default) or
 as lists; `server.embedding_errors` scripts failures of the next embeddings calls (`status`, or
-`hang`). Every request is recorded.
+`hang`). Every request is recorded, and `server.dropped` lists the replies whose client closed the
+connection before they were sent whole.
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ class FakeOpenAI:
         self.float_only = False  # like servers that ignore encoding_format and always send float lists
         self.models = ["small-model", "big-model", "embed-model"]
         self.refused_fields: set[str] = set()
+        self.dropped: list[str] = []  # the paths of replies cut short by the client closing the connection
         self.stopping = threading.Event()  # ends the waits of hanging and dribbling replies
         owner = self
 
@@ -90,21 +92,7 @@ class FakeOpenAI:
                 content, finish = item["content"], item.get("finish_reason", "stop")
                 usage = item.get("usage", {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18})
                 if body.get("stream"):
-                    self.send_response(200)
-                    self.send_header("content-type", "text/event-stream")
-                    self.end_headers()
-                    for i in range(0, len(content), 5):
-                        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
-                                 "choices": [{"index": 0, "delta": {"content": content[i:i + 5]},
-                                              "finish_reason": None}]}
-                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                        self.wfile.flush()
-                        if owner.stopping.wait(item.get("dribble", 0)):
-                            return
-                    end = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
-                           "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage}
-                    self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
-                    return
+                    return self._stream(body, content, finish, usage, item.get("dribble", 0))
                 reply = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
                          "choices": [{"index": 0, "finish_reason": finish,
                                       "message": {"role": "assistant", "content": content}}], "usage": usage}
@@ -112,16 +100,36 @@ class FakeOpenAI:
                     return self._dribble(json.dumps(reply).encode(), item["dribble"])
                 self._send(200, reply)
 
+            def _stream(self, body, content, finish, usage, seconds: float):
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                pieces = [{"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
+                           "choices": [{"index": 0, "delta": {"content": content[i:i + 5]}, "finish_reason": None}]}
+                          for i in range(0, len(content), 5)]
+                end = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
+                       "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage}
+                events = [f"data: {json.dumps(piece)}\n\n".encode() for piece in pieces]
+                self._write(events + [f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode()], seconds)
+
             def _dribble(self, data: bytes, seconds: float):
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
-                for i in range(len(data)):
-                    self.wfile.write(data[i:i + 1])
-                    self.wfile.flush()
-                    if owner.stopping.wait(seconds):
-                        return
+                self._write([data[i:i + 1] for i in range(len(data))], seconds)
+
+            def _write(self, parts: list[bytes], seconds: float):
+                """Send `parts` `seconds` apart, counting a client that closes the connection before the end."""
+                try:
+                    for i, part in enumerate(parts):
+                        if i and owner.stopping.wait(seconds):
+                            return
+                        self.wfile.write(part)
+                        self.wfile.flush()
+                except OSError:  # BrokenPipeError, ConnectionResetError: the client went away
+                    owner.dropped.append(self.path)
+                    self.close_connection = True
 
             def _embeddings(self, body):
                 if owner.embedding_errors:

@@ -446,19 +446,49 @@ def test_a_reply_that_dribbles_past_the_deadline_is_closed(server):
     assert len(server.chat_requests()) == 2
 
 
-def test_a_run_against_a_hanging_server_ends_at_its_deadline_with_a_refusal(server):
+def _readers() -> set:
+    """The threads reading model replies (agentic_rag._openai_api names them)."""
+    import threading
+
+    return {t for t in threading.enumerate() if t.name == "agentic-rag-model-call"}
+
+
+def _eventually(condition, bound: float = 20.0) -> bool:
+    """Whether `condition()` holds within `bound` seconds (polled: a generous bound, not a speed claim)."""
     import time
 
+    end = time.monotonic() + bound
+    while not condition() and time.monotonic() < end:
+        time.sleep(0.05)
+    return condition()
+
+
+def test_a_call_cut_off_at_the_deadline_ends_its_thread_and_its_connection(server):
+    """Without the cut, each reader would go on receiving a byte (a piece) a second for a minute or more."""
+    before = _readers()
+    text = "The warehouse ships orders paid before 15:00 the same day. " * 5
+    server.chat.extend([{"content": GRADE, "dribble": 1.0}, {"content": text, "dribble": 1.0},
+                        {"content": text, "dribble": 1.0, "delay": 3.0}])   # the last one's headers: past the deadline
+    with pytest.raises(DeadlineExceeded, match="grade call .* cut off"):
+        deadline_meter(server, 2.0).complete(request())
+    for _ in range(2):
+        with pytest.raises(DeadlineExceeded, match="generate call .* cut off"):
+            deadline_meter(server, 2.0).stream_answer(request("generate", Answer), lambda piece: None)
+    assert _eventually(lambda: len(server.dropped) == 3), server.dropped        # the server saw each connection go
+    assert _eventually(lambda: not _readers() - before), _readers() - before     # and no reader is left
+    server.chat.extend([GRADE])                                     # a call that ends well keeps its connection
+    assert deadline_meter(server, 30.0).complete(request()).score == 0.8 and len(server.dropped) == 3
+
+
+def test_a_run_against_a_hanging_server_ends_at_its_deadline_with_a_refusal(server):
     kb = KnowledgeBase()
     kb.add_documents([Document("w", "The warehouse ships orders paid before 15:00 the same day.")])
     server.chat.extend([{"hang": True}] * 9)
-    started = time.monotonic()
     state = run_agentic_rag("When do orders paid on weekends ship?", kb, chat(server, timeout=10, max_retries=2),
                             config=Config(deadline_s=3))
     assert state["stop_reason"] == "deadline" and state["abstained"] and state["error"] is None
     assert "the deadline of 3 s passed" in state["abstain_reason"] and "cut off" in state["abstain_reason"]
-    assert format_trace(state).endswith("abstain") and len(server.chat_requests()) == 1
-    assert time.monotonic() - started < 25    # a correctness bound (without it: 3 tries of 10 s), not a speed claim
+    assert format_trace(state).endswith("abstain") and len(server.chat_requests()) == 1   # one try: no retry
     models = ModelSet(OfflineModel(), generate=chat(server, timeout=10, max_retries=2))   # a set passes it on
     state = run_agentic_rag("When do orders paid on weekends ship?", kb, models, config=Config(deadline_s=3),
                             on_token=lambda piece: None)
