@@ -28,7 +28,7 @@ from agentic_rag import (
 from agentic_rag.kb import Document
 from agentic_rag.kb._openai_embedder import openai_embedder_name, parse_openai_embedder_name
 from agentic_rag.models._meter import margin
-from agentic_rag.models._protocol import prompt_tokens
+from agentic_rag.models._protocol import prompt_tokens, shown
 from agentic_rag.steps import verify_sufficiency
 from openai_server import FakeOpenAI, vector
 
@@ -440,6 +440,7 @@ def test_a_reply_that_dribbles_past_the_deadline_is_closed(server):
         meter.stream_answer(request("generate", Answer), pieces.append)
     assert 0 < len(pieces) < len(text) // 5 and "".join(pieces) == text[:len("".join(pieces))]
     assert meter.usage["model_calls"] == 1 and meter.usage["completion_tokens"] > 0   # what came is counted
+    assert meter.usage["reported_completion_tokens"] == 0                            # by tiktoken: no server count
     server.chat.extend([{"content": GRADE, "dribble": 1.0}])                         # a plain reply, byte by byte
     with pytest.raises(DeadlineExceeded, match="cut off"):
         deadline_meter(server, 3.0).complete(request())
@@ -522,20 +523,40 @@ def _run_with_usage(server, usage: dict, budget: int = 40_000) -> dict:
                            config=Config(max_rounds=2, token_budget=budget))
 
 
-@pytest.mark.parametrize("figures", [(11, -199_999), (-5, 7), (2_000_000_000, 7), (11, 2_000_000_000), (11, 7.5)],
-                         ids=["negative completion", "negative prompt", "huge prompt", "huge completion", "a float"])
+@pytest.mark.parametrize("figures", [(11, -199_999), (-5, 7), (11, 7.5), (True, 7), ("11", 7)],
+                         ids=["negative completion", "negative prompt", "a float", "a bool", "a string"])
 def test_usage_a_server_reports_that_cannot_be_true_is_recorded_and_not_billed(server, figures):
     prompt, completion = figures
     state = _run_with_usage(server, {"prompt_tokens": prompt, "completion_tokens": completion})
     usage = state["usage"]
     assert state["stop_reason"] == "sufficient" and usage["model_calls"] == 2
-    assert [u["prompt_tokens"] for u in usage["invalid_usage"]] == [prompt] * 2     # kept as sent, for the record
+    assert [u["prompt_tokens"] for u in usage["invalid_usage"]] == [shown(prompt)] * 2   # kept as sent, for the record
     assert format_trace(state).count("usage:invalid") == 2
     assert (usage["prompt_tokens"], usage["completion_tokens"]) == \
         (usage["counted_prompt_tokens"], usage["counted_completion_tokens"])         # billed by tiktoken's count
     assert 0 < usage["prompt_tokens"] + usage["completion_tokens"] < 40_000 and usage["reported_prompt_tokens"] == 0
     assert 0 < usage["cost_usd"] < 0.01 and usage["overshoot_tokens"] == 0
     json.dumps(state)
+
+
+@pytest.mark.parametrize("figures", [(2_000_000_000, 7), (11, 2_000_000_000), (10_000_001, 0)],
+                         ids=["huge prompt", "huge completion", "just past the bound"])
+def test_usage_too_large_to_bill_is_still_the_providers_count_and_ends_the_run_past_its_budget(server, figures):
+    prompt, completion = figures
+    state = _run_with_usage(server, {"prompt_tokens": prompt, "completion_tokens": completion})
+    usage = state["usage"]
+    assert state["stop_reason"] == "token_budget" and state["abstained"] and usage["model_calls"] == 1
+    assert "counted past the budget" in state["abstain_reason"]
+    assert usage["invalid_usage"] == [{"task": "decompose", "prompt_tokens": prompt, "completion_tokens": completion}]
+    assert format_trace(state).count("usage:invalid") == 1
+    assert (usage["reported_prompt_tokens"], usage["reported_completion_tokens"]) == figures   # the provider's, apart
+    assert usage["overshoot_tokens"] == prompt + completion - 40_000
+    assert (usage["prompt_tokens"], usage["completion_tokens"]) == \
+        (usage["counted_prompt_tokens"], usage["counted_completion_tokens"])         # billed: tiktoken's, sane
+    assert 0 < usage["prompt_tokens"] + usage["completion_tokens"] < 40_000 and 0 < usage["cost_usd"] < 0.01
+    server.chat.clear()                                             # the reply the first run did not ask for
+    state = _run_with_usage(server, {"prompt_tokens": prompt, "completion_tokens": completion}, budget=10 ** 10)
+    assert state["stop_reason"] == "sufficient" and state["usage"]["reported_prompt_tokens"] == 2 * prompt
 
 
 def test_usage_a_server_reports_is_kept_beside_the_meters_and_its_excess_ends_the_run(server):
