@@ -8,9 +8,9 @@ pieces, or a plain reply's bytes after its headers) script a server too slow to 
 fields named in `server.refused_fields` get HTTP 400 naming the field, as an endpoint that does not
 know them answers. Streaming requests get the content as server-sent events ending in [DONE].
 Embeddings are deterministic vectors of `dim` floats, sent base64-encoded (the client's default) or
-as lists; `server.embedding_errors` scripts failures of the next embeddings calls (`status`, or
-`hang`). Every request is recorded, and `server.dropped` lists the replies whose client closed the
-connection before they were sent whole.
+as lists; `server.embedding_errors` scripts the next embeddings calls (`status`, `hang`, or
+`dribble`). Every request is recorded, and `server.dropped` lists the replies whose client closed
+the connection before they were sent whole.
 """
 from __future__ import annotations
 
@@ -132,12 +132,12 @@ class FakeOpenAI:
                     self.close_connection = True
 
             def _embeddings(self, body):
-                if owner.embedding_errors:
-                    error = owner.embedding_errors.popleft()
-                    if error.get("hang"):
-                        owner.stopping.wait(600)
-                        return
-                    return self._send(error["status"], {"error": {"message": "scripted"}}, error.get("headers"))
+                scripted = owner.embedding_errors.popleft() if owner.embedding_errors else {}
+                if scripted.get("hang"):
+                    owner.stopping.wait(600)
+                    return
+                if "status" in scripted:
+                    return self._send(scripted["status"], {"error": {"message": "scripted"}}, scripted.get("headers"))
                 texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 data = []
                 for i, text in enumerate(texts):
@@ -145,8 +145,11 @@ class FakeOpenAI:
                     as_base64 = body.get("encoding_format") == "base64" and not owner.float_only
                     encoded = base64.b64encode(v.tobytes()).decode() if as_base64 else v.tolist()
                     data.append({"object": "embedding", "index": i, "embedding": encoded})
-                self._send(200, {"object": "list", "data": data, "model": body["model"],
-                                 "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}})
+                reply = {"object": "list", "data": data, "model": body["model"],
+                         "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}}
+                if scripted.get("dribble"):
+                    return self._dribble(json.dumps(reply).encode(), scripted["dribble"])
+                self._send(200, reply)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"

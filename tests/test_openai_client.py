@@ -506,6 +506,12 @@ def test_an_embeddings_call_inside_a_run_is_cut_at_its_deadline_and_outside_one_
     assert state["stop_reason"] == "deadline" and state["error"] is None, (state["stop_reason"], state["error"])
     assert "embeddings call to embed-model was cut off" in state["abstain_reason"]
     assert len([r for r in server.requests if r["path"].endswith("/embeddings")]) == embedded + 1   # no retry
+    before = _readers()
+    server.embedding_errors.append({"dribble": 1.0})  # a reply a byte a second: its connection is shut at the deadline
+    state = run_agentic_rag("When do orders paid on weekends ship?", kb, OfflineModel(), config=Config(deadline_s=2))
+    assert state["stop_reason"] == "deadline" and "embeddings call to embed-model" in state["abstain_reason"]
+    assert _eventually(lambda: server.dropped == ["/v1/embeddings"]), server.dropped
+    assert _eventually(lambda: not _readers() - before), _readers() - before
     server.embedding_errors.append({"status": 500})   # outside a run no deadline is left over: retried, then found
     assert kb.search("When do orders ship?", k=1)[0].doc_id == "w"
 
