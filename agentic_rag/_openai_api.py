@@ -5,11 +5,13 @@ inside the functions that use it: `import agentic_rag` does not load it (it more
 import time)."""
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import email.utils
 import math
 import queue
 import random
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -49,7 +51,8 @@ def make_client(endpoint: Endpoint) -> openai.OpenAI:
     import openai
 
     return openai.OpenAI(base_url=endpoint.base_url, api_key=endpoint.api_key or "no-key-needed",
-                         timeout=endpoint.timeout, max_retries=0)
+                         timeout=endpoint.timeout, max_retries=0,
+                         http_client=openai.DefaultHttpxClient(event_hooks={"response": [_watch]}))
 
 
 # The deadline (time.monotonic()) of the run whose code is calling, set by run_agentic_rag for the
@@ -58,6 +61,7 @@ def make_client(endpoint: Endpoint) -> openai.OpenAI:
 # back on this one. A context variable, not a global: each thread and each run sees its own.
 RUN_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("agentic_rag_run_deadline",
                                                                            default=None)
+_READER = "agentic-rag-model-call"  # each reader thread's name (a thread dump shows what it is)
 _RETRIED = (408, 409, 429)   # and every 5xx: what the SDK retries
 _MAX_RETRY_AFTER = 120.0     # a longer Retry-After is not waited for (the SDK's rule)
 
@@ -72,17 +76,15 @@ def send(endpoint: Endpoint, what: str, deadline: float | None, call: Callable[[
     deadline = RUN_DEADLINE.get() if deadline is None else deadline
     for attempt in range(endpoint.max_retries + 1):
         timeout = min(endpoint.timeout, time_left(deadline, what))
-        replies = bounded(deadline, what, lambda t=timeout: (call(t),))
-        try:
-            return next(replies)
+        try:  # read to its end, so that the reply (a stream, say) is the caller's, not cut
+            (reply,) = bounded(deadline, what, lambda t=timeout: (call(t),))
+            return reply
         except openai.OpenAIError as exc:
             if timeout < endpoint.timeout and isinstance(exc, openai.APITimeoutError):  # the time left ran out
                 raise DeadlineExceeded(f"{what} was cut off by the run's deadline") from None
             if attempt == endpoint.max_retries or (pause := _pause(exc, attempt)) is None:
                 raise
             failure = f"HTTP {exc.status_code}" if isinstance(exc, openai.APIStatusError) else type(exc).__name__
-        finally:
-            replies.close()
         if deadline is not None and time.monotonic() + pause >= deadline:
             raise DeadlineExceeded(f"{what} got {failure}; a retry in {pause:.3g} s would end past the run's deadline")
         time.sleep(pause)
@@ -99,19 +101,22 @@ def time_left(deadline: float | None, what: str) -> float:
 def bounded(deadline: float | None, what: str, produce: Callable[[], Iterable]) -> Iterator:
     """The items of `produce()`, read in a thread of their own so that waiting for the next one ends
     at the deadline (DeadlineExceeded): an HTTP timeout bounds each read, not a server that dribbles.
-    The reader stops at its next item; what it reads from then on is dropped (a stream is closed)."""
+    Left before its end, the reader is cut: its HTTP response's socket is shut down, so the thread
+    and the connection end at once, and what it reads from then on is closed, not kept."""
     if deadline is None:
         yield from produce()
         return
-    items, stop = queue.Queue(), threading.Event()
+    items, stop, call = queue.Queue(), threading.Event(), _Call()
     context = contextvars.copy_context()  # the caller's context (an app's tracing, say) goes with the call
-    threading.Thread(target=context.run, args=(_read, produce, items, stop), daemon=True).start()
+    threading.Thread(target=context.run, args=(_read, produce, items, stop, call), name=_READER, daemon=True).start()
+    ended = False
     try:
         while True:
             try:
                 kind, item = items.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 raise DeadlineExceeded(f"{what} was cut off by the run's deadline") from None
+            ended = kind != "item"
             if kind == "end":
                 return
             if kind == "error":
@@ -119,21 +124,72 @@ def bounded(deadline: float | None, what: str, produce: Callable[[], Iterable]) 
             yield item
     finally:
         stop.set()
+        if not ended:
+            call.cut()
 
 
-def _read(produce: Callable[[], Iterable], items: queue.Queue, stop: threading.Event) -> None:
+def _read(produce: Callable[[], Iterable], items: queue.Queue, stop: threading.Event, call: _Call) -> None:
+    _CALL.set(call)  # in this thread's own context: the client's response hook hands its responses to `call`
     source = None
     try:
         source = produce()
+        if getattr(source, "response", None) is not None:  # an SDK stream, made before: its HTTP response
+            call.watch(source.response)
         for item in source:
             if stop.is_set():
+                _close(item)  # a stream whose headers came after the deadline, say
                 break
             items.put(("item", item))
         items.put(("end", None))
     except Exception as exc:  # handed to the waiting caller, which raises it
         items.put(("error", exc))
     finally:
-        if stop.is_set() and callable(getattr(source, "close", None)):
+        if stop.is_set():
+            _close(source)
+
+
+class _Call:
+    """The HTTP responses of one reader's call, as they come, so that the waiting thread can cut them:
+    a read blocked on a socket ends when the socket is shut down (closing it would not wake it)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._responses: list = []
+        self._cut = False
+
+    def watch(self, response) -> None:
+        """Keep a response to cut; one that comes after the cut is refused (httpx then closes it)."""
+        with self._lock:
+            if self._cut:
+                raise DeadlineExceeded("the reply came after the run's deadline")
+            self._responses.append(response)
+
+    def cut(self) -> None:
+        """Shut down the socket of every response not yet read to its end (one that was is back in the
+        connection pool, maybe another call's by now: it is left alone)."""
+        with self._lock:
+            self._cut, responses = True, self._responses
+        for response in responses:
+            stream = None if response.is_closed else response.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if isinstance(sock, socket.socket):  # socket's own shutdown: an SSLSocket's drops its TLS state
+                with contextlib.suppress(OSError):  # under the reader, which is still using it
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+_CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("agentic_rag_model_call", default=None)
+
+
+def _watch(response) -> None:
+    """The SDK client's response hook: httpx calls it with the headers, before the body is read."""
+    call = _CALL.get()
+    if call is not None:
+        call.watch(response)
+
+
+def _close(source) -> None:
+    if callable(getattr(source, "close", None)):
+        with contextlib.suppress(Exception):  # a connection already cut may fail to close cleanly
             source.close()
 
 

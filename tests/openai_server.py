@@ -8,8 +8,9 @@ pieces, or a plain reply's bytes after its headers) script a server too slow to 
 fields named in `server.refused_fields` get HTTP 400 naming the field, as an endpoint that does not
 know them answers. Streaming requests get the content as server-sent events ending in [DONE].
 Embeddings are deterministic vectors of `dim` floats, sent base64-encoded (the client's default) or
-as lists; `server.embedding_errors` scripts failures of the next embeddings calls (`status`, or
-`hang`). Every request is recorded.
+as lists; `server.embedding_errors` scripts the next embeddings calls (`status`, `hang`, or
+`dribble`). Every request is recorded, and `server.dropped` lists the replies whose client closed
+the connection before they were sent whole.
 """
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ class FakeOpenAI:
         self.float_only = False  # like servers that ignore encoding_format and always send float lists
         self.models = ["small-model", "big-model", "embed-model"]
         self.refused_fields: set[str] = set()
+        self.dropped: list[str] = []  # the paths of replies cut short by the client closing the connection
         self.stopping = threading.Event()  # ends the waits of hanging and dribbling replies
         owner = self
 
@@ -90,21 +92,7 @@ class FakeOpenAI:
                 content, finish = item["content"], item.get("finish_reason", "stop")
                 usage = item.get("usage", {"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18})
                 if body.get("stream"):
-                    self.send_response(200)
-                    self.send_header("content-type", "text/event-stream")
-                    self.end_headers()
-                    for i in range(0, len(content), 5):
-                        chunk = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
-                                 "choices": [{"index": 0, "delta": {"content": content[i:i + 5]},
-                                              "finish_reason": None}]}
-                        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-                        self.wfile.flush()
-                        if owner.stopping.wait(item.get("dribble", 0)):
-                            return
-                    end = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
-                           "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage}
-                    self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
-                    return
+                    return self._stream(body, content, finish, usage, item.get("dribble", 0))
                 reply = {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
                          "choices": [{"index": 0, "finish_reason": finish,
                                       "message": {"role": "assistant", "content": content}}], "usage": usage}
@@ -112,24 +100,44 @@ class FakeOpenAI:
                     return self._dribble(json.dumps(reply).encode(), item["dribble"])
                 self._send(200, reply)
 
+            def _stream(self, body, content, finish, usage, seconds: float):
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.end_headers()
+                pieces = [{"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
+                           "choices": [{"index": 0, "delta": {"content": content[i:i + 5]}, "finish_reason": None}]}
+                          for i in range(0, len(content), 5)]
+                end = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": body["model"],
+                       "choices": [{"index": 0, "delta": {}, "finish_reason": finish}], "usage": usage}
+                events = [f"data: {json.dumps(piece)}\n\n".encode() for piece in pieces]
+                self._write(events + [f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode()], seconds)
+
             def _dribble(self, data: bytes, seconds: float):
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
-                for i in range(len(data)):
-                    self.wfile.write(data[i:i + 1])
-                    self.wfile.flush()
-                    if owner.stopping.wait(seconds):
-                        return
+                self._write([data[i:i + 1] for i in range(len(data))], seconds)
+
+            def _write(self, parts: list[bytes], seconds: float):
+                """Send `parts` `seconds` apart, counting a client that closes the connection before the end."""
+                try:
+                    for i, part in enumerate(parts):
+                        if i and owner.stopping.wait(seconds):
+                            return
+                        self.wfile.write(part)
+                        self.wfile.flush()
+                except OSError:  # BrokenPipeError, ConnectionResetError: the client went away
+                    owner.dropped.append(self.path)
+                    self.close_connection = True
 
             def _embeddings(self, body):
-                if owner.embedding_errors:
-                    error = owner.embedding_errors.popleft()
-                    if error.get("hang"):
-                        owner.stopping.wait(600)
-                        return
-                    return self._send(error["status"], {"error": {"message": "scripted"}}, error.get("headers"))
+                scripted = owner.embedding_errors.popleft() if owner.embedding_errors else {}
+                if scripted.get("hang"):
+                    owner.stopping.wait(600)
+                    return
+                if "status" in scripted:
+                    return self._send(scripted["status"], {"error": {"message": "scripted"}}, scripted.get("headers"))
                 texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
                 data = []
                 for i, text in enumerate(texts):
@@ -137,8 +145,11 @@ class FakeOpenAI:
                     as_base64 = body.get("encoding_format") == "base64" and not owner.float_only
                     encoded = base64.b64encode(v.tobytes()).decode() if as_base64 else v.tolist()
                     data.append({"object": "embedding", "index": i, "embedding": encoded})
-                self._send(200, {"object": "list", "data": data, "model": body["model"],
-                                 "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}})
+                reply = {"object": "list", "data": data, "model": body["model"],
+                         "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}}
+                if scripted.get("dribble"):
+                    return self._dribble(json.dumps(reply).encode(), scripted["dribble"])
+                self._send(200, reply)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"

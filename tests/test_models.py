@@ -195,7 +195,7 @@ def test_a_provider_counting_past_the_margin_is_recorded_as_overshoot():
         meter.complete(request())                                         # nothing is left: no further call
 
 
-@pytest.mark.parametrize("figures", [(-900, 40), (900, -40), (900, 4.5), (True, 40), (10_000_001, 40)])
+@pytest.mark.parametrize("figures", [(-900, 40), (900, -40), (900, 4.5), (True, 40), (900, "40")])
 def test_usage_any_model_reports_is_checked_before_it_is_billed(figures):
     class Broken(Reporting):
         def complete_with_usage(self, request):
@@ -209,6 +209,24 @@ def test_usage_any_model_reports_is_checked_before_it_is_billed(figures):
     assert usage["invalid_usage"] == [{"task": "grade", "prompt_tokens": shown(figures[0]),
                                        "completion_tokens": shown(figures[1])}]
     assert usage["reported_prompt_tokens"] == 0 and usage["overshoot_tokens"] == 0
+
+
+def test_usage_too_large_to_bill_is_kept_budgeted_and_billed_by_tiktoken():
+    class Huge(Reporting):
+        def complete_with_usage(self, request):
+            return Grade(score=0.5, sufficient=False), {"prompt_tokens": 10_000_001, "completion_tokens": 40}
+
+    meter = Meter(Huge(), budget=20_000_000)                       # the provider's count fits this budget
+    meter.complete(request())
+    usage = meter.usage
+    assert usage["prompt_tokens"] == usage["counted_prompt_tokens"] == prompt_tokens(request().messages)
+    assert (usage["reported_prompt_tokens"], usage["reported_completion_tokens"]) == (10_000_001, 40)
+    assert usage["invalid_usage"] == [{"task": "grade", "prompt_tokens": 10_000_001, "completion_tokens": 40}]
+    with pytest.raises(BudgetExceeded, match="counted past the budget .*: 20000082 of 20000000"):
+        meter.complete(request())                                   # the second count passes it
+    assert meter.usage["overshoot_tokens"] == 82 and meter.usage["model_calls"] == 2
+    with pytest.raises(BudgetExceeded, match="20000082 of 20000000 are used"):
+        meter.complete(request())                                   # and no call is made past it
 
 
 def test_usage_a_model_does_not_declare_it_reports_is_counted_by_tiktoken():

@@ -28,7 +28,7 @@ from agentic_rag import (
 from agentic_rag.kb import Document
 from agentic_rag.kb._openai_embedder import openai_embedder_name, parse_openai_embedder_name
 from agentic_rag.models._meter import margin
-from agentic_rag.models._protocol import prompt_tokens
+from agentic_rag.models._protocol import prompt_tokens, shown
 from agentic_rag.steps import verify_sufficiency
 from openai_server import FakeOpenAI, vector
 
@@ -440,25 +440,56 @@ def test_a_reply_that_dribbles_past_the_deadline_is_closed(server):
         meter.stream_answer(request("generate", Answer), pieces.append)
     assert 0 < len(pieces) < len(text) // 5 and "".join(pieces) == text[:len("".join(pieces))]
     assert meter.usage["model_calls"] == 1 and meter.usage["completion_tokens"] > 0   # what came is counted
+    assert meter.usage["reported_completion_tokens"] == 0                            # by tiktoken: no server count
     server.chat.extend([{"content": GRADE, "dribble": 1.0}])                         # a plain reply, byte by byte
     with pytest.raises(DeadlineExceeded, match="cut off"):
         deadline_meter(server, 3.0).complete(request())
     assert len(server.chat_requests()) == 2
 
 
-def test_a_run_against_a_hanging_server_ends_at_its_deadline_with_a_refusal(server):
+def _readers() -> set:
+    """The threads reading model replies (agentic_rag._openai_api names them)."""
+    import threading
+
+    return {t for t in threading.enumerate() if t.name == "agentic-rag-model-call"}
+
+
+def _eventually(condition, bound: float = 20.0) -> bool:
+    """Whether `condition()` holds within `bound` seconds (polled: a generous bound, not a speed claim)."""
     import time
 
+    end = time.monotonic() + bound
+    while not condition() and time.monotonic() < end:
+        time.sleep(0.05)
+    return condition()
+
+
+def test_a_call_cut_off_at_the_deadline_ends_its_thread_and_its_connection(server):
+    """Without the cut, each reader would go on receiving a byte (a piece) a second for a minute or more."""
+    before = _readers()
+    text = "The warehouse ships orders paid before 15:00 the same day. " * 5
+    server.chat.extend([{"content": GRADE, "dribble": 1.0}, {"content": text, "dribble": 1.0},
+                        {"content": text, "dribble": 1.0, "delay": 3.0}])   # the last one's headers: past the deadline
+    with pytest.raises(DeadlineExceeded, match="grade call .* cut off"):
+        deadline_meter(server, 2.0).complete(request())
+    for _ in range(2):
+        with pytest.raises(DeadlineExceeded, match="generate call .* cut off"):
+            deadline_meter(server, 2.0).stream_answer(request("generate", Answer), lambda piece: None)
+    assert _eventually(lambda: len(server.dropped) == 3), server.dropped        # the server saw each connection go
+    assert _eventually(lambda: not _readers() - before), _readers() - before     # and no reader is left
+    server.chat.extend([GRADE])                                     # a call that ends well keeps its connection
+    assert deadline_meter(server, 30.0).complete(request()).score == 0.8 and len(server.dropped) == 3
+
+
+def test_a_run_against_a_hanging_server_ends_at_its_deadline_with_a_refusal(server):
     kb = KnowledgeBase()
     kb.add_documents([Document("w", "The warehouse ships orders paid before 15:00 the same day.")])
     server.chat.extend([{"hang": True}] * 9)
-    started = time.monotonic()
     state = run_agentic_rag("When do orders paid on weekends ship?", kb, chat(server, timeout=10, max_retries=2),
                             config=Config(deadline_s=3))
     assert state["stop_reason"] == "deadline" and state["abstained"] and state["error"] is None
     assert "the deadline of 3 s passed" in state["abstain_reason"] and "cut off" in state["abstain_reason"]
-    assert format_trace(state).endswith("abstain") and len(server.chat_requests()) == 1
-    assert time.monotonic() - started < 25    # a correctness bound (without it: 3 tries of 10 s), not a speed claim
+    assert format_trace(state).endswith("abstain") and len(server.chat_requests()) == 1   # one try: no retry
     models = ModelSet(OfflineModel(), generate=chat(server, timeout=10, max_retries=2))   # a set passes it on
     state = run_agentic_rag("When do orders paid on weekends ship?", kb, models, config=Config(deadline_s=3),
                             on_token=lambda piece: None)
@@ -475,6 +506,12 @@ def test_an_embeddings_call_inside_a_run_is_cut_at_its_deadline_and_outside_one_
     assert state["stop_reason"] == "deadline" and state["error"] is None, (state["stop_reason"], state["error"])
     assert "embeddings call to embed-model was cut off" in state["abstain_reason"]
     assert len([r for r in server.requests if r["path"].endswith("/embeddings")]) == embedded + 1   # no retry
+    before = _readers()
+    server.embedding_errors.append({"dribble": 1.0})  # a reply a byte a second: its connection is shut at the deadline
+    state = run_agentic_rag("When do orders paid on weekends ship?", kb, OfflineModel(), config=Config(deadline_s=2))
+    assert state["stop_reason"] == "deadline" and "embeddings call to embed-model" in state["abstain_reason"]
+    assert _eventually(lambda: server.dropped == ["/v1/embeddings"]), server.dropped
+    assert _eventually(lambda: not _readers() - before), _readers() - before
     server.embedding_errors.append({"status": 500})   # outside a run no deadline is left over: retried, then found
     assert kb.search("When do orders ship?", k=1)[0].doc_id == "w"
 
@@ -492,20 +529,40 @@ def _run_with_usage(server, usage: dict, budget: int = 40_000) -> dict:
                            config=Config(max_rounds=2, token_budget=budget))
 
 
-@pytest.mark.parametrize("figures", [(11, -199_999), (-5, 7), (2_000_000_000, 7), (11, 2_000_000_000), (11, 7.5)],
-                         ids=["negative completion", "negative prompt", "huge prompt", "huge completion", "a float"])
+@pytest.mark.parametrize("figures", [(11, -199_999), (-5, 7), (11, 7.5), (True, 7), ("11", 7)],
+                         ids=["negative completion", "negative prompt", "a float", "a bool", "a string"])
 def test_usage_a_server_reports_that_cannot_be_true_is_recorded_and_not_billed(server, figures):
     prompt, completion = figures
     state = _run_with_usage(server, {"prompt_tokens": prompt, "completion_tokens": completion})
     usage = state["usage"]
     assert state["stop_reason"] == "sufficient" and usage["model_calls"] == 2
-    assert [u["prompt_tokens"] for u in usage["invalid_usage"]] == [prompt] * 2     # kept as sent, for the record
+    assert [u["prompt_tokens"] for u in usage["invalid_usage"]] == [shown(prompt)] * 2   # kept as sent, for the record
     assert format_trace(state).count("usage:invalid") == 2
     assert (usage["prompt_tokens"], usage["completion_tokens"]) == \
         (usage["counted_prompt_tokens"], usage["counted_completion_tokens"])         # billed by tiktoken's count
     assert 0 < usage["prompt_tokens"] + usage["completion_tokens"] < 40_000 and usage["reported_prompt_tokens"] == 0
     assert 0 < usage["cost_usd"] < 0.01 and usage["overshoot_tokens"] == 0
     json.dumps(state)
+
+
+@pytest.mark.parametrize("figures", [(2_000_000_000, 7), (11, 2_000_000_000), (10_000_001, 0)],
+                         ids=["huge prompt", "huge completion", "just past the bound"])
+def test_usage_too_large_to_bill_is_still_the_providers_count_and_ends_the_run_past_its_budget(server, figures):
+    prompt, completion = figures
+    state = _run_with_usage(server, {"prompt_tokens": prompt, "completion_tokens": completion})
+    usage = state["usage"]
+    assert state["stop_reason"] == "token_budget" and state["abstained"] and usage["model_calls"] == 1
+    assert "counted past the budget" in state["abstain_reason"]
+    assert usage["invalid_usage"] == [{"task": "decompose", "prompt_tokens": prompt, "completion_tokens": completion}]
+    assert format_trace(state).count("usage:invalid") == 1
+    assert (usage["reported_prompt_tokens"], usage["reported_completion_tokens"]) == figures   # the provider's, apart
+    assert usage["overshoot_tokens"] == prompt + completion - 40_000
+    assert (usage["prompt_tokens"], usage["completion_tokens"]) == \
+        (usage["counted_prompt_tokens"], usage["counted_completion_tokens"])         # billed: tiktoken's, sane
+    assert 0 < usage["prompt_tokens"] + usage["completion_tokens"] < 40_000 and 0 < usage["cost_usd"] < 0.01
+    server.chat.clear()                                             # the reply the first run did not ask for
+    state = _run_with_usage(server, {"prompt_tokens": prompt, "completion_tokens": completion}, budget=10 ** 10)
+    assert state["stop_reason"] == "sufficient" and state["usage"]["reported_prompt_tokens"] == 2 * prompt
 
 
 def test_usage_a_server_reports_is_kept_beside_the_meters_and_its_excess_ends_the_run(server):

@@ -532,7 +532,8 @@ def test_a_deadline_answers_against_a_hanging_model_and_frees_its_run_slot(kb_di
             server.close()
 
 
-def test_usage_a_model_server_reports_that_cannot_be_true_is_not_counted(kb_dir):
+def test_usage_a_model_server_reports_is_checked_before_the_counters_see_it(kb_dir):
+    """A negative count is no count (tiktoken's is billed); a huge one is the provider's: over the budget."""
     from openai_server import FakeOpenAI
 
     answer = json.dumps({"answer": "2.3.1 修复了认证失败的问题。 [1]", "evidence_score": 0.9, "missing": []},
@@ -540,12 +541,14 @@ def test_usage_a_model_server_reports_that_cannot_be_true_is_not_counted(kb_dir)
     with FakeOpenAI() as fake:
         server = Server(create_app(_api_model(fake), kb_dir=kb_dir, cache_size=0))
         try:
-            for completion in (-199_999, 2_000_000_000):
+            for completion, stop in ((-199_999, "sufficient"), (2_000_000_000, "token_budget")):
+                fake.chat.clear()
                 fake.chat.append({"content": answer, "usage": {"prompt_tokens": 11, "completion_tokens": completion}})
                 status, _, reply = server.request("POST", "/v1/ask", {"question": QUESTION})
-                assert status == 200 and reply["stop_reason"] == "sufficient", reply
+                assert status == 200 and reply["stop_reason"] == stop, reply
                 assert reply["usage"]["invalid_usage"][0]["completion_tokens"] == completion
                 assert 0 < reply["usage"]["completion_tokens"] < 1000
+            assert reply["abstained"] and reply["usage"]["reported_completion_tokens"] == 2_000_000_000
             metrics = server.request("GET", "/metrics")[2]
             counted = [line for line in metrics.splitlines() if line.startswith("agentic_rag_tokens_total")]
             assert counted and all(0 < float(line.split()[-1]) < 10_000 for line in counted)

@@ -19,6 +19,7 @@ from ._protocol import (
     reply_tokens,
     shown,
     trusted_tokens,
+    whole_tokens,
 )
 
 __all__ = ["BudgetExceeded", "Meter", "new_usage", "margin"]
@@ -38,9 +39,10 @@ class Meter:
     (`reports_usage`: an API's counts, or the scripted model's) and the counts can be true (see
     trusted_tokens), else prompt = the rendered messages and completion = the reply's JSON, counted
     with tiktoken; tiktoken's count of every call is kept too (`counted_*`), and the model's own
-    (`reported_*`). Each call gets a completion limit, `max_completion_tokens` or what the budget
-    has left after its prompt and a margin if that is less; a call that cannot fit is refused before
-    it is sent, and a call whose reported usage passes the budget ends the run (BudgetExceeded). Each
+    (`reported_*`, even a count too large to bill). Each call gets a completion limit,
+    `max_completion_tokens` or what the budget has left (by `budget_used`) after its prompt and a
+    margin if that is less; a call that cannot fit is refused before it is sent, and a call after
+    which the billed or the reported count passes the budget ends the run (BudgetExceeded). Each
     call carries the run's `deadline` (time.monotonic()), which a model that waits on a server keeps."""
 
     reports_usage = False  # its counts are in `usage`, not returned per call
@@ -68,6 +70,12 @@ class Meter:
         """Prompt plus completion tokens so far."""
         return self.usage["prompt_tokens"] + self.usage["completion_tokens"]
 
+    @property
+    def budget_used(self) -> int:
+        """What the budget is checked against: the billed tokens, or the servers' own count when it is
+        more (a provider bills by its count, even one too large to believe, which is billed by tiktoken's)."""
+        return max(self.tokens_used, self.usage["reported_prompt_tokens"] + self.usage["reported_completion_tokens"])
+
     def complete(self, request: ModelRequest) -> BaseModel:
         """Forward the request, counting it; raise BudgetExceeded before a call that cannot fit."""
         return self._call(request, None)
@@ -84,11 +92,11 @@ class Meter:
             return dataclasses.replace(request, max_tokens=self.max_completion_tokens, allowance=None,
                                        deadline=self.deadline)
         with self._lock:
-            allowance = self.budget - self.tokens_used - margin(prompt, len(request.messages))
+            allowance = self.budget - self.budget_used - margin(prompt, len(request.messages))
         limit = min(self.max_completion_tokens, allowance - prompt)
         if limit < min(MIN_REPLY, self.max_completion_tokens):
             raise BudgetExceeded(f"{request.task} needs {prompt} prompt tokens and room for a reply; "
-                                 f"{self.tokens_used} of {self.budget} are used")
+                                 f"{self.budget_used} of {self.budget} are used")
         return dataclasses.replace(request, max_tokens=limit, allowance=allowance, deadline=self.deadline)
 
     def _call(self, request: ModelRequest, on_token) -> BaseModel:
@@ -122,12 +130,13 @@ class Meter:
 
     def _within_budget(self, task: str, cause: Exception | None = None) -> None:
         """A call the model counted past the budget (a provider's count above the margin) ends the run."""
-        if self.budget is not None and self.tokens_used > self.budget:
+        if self.budget is not None and self.budget_used > self.budget:
             raise BudgetExceeded(f"the {task} call was counted past the budget by the model's server: "
-                                 f"{self.tokens_used} of {self.budget} tokens are used") from cause
+                                 f"{self.budget_used} of {self.budget} tokens are used") from cause
 
     def _record(self, task: str, reported: dict | None, own: dict, start: float) -> None:
-        """Add one call: billed by the model's own count when it has a true one, else by tiktoken's (`own`)."""
+        """Add one call: billed by the model's own count when it can be as sent, else by tiktoken's
+        (`own`); the model's own whole count is kept (reported_*) either way."""
         ms = (time.perf_counter() - start) * 1000
         reported = reported or {}
         invalid = list(reported.get("invalid_usage", []))
@@ -136,6 +145,10 @@ class Meter:
         if figures[0] and not trusted:
             invalid.append({"task": task, "prompt_tokens": shown(figures[0]), "completion_tokens": shown(figures[1])})
         prompt, completion = figures if trusted else (own["prompt_tokens"], own["completion_tokens"])
+        if "counted_prompt_tokens" in reported:  # the API client keeps its server's figures apart
+            sent = (reported.get("reported_prompt_tokens", 0), reported.get("reported_completion_tokens", 0))
+        else:  # other models' figures are their own
+            sent = figures if figures[0] and whole_tokens(*figures) else (0, 0)
         cost = reported.get("cost_usd") if trusted and "cost_usd" in reported else \
             cost_usd(self.model.name, prompt, completion, self.prices)
         with self._lock:
@@ -146,14 +159,11 @@ class Meter:
             usage["cost_usd"] += cost
             usage["counted_prompt_tokens"] += own["prompt_tokens"]
             usage["counted_completion_tokens"] += own["completion_tokens"]
-            if trusted:  # the model's own figures: the API client keeps its server's apart, others are theirs
-                apart = "counted_prompt_tokens" in reported
-                usage["reported_prompt_tokens"] += reported.get("reported_prompt_tokens", 0) if apart else prompt
-                usage["reported_completion_tokens"] += \
-                    reported.get("reported_completion_tokens", 0) if apart else completion
+            usage["reported_prompt_tokens"] += sent[0]
+            usage["reported_completion_tokens"] += sent[1]
             usage["invalid_usage"] += invalid
-            if self.budget is not None and self.tokens_used > self.budget:  # a provider counted past our margin
-                usage["overshoot_tokens"] = self.tokens_used - self.budget
+            if self.budget is not None and self.budget_used > self.budget:  # a provider counted past our margin
+                usage["overshoot_tokens"] = self.budget_used - self.budget
             by_task = usage["by_task"].setdefault(task, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
                                                          "ms": 0.0})
             by_task["calls"] += 1

@@ -20,6 +20,7 @@ from ._protocol import (
     reply_tokens,
     shown,
     trusted_tokens,
+    whole_tokens,
 )
 
 JUDGE_TASKS = ("route", "grade", "judge", "decompose", "rewrite", "repair")
@@ -151,9 +152,11 @@ class OpenAIChatModel:
                         on_token(choice.delta.content)
         except openai.OpenAIError as exc:
             raise call_error(exc, what, self.endpoint) from None
-        except DeadlineExceeded as exc:  # what came before the deadline is counted
-            exc.usage = self._priced({"prompt_tokens": prompt_tokens(messages), "completion_tokens": min(
-                reply_tokens("".join(pieces), request.max_tokens), request.max_tokens)})
+        except DeadlineExceeded as exc:  # what came before the deadline is counted, by tiktoken (no server count)
+            limit = request.max_tokens
+            counted = (prompt_tokens(messages), min(reply_tokens("".join(pieces), limit), limit))
+            exc.usage = self._priced({"prompt_tokens": counted[0], "completion_tokens": counted[1],
+                                      "counted_prompt_tokens": counted[0], "counted_completion_tokens": counted[1]})
             raise
         text, usage = "".join(pieces), {"prompt_tokens": 0, "completion_tokens": 0}
         try:
@@ -171,20 +174,21 @@ def _names(exc: Exception, words: tuple[str, ...]) -> bool:
 
 
 def _count(request: ModelRequest, messages: list[dict], text: str, finish: str | None, reported, usage: dict) -> None:
-    """Add one request's tokens to `usage`: the server's counts, or tiktoken's when it sends none or
-    sends counts that cannot be true (negative, absurd: listed in usage["invalid_usage"]); a reply
-    the server cut off (finish "length") or past the limit raises (count_reply)."""
+    """Add one request's tokens to `usage`: billed by the server's counts, or by tiktoken's when it
+    sends none or counts that cannot be billed as sent (listed in usage["invalid_usage"]). The server's
+    own whole counts, however large, are kept apart (reported_*: the meter budgets by them too); a
+    reply the server cut off (finish "length") or past the limit raises (count_reply)."""
     sent = (getattr(reported, "prompt_tokens", None), getattr(reported, "completion_tokens", None) or 0)
     served = reported is not None and bool(sent[0])
-    if served and not trusted_tokens(*sent):
+    trusted = served and trusted_tokens(*sent)
+    if served and not trusted:
         usage.setdefault("invalid_usage", []).append(
             {"task": request.task, "prompt_tokens": shown(sent[0]), "completion_tokens": shown(sent[1])})
-        served = False
     counted = (prompt_tokens(messages), min(reply_tokens(text, request.max_tokens), request.max_tokens))
     usage["counted_prompt_tokens"] = usage.get("counted_prompt_tokens", 0) + counted[0]  # tiktoken's, always
     usage["counted_completion_tokens"] = usage.get("counted_completion_tokens", 0) + counted[1]
-    if served:  # the server's own figures, kept apart from what is billed
+    if served and whole_tokens(*sent):  # the server's own figures, kept apart from what is billed
         usage["reported_prompt_tokens"] = usage.get("reported_prompt_tokens", 0) + sent[0]
         usage["reported_completion_tokens"] = usage.get("reported_completion_tokens", 0) + sent[1]
-    count_reply(request, sent[0] if served else counted[0], text,
-                reported=sent[1] if served else None, cut=finish == "length", usage=usage)
+    count_reply(request, sent[0] if trusted else counted[0], text,
+                reported=sent[1] if trusted else None, cut=finish == "length", usage=usage)

@@ -15,7 +15,7 @@ from .._config import Config
 from .._errors import ConfigurationError, ModelOutputError
 
 TASKS = ("route", "rewrite", "decompose", "grade", "generate", "judge", "repair", "extract")
-MAX_REPORTED_TOKENS = 10_000_000  # a call's count past this (ten times the largest context on offer) is no count
+MAX_REPORTED_TOKENS = 10_000_000  # a call's count past this (ten times the largest context on offer) is not billed
 
 
 @dataclass(frozen=True)
@@ -70,10 +70,16 @@ def prompt_tokens(messages: list[dict]) -> int:
     return sum(count_tokens(str(m.get("content") or "")) for m in messages)
 
 
+def whole_tokens(*figures) -> bool:
+    """Whether reported token counts are whole numbers, not negative: counts a provider bills by,
+    however large (a negative one, a float, a bool or a string is no count at all)."""
+    return all(type(f) is int and f >= 0 for f in figures)
+
+
 def trusted_tokens(*figures) -> bool:
-    """Whether token counts a model or server reported can be believed: whole numbers from 0 to
-    MAX_REPORTED_TOKENS (a negative or absurd count is a broken server's, and is not billed)."""
-    return all(type(f) is int and 0 <= f <= MAX_REPORTED_TOKENS for f in figures)
+    """Whether reported token counts can be billed as sent: whole numbers up to MAX_REPORTED_TOKENS
+    (a larger one is the provider's, kept and budgeted, but billed by tiktoken's count; see Meter)."""
+    return whole_tokens(*figures) and all(f <= MAX_REPORTED_TOKENS for f in figures)
 
 
 def shown(figure) -> int | str:
