@@ -446,6 +446,81 @@ def test_every_tampered_file_loads_the_same_or_fails_in_one_line_naming_it(tmp_p
     assert outcomes["refused"] > 150  # the table did damage things
 
 
+def _manifest_edits(manifest: dict):
+    """Each field a load reads (nested ones too, and each earlier segment's) removed, of another type, absurd."""
+    def fields(body, path):
+        for key, value in body.items():
+            yield path + (key,), value
+            if isinstance(value, dict) and key != "files":
+                yield from fields(value, path + (key,))
+        for i, segment in enumerate(body.get("earlier", [])):
+            yield from fields(segment, path + ("earlier", i))
+
+    for path, value in list(fields(manifest, ())):
+        absurd = [-1, 10**12, 2**31, True, 1.5] if type(value) is int else []
+        for how, new in [("removed", None), *((f"= {v!r}", v) for v in ["x", None, [1], {}, *absurd])]:
+            if new == value and type(new) is type(value):
+                continue
+            changed = json.loads(json.dumps(manifest))
+            *parent, key = path
+            holder = changed
+            for step in parent:
+                holder = holder[step]
+            if how == "removed":
+                del holder[key]
+            else:
+                holder[key] = new
+            yield f"{'.'.join(map(str, path))} {how}", changed
+
+
+def test_every_tampered_manifest_field_loads_the_same_or_fails_in_one_line(tmp_path):
+    base = tmp_path / "base"
+    load = _tamper_kb(base, dense=False)
+    expected, manifest = _answers(load(base)), _manifest(base)
+    wrong, refused = [], 0
+    for how, changed in _manifest_edits(manifest):
+        work = tmp_path / "work"
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(base, work)
+        (work / "manifest.json").write_text(json.dumps(changed))
+        try:
+            if _answers(load(work)) != expected:
+                wrong.append(f"{how}: loaded with other results")
+        except (RetrievalError, ConfigurationError) as exc:  # one line, naming the folder or its manifest
+            refused += 1
+            if "\n" in str(exc) or str(work) not in str(exc):
+                wrong.append(f"{how}: {exc}")
+        except Exception as exc:  # noqa: BLE001 (any other error is what this test finds)
+            wrong.append(f"{how}: {type(exc).__name__}: {exc}")
+    assert not wrong, "\n".join(wrong)
+    assert refused > 100
+
+
+def test_a_manifest_with_an_absurd_row_count_is_refused_before_memory_is_taken(tiny_kb, tmp_path):
+    tiny_kb.save(tmp_path / "kb")
+    manifest = _manifest(tmp_path / "kb")
+    manifest["counts"]["rows"] = 10**12
+    (tmp_path / "kb" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RetrievalError, match=r"manifest.json is corrupted \('counts.rows' = 1000000000000 is not a "
+                                             r"count from 0 to 2147483647\); rebuild"):
+        KnowledgeBase.load(tmp_path / "kb")
+
+
+def test_rows_deleted_before_a_save_take_no_memory_at_load(tiny_kb, tmp_path):
+    tiny_kb.save(tmp_path / "kb")
+    expected = _results(tiny_kb)
+    tiny_kb.add_documents([Document(f"gone{i}", f"a note {i} deleted before the save") for i in range(50)])
+    tiny_kb.delete_documents([f"gone{i}" for i in range(50)])
+    tiny_kb.save(tmp_path / "kb")  # a delta holding only rows that are gone
+    assert _manifest(tmp_path / "kb")["counts"]["rows"] >= len(tiny_kb) + 50
+    kb = KnowledgeBase.load(tmp_path / "kb")
+    assert len(kb._chunks) == len(tiny_kb) and _results(kb) == expected  # no row the files do not name
+    kb.add_documents([Document("late", "a late note about zebras")])
+    kb.save(tmp_path / "kb")
+    again = KnowledgeBase.load(tmp_path / "kb")
+    assert again.search("zebras", k=1)[0].doc_id == "late" and len(again) == len(tiny_kb) + 1
+
+
 def test_a_manifest_nested_past_the_stack_is_a_one_line_error(tiny_kb, tmp_path):
     tiny_kb.save(tmp_path / "kb")
     (tmp_path / "kb" / "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
