@@ -154,9 +154,8 @@ def test_a_vector_that_is_not_finite_names_the_embedder():
 
 
 def test_both_backends_keep_unit_rows_of_a_scaled_embedder(pg_url):
-    from helpers import TINY
-
     from agentic_rag import PostgresKnowledgeBase
+    from helpers import TINY
 
     embedded, pg = KnowledgeBase(ScaledHashing(256)), PostgresKnowledgeBase(pg_url, ScaledHashing(256))
     for kb in (embedded, pg):

@@ -190,8 +190,8 @@ class EmbedProgress:
 def embed_batches(embedder: Embedder, texts: Sequence[str],
                   progress: bool | EmbedProgress = True) -> Iterator[tuple[int, np.ndarray]]:
     """(start, vectors) for each batch of the embedder's `batch_size` (256 if it names none), shapes
-    checked, rows made unit length (unit_rows); with progress and more than one batch, a line on stderr: chunks done, chunks per
-    second, time left (or the given EmbedProgress's, which the caller closes)."""
+    checked, rows made unit length (unit_rows); with progress and more than one batch, a line on
+    stderr: chunks done, chunks per second, time left (or the given EmbedProgress's, which the caller closes)."""
     size = getattr(embedder, "batch_size", 256)
     show = progress if isinstance(progress, EmbedProgress) else \
         EmbedProgress(len(texts)) if progress and len(texts) > size else None
