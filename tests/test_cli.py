@@ -302,16 +302,14 @@ def test_index_and_search_with_e5(capsys, tmp_path):
 # -- a full disk, a read-only folder, a file size limit: one line, exit 1, the knowledge base as it was ---
 
 
-def _cli(*argv, limit_bytes: int | None = None) -> subprocess.CompletedProcess:
-    """The command in a process of its own (a traceback would show on its stderr), with a file size
-    limit (RLIMIT_FSIZE: a write past it fails with EFBIG) if given."""
-    def limited():
-        import resource
+CLI = "from agentic_rag.cli import main; sys.exit(main(sys.argv[1:]))"
 
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
 
-    return subprocess.run([sys.executable, "-m", "agentic_rag.cli", *argv], capture_output=True, text=True,
-                          timeout=300, preexec_fn=limited if limit_bytes else None)
+def _cli(*argv, limited=None) -> subprocess.CompletedProcess:
+    """The command in a process of its own (a traceback would show on its stderr), run by
+    `limited` (file_size_limited with its limit bound) if given."""
+    command = limited(CLI, *argv) if limited else [sys.executable, "-m", "agentic_rag.cli", *argv]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
 def _one_line_error(done, *expected: str) -> None:
@@ -358,11 +356,12 @@ def test_index_into_a_read_only_folder_is_one_line(small_disk):
         small_disk.read_only(False)
 
 
-def test_a_file_size_limit_is_one_line_and_leaves_no_partial_segment(tmp_path):
+def test_a_file_size_limit_is_one_line_and_leaves_no_partial_segment(tmp_path, file_size_limited):
     kb_dir = tmp_path / "kb"
     assert _cli("index", str(EXAMPLE_DATA / "policies"), "--kb", str(kb_dir)).returncode == 0
     before = _state(kb_dir)
-    done = _cli("index", str(EXAMPLE_DATA), "--kb", str(kb_dir), limit_bytes=4096)  # new files pass 4 KB
+    done = _cli("index", str(EXAMPLE_DATA), "--kb", str(kb_dir),
+                limited=lambda *a: file_size_limited(4096, *a))  # new files pass 4 KB
     _one_line_error(done, "file too large (EFBIG); a file size limit stops it (ulimit -f)")
     assert _state(kb_dir) == before
     assert _cli("index", str(EXAMPLE_DATA), "--kb", str(kb_dir)).returncode == 0
