@@ -293,6 +293,47 @@ def test_a_full_disk_at_any_write_of_a_save_is_a_storage_error_that_changes_noth
     assert KnowledgeBase.load(kb_dir).search("zebras", k=1)[0].doc_id == "zebra"
 
 
+# a library user's save in a process of its own (file_size_limited bounds its file size): prints the
+# StorageError as [message, errno], or "saved"
+LIMITED_SAVE = """
+import json
+from agentic_rag import KnowledgeBase, StorageError
+from agentic_rag.kb import Document
+kb = KnowledgeBase.load(sys.argv[1])
+kb.add_documents([Document("zebra", "zebras cross the road " * 800)])
+try:
+    kb.save(sys.argv[1])
+    print("saved")
+except StorageError as exc:
+    print(json.dumps([str(exc), exc.errno]))
+"""
+
+
+def test_a_file_size_limit_at_any_write_of_a_save_is_a_storage_error_that_changes_nothing(
+        tiny_kb, tmp_path, file_size_limited):
+    import subprocess
+
+    kb_dir = tmp_path / "kb"
+    tiny_kb.save(kb_dir)
+    expected, before = _results(tiny_kb), _listing(kb_dir)
+    failures = 0
+    for limit in (0, 512, 2048, 4096, 8192, 16384, 1 << 20):  # each larger limit lets the save get further
+        done = subprocess.run(file_size_limited(limit, LIMITED_SAVE, str(kb_dir)), capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        if done.stdout == "saved\n":
+            break
+        failures += 1
+        message, code = json.loads(done.stdout)
+        assert code == errno.EFBIG and "\n" not in message
+        assert message.startswith(f"cannot write knowledge base {kb_dir}: file too large (EFBIG); a file size "
+                                  f"limit stops it (ulimit -f)")
+        assert _listing(kb_dir) == before  # no .tmp file, no segment the manifest does not name
+        assert _results(KnowledgeBase.load(kb_dir)) == expected
+    assert failures > 2 and done.stdout == "saved\n"
+    assert KnowledgeBase.load(kb_dir).search("zebras", k=1)[0].doc_id == "zebra"
+
+
 def test_a_read_only_folder_is_a_storage_error_and_the_old_state_still_loads(tiny_kb, small_disk):
     kb_dir = small_disk.path / "kb"
     tiny_kb.save(kb_dir)
