@@ -272,7 +272,7 @@ def _manifest_problem(manifest: dict) -> str | None:
             return f"{key!r} is missing or not a {'dict' if isinstance(shape, dict) else shape.__name__}"
         for inner, kind in shape.items() if isinstance(shape, dict) else ():
             if not isinstance(value.get(inner), kind) or isinstance(value.get(inner), bool):
-                return f"'{key}.{inner}' is missing or not a {kind.__name__}"
+                return f"'{key}.{inner}' is missing or not {'an' if kind is int else 'a'} {kind.__name__}"
     problem = _value_problem(manifest)
     if problem:
         return problem
