@@ -5,6 +5,7 @@ import argparse
 import ctypes
 import errno
 import json
+import math
 import os
 import sys
 import time
@@ -45,8 +46,8 @@ def _seconds(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{value:g} must be more than 0 seconds")
+    if not 0 < value < math.inf:  # NaN and infinity too: a timeout is a finite number of seconds
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds above 0")
     return value
 
 
@@ -474,11 +475,23 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except OSError as exc:  # a file outside the knowledge base (whose own failures say its folder): one line too
-        code = errno.errorcode.get(exc.errno, "no errno") if exc.errno else "no errno"
-        where = f" ({exc.filename})" if exc.filename else ""
-        print(f"agentic-rag: error: {(exc.strerror or str(exc)).lower()} ({code}){where}; free space or "
-              f"fix the folder's permissions, then retry", file=sys.stderr)
+        print(f"agentic-rag: error: {_os_error(exc)}", file=sys.stderr)
         return 1
+
+
+_OS_FIXES = {errno.ENOSPC: "free space on its disk", errno.EDQUOT: "free space within the disk quota",
+             errno.EFBIG: "raise the file size limit (ulimit -f)", errno.EROFS: "remount it read-write",
+             errno.EACCES: "fix its permissions", errno.EPERM: "fix its permissions",
+             errno.ENOENT: "check the path", errno.ENOTDIR: "check the path",
+             errno.ECONNREFUSED: "start the server it names or fix the address"}
+
+
+def _os_error(exc: OSError) -> str:
+    """What failed, in one line, and the fix where its errno says it; only what failed otherwise."""
+    code = errno.errorcode.get(exc.errno, "no errno") if exc.errno else "no errno"
+    where = f" ({exc.filename})" if exc.filename else ""
+    fix = _OS_FIXES.get(exc.errno)
+    return f"{(exc.strerror or str(exc)).lower()} ({code}){where}" + (f"; {fix}, then retry" if fix else "")
 
 
 if __name__ == "__main__":

@@ -133,3 +133,17 @@ def small_disk(tmp_path):
         yield disk
     finally:
         disk.unmount()
+
+
+@pytest.fixture
+def file_size_limited():
+    """argv running Python `code` (sys.argv[1:] its arguments) in a child whose writes past `limit`
+    bytes fail with EFBIG: a real OS failure that needs no root. The child sets RLIMIT_FSIZE on itself
+    (Python ignores SIGXFSZ), since preexec_fn can deadlock a test run that has threads."""
+    import sys
+
+    def argv(limit: int, code: str, *args: str) -> list[str]:
+        setup = f"import resource, sys; resource.setrlimit(resource.RLIMIT_FSIZE, ({limit}, {limit}))\n"
+        return [sys.executable, "-c", setup + code, *args]
+
+    return argv

@@ -1,3 +1,4 @@
+import errno
 import hashlib
 import json
 import shutil
@@ -305,16 +306,14 @@ def test_index_and_search_with_e5(capsys, tmp_path):
 # -- a full disk, a read-only folder, a file size limit: one line, exit 1, the knowledge base as it was ---
 
 
-def _cli(*argv, limit_bytes: int | None = None) -> subprocess.CompletedProcess:
-    """The command in a process of its own (a traceback would show on its stderr), with a file size
-    limit (RLIMIT_FSIZE: a write past it fails with EFBIG) if given."""
-    def limited():
-        import resource
+CLI = "from agentic_rag.cli import main; sys.exit(main(sys.argv[1:]))"
 
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
 
-    return subprocess.run([sys.executable, "-m", "agentic_rag.cli", *argv], capture_output=True, text=True,
-                          timeout=300, preexec_fn=limited if limit_bytes else None)
+def _cli(*argv, limited=None) -> subprocess.CompletedProcess:
+    """The command in a process of its own (a traceback would show on its stderr), run by
+    `limited` (file_size_limited with its limit bound) if given."""
+    command = limited(CLI, *argv) if limited else [sys.executable, "-m", "agentic_rag.cli", *argv]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
 def _one_line_error(done, *expected: str) -> None:
@@ -361,11 +360,50 @@ def test_index_into_a_read_only_folder_is_one_line(small_disk):
         small_disk.read_only(False)
 
 
-def test_a_file_size_limit_is_one_line_and_leaves_no_partial_segment(tmp_path):
+def test_a_file_size_limit_is_one_line_and_leaves_no_partial_segment(tmp_path, file_size_limited):
     kb_dir = tmp_path / "kb"
     assert _cli("index", str(EXAMPLE_DATA / "policies"), "--kb", str(kb_dir)).returncode == 0
     before = _state(kb_dir)
-    done = _cli("index", str(EXAMPLE_DATA), "--kb", str(kb_dir), limit_bytes=4096)  # new files pass 4 KB
+    done = _cli("index", str(EXAMPLE_DATA), "--kb", str(kb_dir),
+                limited=lambda *a: file_size_limited(4096, *a))  # new files pass 4 KB
     _one_line_error(done, "file too large (EFBIG); a file size limit stops it (ulimit -f)")
     assert _state(kb_dir) == before
     assert _cli("index", str(EXAMPLE_DATA), "--kb", str(kb_dir)).returncode == 0
+
+
+@pytest.mark.parametrize("flag", ["--idle-timeout", "--header-timeout", "--body-timeout"])
+@pytest.mark.parametrize("value", ["inf", "nan", "-inf", "0"])
+def test_serve_timeouts_must_be_finite_seconds(capsys, tmp_path, flag, value):
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--kb", str(tmp_path / "kb"), f"{flag}={value}"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert f"{flag}: {value} must be a finite number of seconds above 0" in err
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:  # bound and closed again: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("make_error, expected", [
+    (lambda p: open(p / "missing" / "x.txt"), "no such file or directory (ENOENT) ({}/missing/x.txt); check the path"),
+    (lambda p: __import__("socket").create_connection(("127.0.0.1", _closed_port())),
+     "connection refused (ECONNREFUSED); start the server it names or fix the address, then retry"),
+    (lambda p: (_ for _ in ()).throw(OSError(errno.EIO, "Input/output error", str(p / "f"))),
+     "input/output error (EIO) ({}/f)\n"),
+])
+def test_an_os_error_says_the_fix_its_errno_names_or_only_what_failed(capsys, tmp_path, monkeypatch,
+                                                                       make_error, expected):
+    def fail(args):
+        make_error(tmp_path)
+
+    monkeypatch.setattr("agentic_rag.cli.cmd_compact", fail)  # a command meeting a real OS failure
+    assert main(["compact", "--kb", str(tmp_path / "kb")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("agentic-rag: error: ") and err.count("\n") == 1
+    assert expected.format(tmp_path) in err
+    assert "free space or fix the folder's permissions" not in err

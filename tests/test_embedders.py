@@ -116,3 +116,52 @@ def test_the_knowledge_base_imports_nothing_from_the_models_above_it():
             if isinstance(node, ast.ImportFrom):
                 module = "." * node.level + (node.module or "")
                 assert not module.startswith(("..models", "agentic_rag.models")), f"{path.name} imports {module}"
+
+
+class ScaledHashing(HashingEmbedder):
+    """A custom embedder whose rows are not of unit length: the hashing vectors times 3 (queries too)."""
+
+    name = "scaled"
+
+    def embed(self, texts):
+        return super().embed(texts) * 3
+
+
+def test_vectors_of_any_length_are_added_saved_loaded_and_searched_as_unit_rows(tmp_path):
+    from helpers import TINY
+
+    kb = KnowledgeBase(ScaledHashing(256))
+    kb.add_documents(TINY)
+    expected = [[h.id for h in kb.search(q, k=3, mode="vector")] for q in ("认证失败", "Team plan")]
+    kb.save(tmp_path / "kb")
+    loaded = KnowledgeBase.load(tmp_path / "kb", ScaledHashing(256))
+    assert [[h.id for h in loaded.search(q, k=3, mode="vector")] for q in ("认证失败", "Team plan")] == expected
+    hits = loaded.search("Team plan", k=1, mode="vector")
+    assert 0 < hits[0].score <= 1.0001  # a cosine, not 9 times one
+
+
+def test_a_vector_that_is_not_finite_names_the_embedder():
+    class Broken(HashingEmbedder):
+        name = "broken"
+
+        def embed(self, texts):
+            vectors = super().embed(texts)
+            vectors[0, 0] = np.nan
+            return vectors
+
+    with pytest.raises(ConfigurationError, match="embedder 'broken' returned a vector that is not finite"):
+        KnowledgeBase(Broken(64)).add_documents([agentic_rag.kb.Document("d", "some text")])
+
+
+def test_both_backends_keep_unit_rows_of_a_scaled_embedder(pg_url):
+    from agentic_rag import PostgresKnowledgeBase
+    from helpers import TINY
+
+    embedded, pg = KnowledgeBase(ScaledHashing(256)), PostgresKnowledgeBase(pg_url, ScaledHashing(256))
+    for kb in (embedded, pg):
+        kb.add_documents(TINY)
+    for query in ("认证失败", "Team plan", "shipping after 15:00"):
+        ours, theirs = embedded.search(query, k=3, mode="vector"), pg.search(query, k=3, mode="vector")
+        assert [h.id for h in theirs] == [h.id for h in ours]
+        assert [round(h.score, 4) for h in theirs] == [round(h.score, 4) for h in ours]
+        assert all(h.score <= 1.0001 for h in ours)

@@ -218,6 +218,8 @@ def test_waitress_refusals_answer_in_the_service_json_shape(served):
 
 
 @pytest.mark.parametrize("given, named", [({"header_timeout_s": 0}, "header_timeout_s"),
+                                          ({"idle_timeout_s": float("inf")}, "idle_timeout_s must be a finite"),
+                                          ({"body_timeout_s": float("nan")}, "body_timeout_s must be a finite"),
                                           ({"max_per_address": 101}, "max_per_address"),
                                           ({"reading_share": 1.0}, "reading_share"),
                                           ({"max_connections": 2}, "max_connections")])

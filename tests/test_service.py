@@ -372,16 +372,19 @@ def test_keys_come_from_the_environment_and_a_file(tmp_path):
         keys_from({"AGENTIC_RAG_WRITE_KEYS": "short"})
 
 
-def _start(folder: Path, tmp_path: Path, name: str) -> tuple[subprocess.Popen, int]:
-    """`agentic-rag serve` in a process of its own, on a port it reports."""
+def _start(folder: Path, tmp_path: Path, name: str, python=None) -> tuple[subprocess.Popen, int]:
+    """`agentic-rag serve` in a process of its own, on a port it reports; `python(code, *args)` gives
+    the command that runs it (file_size_limited with its limit bound), if given."""
     import socket
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     log = open(tmp_path / f"{name}.log", "w")
-    process = subprocess.Popen([sys.executable, "-m", "agentic_rag.cli", "serve", "--kb", str(folder), "--port",
-                                str(port)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+    serve = ["serve", "--kb", str(folder), "--port", str(port)]
+    command = python("from agentic_rag.cli import main; sys.exit(main(sys.argv[1:]))", *serve) if python else \
+        [sys.executable, "-m", "agentic_rag.cli", *serve]
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                                env={k: v for k, v in os.environ.items() if not k.startswith("AGENTIC_RAG_")})
     for _ in range(200):
         try:
@@ -593,6 +596,30 @@ def _server_paths(reply: dict, *folders: Path) -> list[str]:
     """Absolute paths of this machine that a reply's text gives away."""
     text = json.dumps(reply, ensure_ascii=False)
     return [str(f) for f in folders if str(f) in text] + re.findall(r"(?<![\w.:/])/(?:tmp|root|home|work)\b", text)
+
+
+def test_a_write_past_a_file_size_limit_is_507_and_nothing_is_lost(kb_dir, tmp_path, file_size_limited):
+    import shutil
+
+    folder = tmp_path / "kb"
+    shutil.copytree(kb_dir, folder)
+    before = sorted(p.name for p in folder.iterdir()), (folder / "manifest.json").read_text()
+    process, port = _start(folder, tmp_path, "limited", lambda *a: file_size_limited(8192, *a))
+    try:
+        server = object.__new__(Server)
+        server.port = port
+        document = {"documents": [{"id": "zebra", "text": "zebras cross the road " * 500}]}
+        status, _, reply = server.request("POST", "/v1/documents", document)
+        assert (status, reply["error"]["type"]) == (507, "insufficient_storage"), reply
+        assert reply["error"]["message"] == ("cannot write knowledge base kb: file too large (EFBIG); a file size "
+                                             "limit stops it (ulimit -f): raise the limit or choose another --kb; "
+                                             "nothing was saved")
+        assert not _server_paths(reply, folder)
+        assert server.request("GET", "/healthz")[0] == 200
+    finally:
+        process.terminate()
+        process.wait(30)
+    assert (sorted(p.name for p in folder.iterdir()), (folder / "manifest.json").read_text()) == before
 
 
 def test_a_write_on_a_full_disk_is_507_on_a_read_only_one_503_and_nothing_is_lost(kb_dir, small_disk, caplog):

@@ -293,6 +293,47 @@ def test_a_full_disk_at_any_write_of_a_save_is_a_storage_error_that_changes_noth
     assert KnowledgeBase.load(kb_dir).search("zebras", k=1)[0].doc_id == "zebra"
 
 
+# a library user's save in a process of its own (file_size_limited bounds its file size): prints the
+# StorageError as [message, errno], or "saved"
+LIMITED_SAVE = """
+import json
+from agentic_rag import KnowledgeBase, StorageError
+from agentic_rag.kb import Document
+kb = KnowledgeBase.load(sys.argv[1])
+kb.add_documents([Document("zebra", "zebras cross the road " * 800)])
+try:
+    kb.save(sys.argv[1])
+    print("saved")
+except StorageError as exc:
+    print(json.dumps([str(exc), exc.errno]))
+"""
+
+
+def test_a_file_size_limit_at_any_write_of_a_save_is_a_storage_error_that_changes_nothing(
+        tiny_kb, tmp_path, file_size_limited):
+    import subprocess
+
+    kb_dir = tmp_path / "kb"
+    tiny_kb.save(kb_dir)
+    expected, before = _results(tiny_kb), _listing(kb_dir)
+    failures = 0
+    for limit in (0, 512, 2048, 4096, 8192, 16384, 1 << 20):  # each larger limit lets the save get further
+        done = subprocess.run(file_size_limited(limit, LIMITED_SAVE, str(kb_dir)), capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+        if done.stdout == "saved\n":
+            break
+        failures += 1
+        message, code = json.loads(done.stdout)
+        assert code == errno.EFBIG and "\n" not in message
+        assert message.startswith(f"cannot write knowledge base {kb_dir}: file too large (EFBIG); a file size "
+                                  f"limit stops it (ulimit -f)")
+        assert _listing(kb_dir) == before  # no .tmp file, no segment the manifest does not name
+        assert _results(KnowledgeBase.load(kb_dir)) == expected
+    assert failures > 2 and done.stdout == "saved\n"
+    assert KnowledgeBase.load(kb_dir).search("zebras", k=1)[0].doc_id == "zebra"
+
+
 def test_a_read_only_folder_is_a_storage_error_and_the_old_state_still_loads(tiny_kb, small_disk):
     kb_dir = small_disk.path / "kb"
     tiny_kb.save(kb_dir)
@@ -444,6 +485,81 @@ def test_every_tampered_file_loads_the_same_or_fails_in_one_line_naming_it(tmp_p
                     wrong.append(f"{where}: {type(exc).__name__}: {exc}")
     assert not wrong, "\n".join(wrong)
     assert outcomes["refused"] > 150  # the table did damage things
+
+
+def _manifest_edits(manifest: dict):
+    """Each field a load reads (nested ones too, and each earlier segment's) removed, of another type, absurd."""
+    def fields(body, path):
+        for key, value in body.items():
+            yield path + (key,), value
+            if isinstance(value, dict) and key != "files":
+                yield from fields(value, path + (key,))
+        for i, segment in enumerate(body.get("earlier", [])):
+            yield from fields(segment, path + ("earlier", i))
+
+    for path, value in list(fields(manifest, ())):
+        absurd = [-1, 10**12, 2**31, True, 1.5] if type(value) is int else []
+        for how, new in [("removed", None), *((f"= {v!r}", v) for v in ["x", None, [1], {}, *absurd])]:
+            if new == value and type(new) is type(value):
+                continue
+            changed = json.loads(json.dumps(manifest))
+            *parent, key = path
+            holder = changed
+            for step in parent:
+                holder = holder[step]
+            if how == "removed":
+                del holder[key]
+            else:
+                holder[key] = new
+            yield f"{'.'.join(map(str, path))} {how}", changed
+
+
+def test_every_tampered_manifest_field_loads_the_same_or_fails_in_one_line(tmp_path):
+    base = tmp_path / "base"
+    load = _tamper_kb(base, dense=False)
+    expected, manifest = _answers(load(base)), _manifest(base)
+    wrong, refused = [], 0
+    for how, changed in _manifest_edits(manifest):
+        work = tmp_path / "work"
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.copytree(base, work)
+        (work / "manifest.json").write_text(json.dumps(changed))
+        try:
+            if _answers(load(work)) != expected:
+                wrong.append(f"{how}: loaded with other results")
+        except (RetrievalError, ConfigurationError) as exc:  # one line, naming the folder or its manifest
+            refused += 1
+            if "\n" in str(exc) or str(work) not in str(exc):
+                wrong.append(f"{how}: {exc}")
+        except Exception as exc:  # noqa: BLE001 (any other error is what this test finds)
+            wrong.append(f"{how}: {type(exc).__name__}: {exc}")
+    assert not wrong, "\n".join(wrong)
+    assert refused > 100
+
+
+def test_a_manifest_with_an_absurd_row_count_is_refused_before_memory_is_taken(tiny_kb, tmp_path):
+    tiny_kb.save(tmp_path / "kb")
+    manifest = _manifest(tmp_path / "kb")
+    manifest["counts"]["rows"] = 10**12
+    (tmp_path / "kb" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(RetrievalError, match=r"manifest.json is corrupted \('counts.rows' = 1000000000000 is not a "
+                                             r"count from 0 to 2147483647\); rebuild"):
+        KnowledgeBase.load(tmp_path / "kb")
+
+
+def test_rows_deleted_before_a_save_take_no_memory_at_load(tiny_kb, tmp_path):
+    tiny_kb.save(tmp_path / "kb")
+    expected = _results(tiny_kb)
+    tiny_kb.add_documents([Document(f"gone{i}", f"a note {i} deleted before the save") for i in range(50)])
+    tiny_kb.delete_documents([f"gone{i}" for i in range(50)])
+    tiny_kb.save(tmp_path / "kb")  # a delta holding only rows that are gone
+    assert _manifest(tmp_path / "kb")["counts"]["rows"] >= len(tiny_kb) + 50
+    kb = KnowledgeBase.load(tmp_path / "kb")
+    assert len(kb._chunks) == len(tiny_kb) and _results(kb) == expected  # no row the files do not name
+    kb.add_documents([Document("late", "a late note about zebras")])
+    kb.save(tmp_path / "kb")
+    again = KnowledgeBase.load(tmp_path / "kb")
+    assert again.search("zebras", k=1)[0].doc_id == "late" and len(again) == len(tiny_kb) + 1
 
 
 def test_a_manifest_nested_past_the_stack_is_a_one_line_error(tiny_kb, tmp_path):

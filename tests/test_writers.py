@@ -4,7 +4,6 @@ Each test pauses one process at a known point (it prints a line and waits for on
 the order of events is fixed by handshakes, not by sleeps.
 """
 import json
-import re
 import subprocess
 import sys
 import time
@@ -101,6 +100,26 @@ def test_a_writer_that_cannot_get_the_lock_is_refused_in_one_line(kb_dir, small_
     assert "contract-a.md" in _doc_ids(kb_dir) and "small-add" not in _doc_ids(kb_dir)
 
 
+def test_refused_writers_leave_no_thread_or_descriptor_behind(kb_dir):
+    import os
+    import threading
+
+    from agentic_rag import RetrievalError, writer_lock
+
+    writer = _start_writer(kb_dir, locked=True)  # holds the lock until told to go on
+    try:
+        before = (threading.active_count(), len(os.listdir("/proc/self/fd")))
+        for _ in range(10):
+            with pytest.raises(RetrievalError, match="another process is writing"):
+                with writer_lock(kb_dir, wait_s=0.1):
+                    pass
+        assert (threading.active_count(), len(os.listdir("/proc/self/fd"))) == before
+    finally:
+        assert _finish(writer) == "saved\n"
+    with writer_lock(kb_dir, wait_s=5):  # and the lock is free again once the other writer let go
+        pass
+
+
 def test_a_save_after_another_process_saved_is_refused(kb_dir, capsys):
     writer = _start_writer(kb_dir, locked=False)              # loaded gen-000001, then paused
     assert main(["delete", "contract-a.md", "--kb", str(kb_dir)]) == 0   # saves gen-000002 meanwhile
@@ -151,5 +170,8 @@ def test_two_processes_writing_again_and_again_take_turns(tmp_path):
     # while both wanted the lock (from the later one's first turn to the first one's last), they took turns:
     # without a queue the writer that let it go took it straight back, the other waited for all its turns
     both = log[max(log.index("a"), log.index("b")):min(log.rindex("a"), log.rindex("b")) + 1]
-    longest = max((len(run) for run in re.findall(r"a+|b+", both)), default=0)
-    assert len(both) >= turns and longest <= 5, log
+    # a count of hand-overs, not of the longest run: a run's length depends on how long the machine
+    # stalls one process (a loaded machine can stall one for several turns); hand-overs stay the most
+    # (queued: every stall costs one; unqueued: a handful in all)
+    switches = sum(x != y for x, y in zip(both, both[1:], strict=False))
+    assert len(both) >= turns and switches >= len(both) // 4, log

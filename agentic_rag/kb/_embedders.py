@@ -147,7 +147,22 @@ def embed_query(embedder: Embedder, query: str) -> np.ndarray:
     if vectors.shape != (1, embedder.dimension):
         raise ConfigurationError(f"embedder {embedder.name!r} returned shape {vectors.shape} for a query; "
                                  f"expected (1, {embedder.dimension})")
-    return vectors[0]
+    return unit_rows(embedder, vectors)[0]
+
+
+def unit_rows(embedder: Embedder, vectors: np.ndarray) -> np.ndarray:
+    """The embedder's rows as float32 of unit length (zero rows stay zero): what a saved knowledge base
+    holds and a load checks, whatever scale an embedder returns; a row not finite is an error."""
+    vectors = np.asarray(vectors, np.float32)
+    if not np.isfinite(vectors).all():
+        raise ConfigurationError(f"embedder {embedder.name!r} returned a vector that is not finite (NaN or "
+                                 f"infinity); fix the embedder so that every value is a number")
+    norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+    off = (norms > 0) & (np.abs(norms - 1) > 1e-4)  # rows already of unit length are kept bit for bit
+    if off.any():
+        vectors = vectors.copy()
+        vectors[off] = (vectors[off] / norms[off, None]).astype(np.float32)
+    return vectors
 
 
 def content_key(text: str) -> bytes:
@@ -175,8 +190,8 @@ class EmbedProgress:
 def embed_batches(embedder: Embedder, texts: Sequence[str],
                   progress: bool | EmbedProgress = True) -> Iterator[tuple[int, np.ndarray]]:
     """(start, vectors) for each batch of the embedder's `batch_size` (256 if it names none), shapes
-    checked; with progress and more than one batch, a line on stderr: chunks done, chunks per
-    second, time left (or the given EmbedProgress's, which the caller closes)."""
+    checked, rows made unit length (unit_rows); with progress and more than one batch, a line on
+    stderr: chunks done, chunks per second, time left (or the given EmbedProgress's, which the caller closes)."""
     size = getattr(embedder, "batch_size", 256)
     show = progress if isinstance(progress, EmbedProgress) else \
         EmbedProgress(len(texts)) if progress and len(texts) > size else None
@@ -185,7 +200,7 @@ def embed_batches(embedder: Embedder, texts: Sequence[str],
         batch = embedder.embed(texts[start:start + size])
         if batch.shape != expected:
             raise ConfigurationError(f"embedder {embedder.name!r} returned shape {batch.shape}; expected {expected}")
-        yield start, batch
+        yield start, unit_rows(embedder, batch)
         if show is not None:
             show(expected[0])
     if show is not None and show is not progress:

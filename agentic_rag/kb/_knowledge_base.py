@@ -402,7 +402,11 @@ class KnowledgeBase:
         if built["name"] in REMOVED:
             raise ConfigurationError(f"{directory} was built with {REMOVED[built['name']]}; rebuild it with "
                                      f"e5: agentic-rag index PATH --kb NEW_DIR --embedder e5")
-        embedder = embedder or make_embedder(built["name"], built["dimension"])
+        try:
+            embedder = embedder or make_embedder(built["name"], built["dimension"])
+        except ConfigurationError as exc:  # a name this version does not know: say which folder asked for it
+            raise ConfigurationError(f"{directory} was built with embedder {built['name']!r} "
+                                     f"({built['dimension']}-dim), which cannot be made here: {exc}") from None
         if (embedder.name, embedder.dimension) != (built["name"], built["dimension"]):
             raise ConfigurationError(
                 f"{directory} was built with embedder {built['name']!r} ({built['dimension']}-dim) but "
@@ -424,7 +428,8 @@ class KnowledgeBase:
             kb._apply_delta(folder, segment)
         if len(folders) > 1:
             kb._bm25.merge()
-        kb._chunks.extend([None] * (manifest["counts"]["rows"] - len(kb._chunks)))  # trailing deleted rows
+        # rows past the last one a file names were deleted before they were saved: none is allocated, so
+        # a manifest's row count (up to MAX_ROWS) costs no memory the files do not account for
         try:
             _check_rows(kb._docs, kb._chunks, manifest["counts"])
         except ValueError as exc:  # no one file says which is damaged: the documents' files and the chunks'
@@ -439,14 +444,17 @@ class KnowledgeBase:
     def _restore(self, generation: Path, manifest: dict) -> None:
         """Read the full segment (the manifest's first), each file checked before it is used (_integrity)."""
         first = store.segments(manifest)[0]
-        self._base_rows = rows = first["rows"]
-        self._chunks = [None] * rows
+        self._base_rows = first["rows"]
         with reading(generation / "chunks.jsonl"):
+            held = {}
             for chunk in _saved_chunks(generation):
-                row = check_chunk(chunk, 0, rows)
-                if self._chunks[row] is not None:
+                row = check_chunk(chunk, 0, first["rows"])
+                if held.setdefault(row, chunk) is not chunk:
                     raise ValueError(f"row {row} is there twice")
-                self._chunks[row] = chunk
+        self._chunks = [None] * (max(held, default=-1) + 1)  # as many rows as chunks.jsonl names, not more
+        for row, chunk in held.items():
+            self._chunks[row] = chunk
+        rows = len(self._chunks)
         with reading(generation / "documents.json"):
             self._docs = check_documents(json.loads((generation / "documents.json").read_text(encoding="utf-8")))
         with reading(generation / "vocab.json"):
@@ -466,7 +474,7 @@ class KnowledgeBase:
         live = [row for row, chunk in enumerate(self._chunks) if chunk is not None]
         vectors = generation / ("vectors.npy" if "vectors.npy" in first["files"] else "vectors.npz")
         with reading(vectors):
-            arrays = _saved_vector_arrays(generation, live, rows)
+            arrays = _saved_vector_arrays(generation, live, first["rows"])
         with reading(f"{vectors} (or the chunks.jsonl beside it)"):
             check_vectors(arrays, self.embedder.dimension, live)
         with reading(f"{hnsw} (or the vectors.npz beside it)" if hnsw else generation / "vectors.npz"):
@@ -502,7 +510,7 @@ class KnowledgeBase:
             self._vectors.add_arrays(arrays)
         with reading(segment / "graph.json"):
             graph = json.loads((segment / "graph.json").read_text(encoding="utf-8"))
-            check_graph(graph, saved["rows"])
+            check_graph(graph, len(self._chunks))
             self._graph.add_json(graph)
 
 

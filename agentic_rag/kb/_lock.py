@@ -6,10 +6,12 @@
 flock wakes no waiter in order, and a writer that lets .lock go and asks for it again at once gets
 it before a waiter has woken: two services writing one folder took 95 turns against 14. So a
 writer first takes the queue lock and keeps it until it holds .lock: the writer that just let
-.lock go must queue behind the waiter, which takes its turn first. Waits block in the kernel (in
-a helper thread, since flock cannot time out), so a waiter is woken the moment a lock is free,
-never overtaken between two polls. flock is POSIX only; fcntl is imported where it is used, so that
-reading a knowledge base works everywhere.
+.lock go must queue behind the waiter, which takes its turn first. Both waits poll (a non-blocking
+flock every POLL_S): only the queue's holder asks for .lock, so nobody can overtake it between two
+polls, and a writer that gives up at its deadline leaves nothing behind (a blocking flock cannot
+time out: a thread left waiting in it held a thread and a descriptor until the lock came free).
+flock is POSIX only; fcntl is imported where it is used, so that reading a knowledge base works
+everywhere.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from pathlib import Path
 from .._errors import RetrievalError
 
 LOCK, QUEUE = ".lock", ".lock-queue"
+POLL_S = 0.02  # how often a waiting writer asks again: a small delay per turn, no busy loop
 _held = threading.local()  # folders whose lock this thread holds, so a save inside a held lock goes on
 
 
@@ -62,37 +65,19 @@ def writer_lock(directory: Path, wait_s: float = 0.0, on_wait: Callable[[], None
 
 def _flock(handle, deadline: float, on_wait: Callable[[], None] | None) -> bool | str:
     """Take `handle`'s flock by `deadline` (time.monotonic): True at once, "waited" after waiting
-    (`on_wait` called first), False when the deadline passed. The wait is a blocking flock in a
-    thread of its own; given up at the deadline, that thread lets the lock go as soon as it gets it."""
+    (`on_wait` called first), False when the deadline passed; asked again every POLL_S meanwhile."""
     import fcntl
 
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        if time.monotonic() >= deadline:
-            return False
-    if on_wait is not None:
-        on_wait()
-    fd = os.dup(handle.fileno())  # the same open file (so the same lock), closed by the thread alone
-    got, gate, abandoned = threading.Event(), threading.Lock(), []
-
-    def wait():
+    waited = False
+    while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            with gate:
-                if abandoned:
-                    fcntl.flock(fd, fcntl.LOCK_UN)
-                else:
-                    got.set()
-        finally:
-            os.close(fd)
-
-    threading.Thread(target=wait, name=f"writer lock {handle.name}", daemon=True).start()
-    try:
-        got.wait(max(0.0, deadline - time.monotonic()))
-    finally:  # the deadline, or an interrupt: the lock is not wanted any more unless it came
-        with gate:
-            if not got.is_set():
-                abandoned.append(True)
-    return "waited" if got.is_set() else False
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return "waited" if waited else True
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+        if not waited and on_wait is not None:
+            on_wait()
+        waited = True
+        time.sleep(min(POLL_S, left))

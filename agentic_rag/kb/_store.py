@@ -41,7 +41,9 @@ _GENERATION = re.compile(r"^gen-(\d{6})$")
 _PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 # what a loader reads from the manifest: a missing key is a damaged manifest, not a KeyError
 _SHAPE = {"generation": str, "files": dict, "tokenizer": dict, "embedder": {"name": str, "dimension": int},
-          "chunking": {"size": int, "overlap": int}, "counts": {"rows": int}}
+          "chunking": {"size": int, "overlap": int}, "counts": {"rows": int, "documents": int, "chunks": int}}
+MAX_ROWS = 2**31 - 1  # BM25 keeps rows as 32-bit integers: a larger count is a damaged manifest
+MAX_DIMENSION = 1 << 16
 
 
 def _sha256(path: Path) -> str:
@@ -269,8 +271,11 @@ def _manifest_problem(manifest: dict) -> str | None:
         if not isinstance(value, dict if isinstance(shape, dict) else shape):
             return f"{key!r} is missing or not a {'dict' if isinstance(shape, dict) else shape.__name__}"
         for inner, kind in shape.items() if isinstance(shape, dict) else ():
-            if not isinstance(value.get(inner), kind):
-                return f"'{key}.{inner}' is missing or not a {kind.__name__}"
+            if not isinstance(value.get(inner), kind) or isinstance(value.get(inner), bool):
+                return f"'{key}.{inner}' is missing or not {'an' if kind is int else 'a'} {kind.__name__}"
+    problem = _value_problem(manifest)
+    if problem:
+        return problem
     earlier = manifest.get("earlier", [])
     if not isinstance(earlier, list) or not all(isinstance(s, dict) and isinstance(s.get("generation"), str)
                                                 and isinstance(s.get("files"), dict) for s in earlier):
@@ -280,13 +285,34 @@ def _manifest_problem(manifest: dict) -> str | None:
             return f"generation {segment['generation']!r} is not gen-NNNNNN"
         if any(not _PLAIN.match(name) for name in segment["files"]):  # no ../ or absolute paths out of the folder
             return f"'files' names a path, not a file of the generation: {sorted(segment['files'])}"
-        if bool(segment.get("delta")) != (i > 0) or not isinstance(segment.get("rows"), int):
+        if bool(segment.get("delta")) != (i > 0) or not _count(segment.get("rows"), MAX_ROWS):
             return "a knowledge base is one full segment followed by delta segments, each with its rows"
         vectors = "vectors.npy" if "vectors.npy" in segment["files"] else "vectors.npz"  # .npy: format 2
         needed = DELTA_FILES if i else [vectors if f == "vectors.npz" else f for f in FULL_FILES]
         unlisted = [name for name in needed if name not in segment["files"]]
         if unlisted:
             return f"'files' of {segment['generation']} does not list {', '.join(unlisted)}"
+    return None
+
+
+def _count(value, most: int) -> bool:
+    return type(value) is int and 0 <= value <= most
+
+
+def _value_problem(manifest: dict) -> str | None:
+    """What is out of range among the manifest's numbers (their types are checked already), or None."""
+    counts, chunking = manifest["counts"], manifest["chunking"]
+    for name in ("rows", "documents", "chunks"):
+        if not _count(counts[name], MAX_ROWS):
+            return f"'counts.{name}' = {counts[name]} is not a count from 0 to {MAX_ROWS}"
+    if counts["chunks"] > counts["rows"]:
+        return f"'counts.chunks' = {counts['chunks']} is more than 'counts.rows' = {counts['rows']}"
+    if not 1 <= manifest["embedder"]["dimension"] <= MAX_DIMENSION:
+        return f"'embedder.dimension' = {manifest['embedder']['dimension']} is not from 1 to {MAX_DIMENSION}"
+    if not 0 <= chunking["overlap"] < chunking["size"]:
+        return f"'chunking' = {chunking} is not a size above an overlap of 0 or more"
+    if not isinstance(manifest.get("graph", "names"), str) or not isinstance(manifest.get("delta", False), bool):
+        return "'graph' is not a name or 'delta' not true or false"
     return None
 
 

@@ -36,8 +36,9 @@ class ServerLimits:
 
     def __post_init__(self):
         for name in ("header_timeout_s", "body_timeout_s", "idle_timeout_s"):
-            if not getattr(self, name) > 0:
-                raise ConfigurationError(f"{name} must be a positive number of seconds, not {getattr(self, name)!r}")
+            if not 0 < getattr(self, name) < math.inf:  # NaN and infinity too: waitress counts whole seconds
+                raise ConfigurationError(f"{name} must be a finite positive number of seconds, "
+                                         f"not {getattr(self, name)!r}")
         if self.max_connections < 4:
             raise ConfigurationError(f"max_connections must be at least 4, not {self.max_connections}")
         if not 1 <= self.max_per_address <= self.max_connections:
