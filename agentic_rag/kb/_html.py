@@ -20,8 +20,9 @@ _SECTION_NAME = re.compile(r"[a-zA-Z][-_.a-zA-Z0-9]*")
 _SECTION_ENDS = {**dict.fromkeys(("temp", "cdata", "ignore", "include", "rcdata"), _SECTION_END),
                  **dict.fromkeys(("if", "else", "endif"), _IE_SECTION_END)}
 _RAW_TEXT_END = re.compile(r"</\s*(?:script|style)\s*>", re.I)  # ends the elements the parser reads raw
-# the characters of captions a page's images take in all, past its own length: a caption is given
-# to each image of its figure, and 10,000 images in one figure would otherwise copy it 10,000 times
+# captions copied into a page's image descriptions total at most this many characters, or the page's
+# length if more: a caption goes to each image of its figure, and one figure of 10,000 would copy it
+# 10,000 times
 _CAPTION_FLOOR = 1_000_000
 
 
@@ -82,6 +83,7 @@ def _closable(text: str) -> str:
 
 
 def _lts(text: str):
+    """Where each '<' of the text is, in order."""
     at = text.find("<")
     while at >= 0:
         yield at
