@@ -212,3 +212,18 @@ def test_a_bind_mount_of_proc_inside_the_folder_is_refused(tmp_path):
             subprocess.run(["umount", "-l", str(target)], check=True)
     assert [doc.id for doc in result.documents] == ["ok.txt"]
     assert "on the proc file system" in dict(result.skipped)[str(target)]
+
+
+def test_a_jsonl_line_nested_too_deep_is_one_skipped_line_not_a_traceback(tmp_path, capsys):
+    (tmp_path / "docs").mkdir()
+    deep = "[" * 100_000 + "]" * 100_000  # json.loads recurses once a level: a RecursionError
+    (tmp_path / "docs" / "rows.jsonl").write_text(f'{deep}\n{{"id": "dock", "text": "The dock opens at six."}}\n')
+    told = {}
+    loaded = load_documents(tmp_path / "docs", on_skip=told.__setitem__)
+    assert [d.id for d in loaded.documents] == ["dock"] and loaded.skipped_lines == 1
+    assert told[f"{tmp_path / 'docs' / 'rows.jsonl'}:1"].startswith("bad line (RecursionError: ")
+    assert main(["index", str(tmp_path / "docs"), "--kb", str(tmp_path / "kb")]) == 0
+    out, err = capsys.readouterr()
+    assert "indexed 1 documents" in out and "skipped 0 files and 1 jsonl line;" in out
+    assert err.count("bad line (RecursionError: ") == 1 and len(err.strip().splitlines()) <= 3
+    assert "Traceback" not in err

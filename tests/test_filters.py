@@ -76,9 +76,9 @@ def test_the_limit_is_checked_before_any_value_is_read():
     with pytest.raises(ConfigurationError, match="hold 100000 values"):
         check_filters({"doc_id": _Watched(range(100_000))})
     assert not _Watched.walked
-    issue = {f"f{i}": {"gte": list(range(100))} for i in range(1_000)}   # 1,000 lists of 100: refused at the first
+    payload = {f"f{i}": {"gte": list(range(100))} for i in range(1_000)}   # 1,000 lists of 100: refused at the first
     with pytest.raises(ConfigurationError, match="'f0'.*bound is a list"):
-        check_filters(issue)
+        check_filters(payload)
 
 
 class _Counted(str):

@@ -11,7 +11,7 @@ import pytest
 from agentic_rag import Config, ImageDescriber, KnowledgeBase, OfflineModel, load_documents, run_agentic_rag
 from agentic_rag._errors import ConfigurationError
 from agentic_rag.cli import main
-from agentic_rag.eval.hostile_files import CASES, empty_paragraphs, sparse, zip_bomb
+from agentic_rag.eval.hostile_files import CASES, _cell, empty_paragraphs, figure_captions, sparse, write_docx, zip_bomb
 from agentic_rag.kb._chunking import document_chunks
 from agentic_rag.kb._documents import Document, from_pieces, read_file
 from agentic_rag.kb._loaders import Unreadable
@@ -293,8 +293,14 @@ def _read_with_cpu_bound(folder) -> dict:
     ("nav-nested-divs", 100_000, "The dock opens at six."),     # the skip stack: 29.7 s before, quadratic in depth
     ("html-unclosed-tags", 200_000, "The dock."),               # the parser rescanned the page per '<': 19 s at half
     ("md-image-brackets", 50_000, "![a]("),                     # the image pattern backtracked: 262 s
-    ("md-heading-hashes", 100_000, "text")])                    # the heading pattern backtracked: 18 s at half
-def test_hostile_html_and_markdown_are_read_in_linear_work(tmp_path, case, count, text):
+    ("md-heading-hashes", 100_000, "text"),                     # the heading pattern backtracked: 18 s at half
+    ("html-unclosed-comments", 70_000, "The dock opens at six."),  # a search for '-->' per '<!--': 12 s at 240 KB
+    ("html-unclosed-cdata", 150_000, "The dock opens at six."),    # a search for ']]>' per '<![CDATA[': 2.5 s at 440 KB
+    ("html-figure-captions", 8_000, "The dock opens at six."),     # every caption given to every image: 88 s at half
+    ("html-title-pieces", 850_000, "The dock opens at six."),      # the title copied per piece: 20 s at 4 MB
+    ("docx-wide-span", 2_000_000_000, "Dock | The dock opens at six."),  # a cell listed once per column spanned
+    ("docx-merged-rows", 6_000, "Dock | The dock opens at six.")])       # merged cells found row by row: 192 s at 9,000
+def test_hostile_files_are_read_in_linear_work(tmp_path, case, count, text):
     filename, _, build, _ = CASES[case]
     build(tmp_path / filename, count)
     read = _read_with_cpu_bound(tmp_path)
@@ -333,3 +339,26 @@ def test_files_past_the_size_limit_are_skipped_unread_saying_the_limit(tmp_path,
     with pytest.raises(SystemExit):
         main(["index", str(tmp_path), "--kb", str(tmp_path / "kb"), "--max-file-size", "0"])
     assert "--max-file-size: 0 must be at least 1" in capsys.readouterr().err
+
+
+def test_a_figure_gives_its_one_caption_to_its_images_and_captions_copied_are_bounded():
+    from agentic_rag.kb._html import read_html
+
+    page = ("<figure><figcaption>Dock 2</figcaption><img src='a.png' alt='Cold store'><img src='b.png'></figure>"
+            "<figure><img src='c.png'><figcaption>First</figcaption><figcaption>Second</figcaption></figure>"
+            "<figure><img src='d.png' alt='Left open'><figcaption>Open to the end</figcaption>")
+    assert read_html(page)[2] == [("a.png", "Cold store. Dock 2"), ("b.png", "Dock 2"), ("c.png", "First"),
+                                  ("d.png", "Left open. Open to the end")]
+    caption = "The dock opens at six. " * 50        # 1,150 characters, given to each of 2,000 images
+    images = read_html(f"<figure>{'<img src=a.png alt=a>' * 2_000}<figcaption>{caption}</figcaption></figure>")[2]
+    described = [alt for _, alt in images if alt != "a"]
+    assert len(described) == 1_000_000 // len(caption.strip())  # a million characters of captions at most
+    assert len(read_html(figure_captions(3))[2]) == 3
+
+
+def test_word_table_cells_merged_across_or_down_are_read_once(tmp_path):
+    first = _cell("Bay", '<w:vMerge w:val="restart"/>') + _cell("Opens", '<w:gridSpan w:val="2"/>') + _cell("Closes")
+    later = _cell("", "<w:vMerge/>") + _cell("06:00") + _cell("07:00") + _cell("22:00")  # the bay merged down
+    write_docx(tmp_path / "bays.docx", lambda write: write(f"<w:tbl><w:tr>{first}</w:tr><w:tr>{later}</w:tr></w:tbl>"))
+    document = read_file("bays.docx", (tmp_path / "bays.docx").read_bytes(), "bays.docx")
+    assert document.text == "Bay | Opens | Closes\n\n06:00 | 07:00 | 22:00"

@@ -72,6 +72,40 @@ def zip_bomb(path: Path, unpacked: int) -> None:
     write_docx(path, body)
 
 
+def _cell(text: str, properties: str = "") -> str:
+    run = f"<w:r><w:t>{text}</w:t></w:r>" if text else ""
+    return f"<w:tc>{f'<w:tcPr>{properties}</w:tcPr>' if properties else ''}<w:p>{run}</w:p></w:tc>"
+
+
+def wide_span(path: Path, span: int) -> None:
+    """A .docx table of one row: a cell spanning `span` grid columns, then one more cell."""
+    cells = _cell("Dock", f'<w:gridSpan w:val="{span}"/>') + _cell("The dock opens at six.")
+    write_docx(path, lambda write: write(f"<w:tbl><w:tr>{cells}</w:tr></w:tbl>"))
+
+
+def merged_rows(path: Path, rows: int) -> None:
+    """A .docx table whose first cell is merged down over `rows` rows, each with a cell of its own."""
+    def body(write):
+        first = _cell("Dock", '<w:vMerge w:val="restart"/>') + _cell("The dock opens at six.")
+        write(f"<w:tbl><w:tr>{first}</w:tr>")
+        later = _cell("", "<w:vMerge/>") + _cell("row")
+        for _ in range(rows - 1):
+            write(f"<w:tr>{later}</w:tr>")
+        write("</w:tbl>")
+    write_docx(path, body)
+
+
+def figure_captions(count: int) -> str:
+    """A page of one figure holding `count` images, each followed by a caption."""
+    unit = '<img src="dock.png" alt="Dock"><figcaption>The dock opens at six.</figcaption>'
+    return f"<figure>{unit * count}</figure>"
+
+
+def deep_jsonl(path: Path, depth: int) -> None:
+    """A .jsonl file of one line nested `depth` lists deep, then a good line."""
+    path.write_text("[" * depth + "]" * depth + '\n{"id": "dock", "text": "The dock opens at six."}\n')
+
+
 def nested_nav(depth: int) -> str:
     """A page whose navigation holds `depth` nested <div>s, then one paragraph of text."""
     return "<nav>" + "<div>" * depth + "menu" + "</div>" * depth + "</nav><p>The dock opens at six.</p>"
@@ -83,17 +117,29 @@ def sparse(path: Path, size: int, head: bytes = b"") -> None:
     os.truncate(path, size)
 
 
+_PARA = "<p>The dock opens at six.</p>"
 # name -> (file name, its count at scale 1, how it is built with a count, what it is)
 CASES: dict[str, tuple[str, int, Callable[[Path, int], None], str]] = {
     "nav-nested-divs": ("nav.html", 100_000, lambda p, n: p.write_text(nested_nav(n)),
                         "{n:,} <div>s nested in a skipped <nav>"),
     "html-unclosed-tags": ("tags.html", 100_000, lambda p, n: p.write_text("<p>The dock.</p>" + "<a" * n),
                            "{n:,} '<a' that no '>' closes"),
+    "html-unclosed-comments": ("comments.html", 125_000, lambda p, n: p.write_text(_PARA + "<!--x>" * n),
+                               "{n:,} '<!--x>' that no '-->' closes"),
+    "html-unclosed-cdata": ("cdata.html", 40_000, lambda p, n: p.write_text(_PARA + "<![CDATA[x>" * n),
+                            "{n:,} '<![CDATA[x>' that no ']]>' closes"),
+    "html-figure-captions": ("figure.html", 4_800, lambda p, n: p.write_text(figure_captions(n)),
+                             "one <figure> of {n:,} images, each with a <figcaption>"),
+    "html-title-pieces": ("title.html", 500_000, lambda p, n: p.write_text(f"<title>{'abc<b>' * n}</title>{_PARA}"),
+                          "a <title> of {n:,} pieces ('abc<b>')"),
     "md-image-brackets": ("images.md", 50_000, lambda p, n: p.write_text("# Dock\n\n" + "![a](" * n),
                           "{n:,} Markdown images begun, never ended ('![a](')"),
     "md-heading-hashes": ("heading.md", 50_000, lambda p, n: p.write_text("# a" + "#" * n + "b\n\ntext"),
                           "a Markdown heading of {n:,} '#'"),
     "docx-empty-paragraphs": ("empty.docx", 3_000_000, empty_paragraphs, "{n:,} empty paragraphs"),
+    "docx-wide-span": ("span.docx", 20_000_000, wide_span, "a table cell spanning {n:,} columns"),
+    "docx-merged-rows": ("merged.docx", 9_000, merged_rows, "a table cell merged down over {n:,} rows"),
+    "jsonl-deep-line": ("deep.jsonl", 1_000_000, deep_jsonl, "a .jsonl line nested {n:,} lists deep"),
     "docx-zip-bomb": ("bomb.docx", 1_000_000_000, zip_bomb, "a paragraph that unpacks to {n:,} bytes"),
     "sparse-txt": ("big.txt", 2_000_000_000, sparse, "{n:,} bytes of text (sparse)"),
     "sparse-html": ("big.html", 2_000_000_000, lambda p, n: sparse(p, n, b"<html><body><p>"),

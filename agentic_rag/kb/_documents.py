@@ -185,7 +185,7 @@ def _jsonl_documents(path: Path, data: bytes, doc_id: str, result: LoadResult, e
             result.skipped.append((where, str(exc)))
             result.skipped_lines += 1
             continue
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:  # RecursionError: JSON nested too deep
             result.skipped.append((where, f"bad line ({exc.__class__.__name__}: {exc})"))
             result.skipped_lines += 1
             continue

@@ -13,6 +13,17 @@ from ._loaders import Pieces, Sections, Unreadable, printable
 _NAV = re.compile(r"(?:^|\s)nav(?:bar|header|footer|menu|igation|links?)?(?:$|\s|[-_])", re.I)
 _VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 _IMPLIED_END = {"li", "p", "dt", "dd", "tr", "td", "th", "option"}  # their end tag may be left out
+_COMMENT_END = re.compile(r"--\s*>")
+_SECTION_END = re.compile(r"]\s*]\s*>")     # of <![CDATA[ and the other standard marked sections
+_IE_SECTION_END = re.compile(r"]\s*>")      # of <![if ...]>, <![else]>, <![endif]>
+_SECTION_NAME = re.compile(r"[a-zA-Z][-_.a-zA-Z0-9]*")
+_SECTION_ENDS = {**dict.fromkeys(("temp", "cdata", "ignore", "include", "rcdata"), _SECTION_END),
+                 **dict.fromkeys(("if", "else", "endif"), _IE_SECTION_END)}
+_RAW_TEXT_END = re.compile(r"</\s*(?:script|style)\s*>", re.I)  # ends the elements the parser reads raw
+# captions copied into a page's image descriptions total at most this many characters, or the page's
+# length if more: a caption goes to each image of its figure, and one figure of 10,000 would copy it
+# 10,000 times
+_CAPTION_FLOOR = 1_000_000
 
 
 def decode_html(data: bytes, fallback: str | None = None) -> str:
@@ -39,36 +50,78 @@ def decode_html(data: bytes, fallback: str | None = None) -> str:
 
 def read_html(text: str) -> tuple[str, Pieces, list[tuple[str, str]]]:
     """The page's title, its sections, and (src, alt text and caption) of each image it shows."""
-    parser = _HTMLText()
+    parser = _HTMLText(caption_chars=max(len(text), _CAPTION_FLOOR))
     try:
         parser.feed(_closable(text))
         parser.close()
     except Exception as exc:  # the standard library's parser asserts on a few malformed constructs
         raise Unreadable(f"not readable HTML ({printable(exc)})") from None
     parser.flush()
-    return parser.page_title or parser.sections.title, parser.sections.pieces(), parser.images
+    return "".join(parser.title) or parser.sections.title, parser.sections.pieces(), parser.images
 
 
 def _closable(text: str) -> str:
-    """The page with each '<' after its last '>' written &lt;: no tag can end there, so the standard
-    library's parser takes them as text anyway, but only after scanning the rest of the page once
-    for each of them (quadratic: 200 KB of '<a' took 19 s)."""
-    last = text.rfind(">")
-    return text if "<" not in text[last + 1:] else text[:last + 1] + text[last + 1:].replace("<", "&lt;")
+    """The page with each '<' that opens a construct no terminator follows written &lt;, and the
+    '<'s up to the next '>' with it: the standard library's parser takes them as that text anyway,
+    but only after searching the rest of the page for a terminator once for each of them (quadratic:
+    750 KB of '<!--x>' took 104 s). Where the last of each terminator starts is found once."""
+    last = {pattern: _last_start(pattern, text) for pattern in (_COMMENT_END, _SECTION_END, _IE_SECTION_END)}
+    last_gt = text.rfind(">")
+    out, start, text_until = [], 0, -1
+    for at in _lts(text):
+        if at <= text_until:  # inside text the parser makes of an unterminated construct
+            if _RAW_TEXT_END.match(text, at):
+                continue  # a </script> there stays an end tag: written &lt; it would hide the rest of the page
+        elif at < last_gt and _terminated(text, at, last):
+            continue
+        else:
+            found = text.find(">", at)
+            text_until = len(text) if found < 0 else found
+        out += (text[start:at], "&lt;")
+        start = at + 1
+    return "".join(out) + text[start:] if out else text
+
+
+def _lts(text: str):
+    """Where each '<' of the text is, in order."""
+    at = text.find("<")
+    while at >= 0:
+        yield at
+        at = text.find("<", at + 1)
+
+
+def _last_start(pattern: re.Pattern, text: str) -> int:
+    """Where the last match of `pattern` starts (-1: none); matches of these patterns never overlap."""
+    start = -1
+    for match in pattern.finditer(text):
+        start = match.start()
+    return start
+
+
+def _terminated(text: str, at: int, last: dict) -> bool:
+    """Whether the construct the '<' at `at` opens (a '>' follows it) has its terminator after it."""
+    if text.startswith("<!--", at):
+        return last[_COMMENT_END] >= at + 4
+    if text.startswith("<![", at):
+        name = _SECTION_NAME.match(text, at + 3)
+        end = _SECTION_ENDS.get(name.group().lower()) if name else None
+        return end is None or last[end] >= at + 3  # an unknown kind is refused by the parser (Unreadable)
+    return True
 
 
 class _HTMLText(HTMLParser):
     """Visible text by block, without scripts, styles and navigation; h1-h6 start sections; table
-    rows become lines of cells joined by ' | '; <img> alt text and <figcaption> are kept per image."""
+    rows become lines of cells joined by ' | '; <img> alt text is kept per image, and its figure's
+    caption (its first <figcaption>, given at </figure>) while `caption_chars` last."""
 
     SKIP = {"script", "style", "noscript", "template", "nav", "svg", "iframe", "select"}
     BLOCKS = {"p", "div", "section", "article", "main", "li", "ul", "ol", "dl", "dt", "dd", "blockquote", "pre",
               "table", "tr", "br", "hr", "figure", "figcaption", "header", "footer", "aside", "form", "address"}
 
-    def __init__(self):
+    def __init__(self, caption_chars: int):
         super().__init__(convert_charrefs=True)
         self.sections = Sections()
-        self.page_title = ""
+        self.title: list[str] = []     # joined once: += on an attribute copies the title each time
         self.images: list[tuple[str, str]] = []
         self._skip: list[str] = []     # the skipped element we are in, then the elements open inside it
         self._skipping = Counter()     # how many of each tag are in _skip: an end tag is matched in O(1)
@@ -76,8 +129,9 @@ class _HTMLText(HTMLParser):
         self._heading: list[str] | None = None
         self._in_title = False
         self._pre = 0
-        self._figure: list[list] = []  # per open <figure>: its images' indexes, then its caption's words
+        self._figure: list[tuple[list[int], list[str]]] = []  # per open <figure>: its images, its caption
         self._caption: list[str] | None = None
+        self._caption_chars = caption_chars
         self._cells = 0                # open <td>/<th>
         self._row = 0                  # cells begun in the current row
 
@@ -116,12 +170,12 @@ class _HTMLText(HTMLParser):
         if tag == "pre":
             self._pre += 1
         elif tag == "figure":
-            self._figure.append([])
+            self._figure.append(([], []))
         elif tag == "figcaption":
             self._caption = []
         elif tag == "img" and attrs.get("src"):
             if self._figure:
-                self._figure[-1].append(len(self.images))
+                self._figure[-1][0].append(len(self.images))
             self.images.append((attrs["src"], " ".join(filter(None, [attrs.get("alt"), attrs.get("title")]))))
 
     def handle_endtag(self, tag):
@@ -139,9 +193,11 @@ class _HTMLText(HTMLParser):
             self.sections.heading(" ".join("".join(self._heading).split()), title=False)
             self._heading = None
         elif tag == "figcaption" and self._caption is not None:
-            self._caption_done(" ".join("".join(self._caption).split()))
+            if self._figure and not self._figure[-1][1]:  # a figure has one caption: its first
+                self._figure[-1][1].append(" ".join("".join(self._caption).split()))
+            self._caption = None
         elif tag == "figure" and self._figure:
-            self._figure.pop()
+            self._figure_done()
         elif tag == "pre":
             self._pre = max(0, self._pre - 1)
         elif tag in ("td", "th"):
@@ -164,15 +220,24 @@ class _HTMLText(HTMLParser):
             if popped == tag:
                 return
 
-    def _caption_done(self, caption: str) -> None:
-        for i in self._figure[-1] if self._figure else []:
+    def _figure_done(self) -> None:
+        """The innermost figure ends: its caption is given to each of its images, each image's once."""
+        images, caption = self._figure.pop()
+        for i in images if caption and caption[0] else []:
+            if self._caption_chars < len(caption[0]):
+                return
+            self._caption_chars -= len(caption[0])
             src, alt = self.images[i]
-            self.images[i] = (src, f"{alt}. {caption}" if alt else caption)
-        self._caption = None
+            self.images[i] = (src, f"{alt}. {caption[0]}" if alt else caption[0])
+
+    def close(self):
+        super().close()
+        while self._figure:  # a figure left open ends with the page
+            self._figure_done()
 
     def handle_data(self, data):
         if self._in_title and not self._skip:
-            self.page_title += data.strip()
+            self.title.append(data.strip())
             return
         if self._skip:
             return
