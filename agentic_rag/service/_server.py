@@ -54,7 +54,7 @@ class ServerLimits:
         return max(1, int(self.max_connections * self.reading_share))
 
 
-_GRACE_S = 1.0  # a connection this young is pushed out last: its client is still sending the request
+_GRACE_S = 1.0  # rates are taken over a second at least, and a connection this young that sent nothing goes last
 _REASONS = {400: "Bad Request", 408: "Request Timeout", 413: "Content Too Large", 429: "Too Many Requests",
             431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
             503: "Service Unavailable"}
@@ -142,12 +142,15 @@ class _Channel(HTTPChannel):
         """When this connection started costing a slot without a request to answer."""
         return self.request_since if self.request_since is not None else self.waiting_since
 
-    def standing(self, at: float) -> tuple[bool, float]:
-        """How much a reading connection deserves its slot, lowest first: one that came less than
-        a second ago goes last (a client sends its request at once), then bytes a second, so an
-        upload making progress outlasts clients that send a byte now and then, however long it takes."""
+    def standing(self, at: float) -> float:
+        """How much a reading connection deserves its slot, lowest first: its request's bytes a
+        second (over a second at least), so an upload making progress outlasts clients that send a
+        byte now and then, however long it takes; one that came less than a second ago and has
+        sent nothing yet goes last (it was just accepted: its client has had no time to send)."""
         age = at - self.since()
-        return age < _GRACE_S, self.request_bytes / max(age, 1e-3)
+        if age < _GRACE_S and not self.request_bytes:
+            return math.inf
+        return self.request_bytes / max(age, _GRACE_S)
 
     def refuse(self, status: int, kind: str, message: str):
         """Close, answering first if the client has sent part of a request (an idle one just closes)."""
