@@ -6,6 +6,7 @@ import errno
 import hmac
 import json
 import logging
+import math
 import queue
 import re
 import threading
@@ -257,7 +258,7 @@ class Service:
                                                  f"{self.limits.max_body_bytes}")
         raw = environ["wsgi.input"].read(length) if length else b""
         try:  # NaN and Infinity are not JSON: kept in metadata they would come back in replies strict clients refuse
-            data = json.loads(raw.decode("utf-8"), parse_constant=_not_json) if raw else None
+            data = json.loads(raw.decode("utf-8"), parse_constant=_not_json, parse_float=_finite) if raw else None
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             why = str(exc) if isinstance(exc, _NotJSON) else type(exc).__name__
             raise ServiceError(400, "invalid_request", f"the body is not UTF-8 JSON ({why})") from None
@@ -464,6 +465,14 @@ class _NotJSON(ValueError):
 
 def _not_json(constant: str):
     raise _NotJSON(f"{constant} is not a JSON number; send a number or null")
+
+
+def _finite(number: str) -> float:
+    """A JSON number as a float; one too large for a float (1e999) is refused, not made Infinity."""
+    value = float(number)
+    if math.isinf(value):
+        raise _NotJSON(f"{number[:20]} is too large a number; send one within a double's range")
+    return value
 
 
 def _error(kind: str, message: str) -> dict:
