@@ -169,11 +169,15 @@ def test_an_upload_is_read_from_its_bytes_alone_and_bounded_in_size(served):
 
 
 def test_uploads_are_read_one_request_at_a_time(served):
+    import base64
+
     server, _ = served
     server.app.limits = ServiceLimits(write_wait_s=0.2)
-    upload = {"documents": [{"id": "one", "text": "a document sent while another upload is being read"}]}
+    upload = {"documents": [{"id": "one.md", "file": base64.b64encode(b"# One\n\nSent meanwhile.").decode()}]}
+    text = {"documents": [{"id": "two", "text": "a text document: no file to read"}]}
     with server.app._reading:  # what another request's files being read holds
         status, headers, reply = server.request("POST", "/v1/documents", upload, key=WRITE)
+        assert server.request("POST", "/v1/documents", text, key=WRITE)[2]["added"] == 1  # text waits for nothing
     assert (status, reply["error"]["type"], headers["Retry-After"]) == (503, "unavailable", "5"), reply
     assert "other uploads have been read for 0.2 s" in reply["error"]["message"]
     assert server.request("POST", "/v1/documents", upload, key=WRITE)[2]["added"] == 1   # once they are read
@@ -182,7 +186,7 @@ def test_uploads_are_read_one_request_at_a_time(served):
 def test_an_uploaded_docx_may_unpack_to_the_service_limit_and_no_more(served, tmp_path):
     import base64
 
-    from agentic_rag.eval.hostile_files import zip_bomb
+    from agentic_rag.eval.hostile_files import write_docx, zip_bomb
 
     server, _ = served
     limit = ServiceLimits().max_file_bytes                  # the default, lower than index's own
@@ -193,6 +197,14 @@ def test_an_uploaded_docx_may_unpack_to_the_service_limit_and_no_more(served, tm
     status, _, error = server.request("POST", "/v1/documents", {"documents": [upload]}, key=WRITE)
     assert status == 400 and "a .docx that unpacks to 11,000," in error["error"]["message"], error
     assert f"past the file-size limit of {limit:,} bytes" in error["error"]["message"]
+    def body(write):  # a paragraph of text, then 3 MB of spaces: three unpack to the limit together, four past it
+        write("<w:p><w:r><w:t>dock hours</w:t></w:r></w:p><w:p><w:r><w:t>" + " " * 3_000_000 + "</w:t></w:r></w:p>")
+    write_docx(tmp_path / "part.docx", body)
+    part = base64.b64encode((tmp_path / "part.docx").read_bytes()).decode()
+    parts = [{"id": f"part-{n}", "filename": "part.docx", "file": part} for n in range(4)]
+    status, _, error = server.request("POST", "/v1/documents", {"documents": parts}, key=WRITE)
+    assert status == 413 and "files pass 10,000,000 bytes together" in error["error"]["message"], error
+    assert server.request("POST", "/v1/documents", {"documents": parts[:2]}, key=WRITE)[0] == 200
 
 
 def test_search_and_filters(served):

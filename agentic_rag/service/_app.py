@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import errno
 import hmac
+import io
 import json
 import logging
 import math
@@ -12,6 +13,7 @@ import re
 import threading
 import time
 import uuid
+import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
@@ -366,15 +368,7 @@ class Service:
         if len(request.documents) > self.limits.max_batch:
             raise ServiceError(400, "invalid_request", f"{len(request.documents)} documents in one request; the "
                                                        f"limit is {self.limits.max_batch}")
-        # one upload's files are read at a time in the process: a .docx may take 25 times its unpacked
-        # size in memory while python-docx reads it, so parallel uploads would multiply that
-        if not self._reading.acquire(timeout=self.limits.write_wait_s):
-            raise ServiceError(503, "unavailable", f"other uploads have been read for {self.limits.write_wait_s:g} "
-                                                   f"s; retry", [("Retry-After", "5")])
-        try:
-            documents = [_document(d, self.limits.max_file_bytes) for d in request.documents]
-        finally:
-            self._reading.release()
+        documents = self._read_uploads(request.documents)
 
         def change(kb: KnowledgeBase) -> dict:
             added = kb.add_documents(documents)
@@ -382,6 +376,30 @@ class Service:
                     "chunks": added.chunks}
 
         return 200, WriteReply(**self._write(change)).model_dump(), []
+
+    def _read_uploads(self, given: list) -> list[Document]:
+        """The request's documents. Its files are read one request at a time in the process, and
+        together may hold (or a .docx unpack to) max_file_bytes: python-docx takes about 25 times a
+        .docx's unpacked size in memory and seconds for every few MB, so neither parallel uploads nor
+        many files in one request may multiply that."""
+        if not any(d.file for d in given):
+            return [_document(d, self.limits.max_file_bytes) for d in given]
+        if not self._reading.acquire(timeout=self.limits.write_wait_s):
+            raise ServiceError(503, "unavailable", f"other uploads have been read for {self.limits.write_wait_s:g} "
+                                                   f"s; retry", [("Retry-After", "5")])
+        try:
+            left, documents = self.limits.max_file_bytes, []
+            for d in given:
+                cost = _upload_size(d)
+                if cost > left and left < self.limits.max_file_bytes:  # alone it would be within the limit
+                    raise ServiceError(413, "too_large", f"the request's files pass {self.limits.max_file_bytes:,} "
+                                                         f"bytes together (a .docx as unpacked); send them in "
+                                                         f"several requests")
+                documents.append(_document(d, left))
+                left -= cost
+            return documents
+        finally:
+            self._reading.release()
 
     def delete_document(self, environ: dict):
         try:  # PATH_INFO is already percent-decoded, its bytes as latin-1 (PEP 3333): UTF-8 again, once
@@ -477,6 +495,22 @@ def _finite(number: str) -> float:
 
 def _error(kind: str, message: str) -> dict:
     return {"error": {"type": kind, "message": message}}
+
+
+def _upload_size(given) -> int:
+    """What an uploaded file costs to read: its size, or for a .docx (a zip) what it unpacks to."""
+    if not given.file:
+        return 0
+    try:
+        data = base64.b64decode(given.file, validate=True)
+    except ValueError:  # _document says so
+        return 0
+    if (given.filename or given.id).lower().endswith(".docx"):
+        try:
+            return sum(info.file_size for info in zipfile.ZipFile(io.BytesIO(data)).infolist())
+        except (zipfile.BadZipFile, OSError):  # read_file refused it already
+            return len(data)
+    return len(data)
 
 
 def _document(given, max_file_bytes: int) -> Document:
