@@ -356,9 +356,9 @@ def test_a_figure_gives_its_one_caption_to_its_images_and_captions_copied_are_bo
     assert len(read_html(figure_captions(3))[2]) == 3
 
 
-def test_word_table_cells_merged_across_or_down_are_read_once(tmp_path):
+def test_word_table_cells_merged_across_are_read_once_and_down_in_each_row(tmp_path):
     first = _cell("Bay", '<w:vMerge w:val="restart"/>') + _cell("Opens", '<w:gridSpan w:val="2"/>') + _cell("Closes")
     later = _cell("", "<w:vMerge/>") + _cell("06:00") + _cell("07:00") + _cell("22:00")  # the bay merged down
     write_docx(tmp_path / "bays.docx", lambda write: write(f"<w:tbl><w:tr>{first}</w:tr><w:tr>{later}</w:tr></w:tbl>"))
     document = read_file("bays.docx", (tmp_path / "bays.docx").read_bytes(), "bays.docx")
-    assert document.text == "Bay | Opens | Closes\n\n06:00 | 07:00 | 22:00"
+    assert document.text == "Bay | Opens | Closes\n\nBay | 06:00 | 07:00 | 22:00"   # the row keeps its key column

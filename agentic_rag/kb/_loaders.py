@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import re
 import zipfile
+from collections.abc import Iterator
 
 DOCS_EXTRA = "pip install 'agentic-rag[docs]'"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
@@ -99,8 +100,8 @@ def read_docx(data: bytes, max_unpacked: int | None = None) -> tuple[str, Pieces
         sections = Sections()
         for block in _blocks(document):
             if isinstance(block, docx.table.Table):
-                for row in block._tbl.tr_lst:
-                    sections.add(" | ".join(_cell_text(tc) for tc in row.tc_lst if tc.vMerge != "continue"))
+                for row in _table_rows(block._tbl):
+                    sections.add(row)
                 continue
             style = names.get(block._p.style, "") or ""
             if style == "Title" or style.startswith("Heading"):
@@ -136,6 +137,27 @@ def _blocks(document):
             yield Table(element, body)
         elif _has_text(element):
             yield Paragraph(element, body)
+
+
+_REPEATED_CHARS = 200  # of a cell merged down, in each row after its first: the text stays linear in the file
+
+
+def _table_rows(tbl) -> Iterator[str]:
+    """Each row's cells joined by ' | ': a cell spanning columns once, and a cell merged down in
+    every row it covers (a row's key column stays in it; after the first row, its first 200
+    characters), its text kept by grid column as the rows go, never looked up by walking back up."""
+    started: dict[int, str] = {}  # grid column -> the text of the cell a merge down starts with there
+    for tr in tbl.tr_lst:
+        column, cells = getattr(tr, "grid_before", 0), []
+        for tc in tr.tc_lst:
+            if tc.vMerge == "continue":
+                cells.append(started.get(column, ""))
+            else:
+                cells.append(_cell_text(tc))
+                if tc.vMerge == "restart":  # repeated cut short: a key, not a cell's whole text in every row
+                    started[column] = cells[-1][:_REPEATED_CHARS]
+            column += tc.grid_span
+        yield " | ".join(cells)
 
 
 def _cell_text(tc) -> str:
