@@ -66,6 +66,9 @@ def _connection_flags(parser):
                              "(default %(default)g)")
     parser.add_argument("--idle-timeout", type=_seconds, default=given.idle_timeout_s, metavar="S",
                         help="seconds a connection may wait with no request under way (default %(default)g)")
+    parser.add_argument("--send-timeout", type=_seconds, default=given.send_timeout_s, metavar="S",
+                        help="seconds a connection's replies may wait for its client to read them all; then it "
+                             "is closed (default %(default)g)")
     parser.add_argument("--max-connections", type=_positive, default=given.max_connections, metavar="N",
                         help="connections open at once (default %(default)s)")
     parser.add_argument("--max-per-address", type=_positive, default=given.max_per_address, metavar="N",
@@ -251,6 +254,7 @@ def cmd_serve(args) -> int:
     except ImportError:
         raise ConfigurationError("agentic-rag serve needs the serve extra: pip install 'agentic-rag[serve]'") from None
     guards = ServerLimits(header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout,
+                          send_timeout_s=args.send_timeout,
                           idle_timeout_s=args.idle_timeout, max_connections=args.max_connections,
                           max_per_address=args.max_per_address, reading_share=args.reading_share)
     settings = model_settings(args)

@@ -193,6 +193,66 @@ def test_an_upload_sent_at_a_fair_rate_outlasts_clients_that_dribble(served):
         client.close()
 
 
+def _not_reading(served: "Served", address: str, requests: int) -> socket.socket:
+    """A client that sends request after request and reads none of the replies."""
+    client = socket.socket()
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    client.bind((address, 0))
+    client.connect(("127.0.0.1", served.port))
+    body = json.dumps({"query": "认证失败", "k": 5}).encode()
+    request = (b"POST /v1/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+               b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    client.setblocking(False)
+    try:
+        for _ in range(requests):  # as many as its send buffer takes: replies pile up past the kernel's buffers
+            client.send(request * 100)
+    except BlockingIOError:
+        pass
+    return client
+
+
+def _held(served: "Served", prefix: str, at_most: int, wait_s: float = 20.0) -> int:
+    """How many connections from addresses starting with `prefix` the server still holds, waiting up to
+    wait_s for them to be `at_most` (asked of the server: a client that read to find out would be reading)."""
+    import time
+
+    end = time.monotonic() + wait_s
+    while True:
+        held = sum(1 for c in list(served.server.active_channels.values()) if c.addr and c.addr[0].startswith(prefix))
+        if held <= at_most or time.monotonic() > end:
+            return held
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("served", [{**FAST, "send_timeout_s": 60.0, "max_connections": 12, "max_per_address": 3,
+                                     "reading_share": 0.5}], indirect=True)
+def test_clients_that_do_not_read_their_replies_cannot_take_every_slot(served):
+    import time
+
+    stalled = [_not_reading(served, f"127.0.0.{10 + n // 3}", 50) for n in range(12)]   # every connection
+    time.sleep(2.5)  # replies pile up for a second and more: the server counts them as doing nothing
+    status, reply = served.search()
+    assert status == 200 and reply["hits"]
+    assert _held(served, "127.0.0.1", 6) <= 6      # past the share, closed (well before the 60 s send timeout)
+    for client in stalled:
+        client.close()
+
+
+@pytest.mark.parametrize("served", [{**FAST, "send_timeout_s": 2.0}], indirect=True)
+def test_replies_not_read_within_the_send_timeout_close_the_connection(served):
+    client = _not_reading(served, "127.0.0.2", 50)
+    import time
+
+    for _ in range(50):  # accepted (the loop takes it up within moments)
+        if _held(served, "127.0.0.2", 0, wait_s=0) == 1:
+            break
+        time.sleep(0.2)
+    assert _held(served, "127.0.0.2", 0, wait_s=0) == 1       # held while its replies wait
+    assert _held(served, "127.0.0.2", 0) == 0                 # closed after the 2 s send timeout (idle: 30 s)
+    client.close()
+    assert served.search()[0] == 200
+
+
 @pytest.mark.parametrize("served", [FAST], indirect=True)
 def test_waitress_refusals_answer_in_the_service_json_shape(served):
     def send(head: bytes) -> bytes:

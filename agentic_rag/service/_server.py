@@ -30,12 +30,13 @@ class ServerLimits:
     header_timeout_s: float = 10.0  # from a request's first byte to the end of its headers
     body_timeout_s: float = 60.0    # from the end of the headers to the body's last byte
     idle_timeout_s: float = 30.0    # a connection with no request under way is closed after this long
+    send_timeout_s: float = 30.0    # replies waiting to go out, not all read by the client in this long: closed
     max_connections: int = 100
     max_per_address: int = 20       # behind a proxy every client is the proxy: raise it to max_connections
     reading_share: float = 0.5      # of max_connections, for connections still sending (or awaiting) a request
 
     def __post_init__(self):
-        for name in ("header_timeout_s", "body_timeout_s", "idle_timeout_s"):
+        for name in ("header_timeout_s", "body_timeout_s", "idle_timeout_s", "send_timeout_s"):
             if not 0 < getattr(self, name) < math.inf:  # NaN and infinity too: waitress counts whole seconds
                 raise ConfigurationError(f"{name} must be a finite positive number of seconds, "
                                          f"not {getattr(self, name)!r}")
@@ -107,6 +108,7 @@ class _Channel(HTTPChannel):
         self.waiting_since = time.monotonic()  # accepted, or its last response handed over
         self.request_since = self.body_since = None  # a request's first byte; the end of its headers
         self.request_bytes = 0  # of the request under way, for its rate
+        self.output_since = None  # since when replies have been waiting to go out, never all sent meanwhile
         super().__init__(server, sock, addr, adj, map=map)
 
     def received(self, data):
@@ -127,6 +129,16 @@ class _Channel(HTTPChannel):
     def service(self):
         super().service()
         self.waiting_since = time.monotonic()
+
+    def handle_write(self):
+        super().handle_write()
+        if not self.total_outbufs_len:  # everything sent: the client reads its replies
+            self.output_since = None
+
+    def stalled(self, at: float) -> bool:
+        """Replies have waited to go out for a second or more: the client is not reading them (or
+        sends request after request without reading), so it holds a slot doing nothing."""
+        return self.output_since is not None and at - self.output_since >= _GRACE_S
 
     def send_continue(self):
         """No '100 Continue' for a request already refused (a body past the limit): waitress sent
@@ -243,13 +255,18 @@ class GuardedServer(TcpWSGIServer):
         conn.close()
 
     def _make_room(self):
-        """Close the slowest-sending connections past the reading share: slow clients cannot take
-        the slots of requests already read, nor push out a request arriving at a fair rate."""
-        reading = [c for c in list(self.active_channels.values()) if c.reading()]
-        excess = len(reading) - self.limits.max_reading
+        """Past the reading share, close the connections whose replies wait for a client that does
+        not read them, then the slowest-sending: slow clients, sending or reading, cannot take the
+        slots of requests already read, nor push out a request arriving at a fair rate."""
+        at = time.monotonic()
+        held = [c for c in list(self.active_channels.values()) if c.reading() or c.stalled(at)]
+        excess = len(held) - self.limits.max_reading
         if excess > 0:
-            at = time.monotonic()
-            for channel in sorted(reading, key=lambda c: c.standing(at))[:excess]:
+            for channel in sorted(held, key=lambda c: -1.0 if c.stalled(at) else c.standing(at))[:excess]:
+                if channel.stalled(at):  # nothing can be said to a client that does not read
+                    log.info("closed a connection from %s: its replies are not read", channel.addr[0])
+                    channel.handle_close()
+                    continue
                 channel.refuse(503, "unavailable", "too many connections are sending requests slowly; retry")
 
     def maintenance(self, now):
@@ -261,6 +278,14 @@ class GuardedServer(TcpWSGIServer):
                 late = self._late(channel, at)
                 if late:
                     channel.refuse(408, "request_timeout", late)
+            elif not channel.total_outbufs_len:
+                channel.output_since = None
+            elif channel.output_since is None:
+                channel.output_since = at
+            elif at - channel.output_since > self.limits.send_timeout_s:  # a total, as the others
+                log.info("closed a connection from %s: its replies were not read in %g s", channel.addr[0],
+                         self.limits.send_timeout_s)
+                channel.handle_close()
         self._make_room()
 
     def _late(self, channel: _Channel, at: float) -> str | None:
