@@ -38,10 +38,10 @@ def cost_usd(model: str, prompt_tokens: int, completion_tokens: int,
 def new_usage() -> dict:
     """An empty usage record (JSON-serialisable). `prompt_tokens` and `completion_tokens` are what
     the run bills: the model's own counts where it reports true ones, else tiktoken's. Beside them,
-    `counted_*` (tiktoken's count of every call), `reported_*` (the whole, non-negative counts the
-    model or its server reported, however large: the budget holds against them), `invalid_usage`
-    (reported counts that cannot be true: negative or not whole numbers, which are not kept, and
-    counts past a sane bound, which are kept but not billed), and `overshoot_tokens`: how far a
+    `counted_*` (tiktoken's count of every call), `reported_*` (the counts the model or its server
+    reported, however large or written, as budget_tokens (models._protocol) reads them: the budget holds against
+    them), `invalid_usage` (reported counts that cannot be billed as sent: negative, not whole
+    numbers, or past a sane bound), and `overshoot_tokens`: how far a
     provider's own counts took the run past its budget (0 by the meter's count, which stays within it)."""
     return {"model_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "overshoot_tokens": 0,
             "counted_prompt_tokens": 0, "counted_completion_tokens": 0, "reported_prompt_tokens": 0,

@@ -28,7 +28,7 @@ from agentic_rag import (
 from agentic_rag.kb import Document
 from agentic_rag.kb._openai_embedder import openai_embedder_name, parse_openai_embedder_name
 from agentic_rag.models._meter import margin
-from agentic_rag.models._protocol import prompt_tokens, shown
+from agentic_rag.models._protocol import budget_tokens, prompt_tokens, shown
 from agentic_rag.steps import verify_sufficiency
 from openai_server import FakeOpenAI, vector
 
@@ -540,8 +540,19 @@ def test_usage_a_server_reports_that_cannot_be_true_is_recorded_and_not_billed(s
     assert format_trace(state).count("usage:invalid") == 2
     assert (usage["prompt_tokens"], usage["completion_tokens"]) == \
         (usage["counted_prompt_tokens"], usage["counted_completion_tokens"])         # billed by tiktoken's count
-    assert 0 < usage["prompt_tokens"] + usage["completion_tokens"] < 40_000 and usage["reported_prompt_tokens"] == 0
+    assert 0 < usage["prompt_tokens"] + usage["completion_tokens"] < 40_000
+    assert usage["reported_prompt_tokens"] == 2 * budget_tokens(prompt)   # what of it is a count, for the budget
     assert 0 < usage["cost_usd"] < 0.01 and usage["overshoot_tokens"] == 0
+    json.dumps(state)
+
+
+@pytest.mark.parametrize("figures", [(11, 2e9), (11, "2000000000"), (None, 2_000_000_000), (11, "1e400")],
+                         ids=["a float", "a string", "no prompt count", "past a float's range"])
+def test_a_huge_count_written_any_way_still_ends_the_run_at_its_budget(server, figures):
+    prompt, completion = figures
+    state = _run_with_usage(server, {"prompt_tokens": prompt, "completion_tokens": completion})
+    assert state["stop_reason"] == "token_budget" and state["usage"]["model_calls"] == 1, state["stop_reason"]
+    assert state["usage"]["prompt_tokens"] + state["usage"]["completion_tokens"] < 40_000   # billed by tiktoken
     json.dumps(state)
 
 

@@ -13,13 +13,13 @@ from .._errors import BudgetExceeded
 from ._protocol import (
     Model,
     ModelRequest,
+    budget_tokens,
     count_reply,
     has_capability,
     prompt_tokens,
     reply_tokens,
     shown,
     trusted_tokens,
-    whole_tokens,
 )
 
 __all__ = ["BudgetExceeded", "Meter", "new_usage", "margin"]
@@ -148,7 +148,7 @@ class Meter:
         if "counted_prompt_tokens" in reported:  # the API client keeps its server's figures apart
             sent = (reported.get("reported_prompt_tokens", 0), reported.get("reported_completion_tokens", 0))
         else:  # other models' figures are their own
-            sent = figures if figures[0] and whole_tokens(*figures) else (0, 0)
+            sent = (budget_tokens(figures[0]), budget_tokens(figures[1]))
         cost = reported.get("cost_usd") if trusted and "cost_usd" in reported else \
             cost_usd(self.model.name, prompt, completion, self.prices)
         with self._lock:

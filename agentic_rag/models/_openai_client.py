@@ -14,13 +14,13 @@ from .._errors import ConfigurationError, DeadlineExceeded, ModelError
 from .._openai_api import Endpoint, bounded, call_error, make_client, send
 from ._protocol import (
     ModelRequest,
+    budget_tokens,
     complete_with_repair,
     count_reply,
     prompt_tokens,
     reply_tokens,
     shown,
     trusted_tokens,
-    whole_tokens,
 )
 
 JUDGE_TASKS = ("route", "grade", "judge", "decompose", "rewrite", "repair")
@@ -187,8 +187,8 @@ def _count(request: ModelRequest, messages: list[dict], text: str, finish: str |
     counted = (prompt_tokens(messages), min(reply_tokens(text, request.max_tokens), request.max_tokens))
     usage["counted_prompt_tokens"] = usage.get("counted_prompt_tokens", 0) + counted[0]  # tiktoken's, always
     usage["counted_completion_tokens"] = usage.get("counted_completion_tokens", 0) + counted[1]
-    if served and whole_tokens(*sent):  # the server's own figures, kept apart from what is billed
-        usage["reported_prompt_tokens"] = usage.get("reported_prompt_tokens", 0) + sent[0]
-        usage["reported_completion_tokens"] = usage.get("reported_completion_tokens", 0) + sent[1]
+    # the server's own figures, however written, kept apart from what is billed: the budget holds against them
+    usage["reported_prompt_tokens"] = usage.get("reported_prompt_tokens", 0) + budget_tokens(sent[0])
+    usage["reported_completion_tokens"] = usage.get("reported_completion_tokens", 0) + budget_tokens(sent[1])
     count_reply(request, sent[0] if trusted else counted[0], text,
                 reported=sent[1] if trusted else None, cut=finish == "length", usage=usage)

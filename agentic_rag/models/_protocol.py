@@ -3,6 +3,7 @@ structured inputs, the schema the reply must fit, and the reply's token limit.""
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,6 +75,21 @@ def whole_tokens(*figures) -> bool:
     """Whether reported token counts are whole numbers, not negative: counts a provider bills by,
     however large (a negative one, a float, a bool or a string is no count at all)."""
     return all(type(f) is int and f >= 0 for f in figures)
+
+
+def budget_tokens(figure) -> int:
+    """A reported count as the budget holds against it: a provider bills by its own count however it
+    writes it, so any number of tokens not below zero counts (a float rounded up, a text of a number
+    read, one past a float's range as 10**18); a negative one, NaN, a bool or no number counts 0."""
+    if isinstance(figure, bool):
+        return 0
+    if isinstance(figure, int):
+        return max(figure, 0)
+    try:
+        value = float(figure)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+    return 10 ** 18 if value == math.inf else math.ceil(value) if value > 0 else 0  # NaN > 0 is false
 
 
 def trusted_tokens(*figures) -> bool:
