@@ -492,10 +492,9 @@ _OS_FIXES = {errno.ENOSPC: "free space on its disk", errno.EDQUOT: "free space w
 
 def _os_error(exc: OSError) -> str:
     """What failed, in one line, and the fix where its errno says it; only what failed otherwise."""
-    code = errno.errorcode.get(exc.errno, "no errno") if exc.errno else "no errno"
     where = f" ({exc.filename})" if exc.filename else ""
     fix = _OS_FIXES.get(exc.errno)
-    return f"{(exc.strerror or str(exc)).lower()} ({code}){where}" + (f"; {fix}, then retry" if fix else "")
+    return f"{store.os_cause(exc)}{where}" + (f"; {fix}, then retry" if fix else "")
 
 
 if __name__ == "__main__":

@@ -116,11 +116,16 @@ def read_docx(data: bytes, max_unpacked: int | None = None) -> tuple[str, Pieces
     return title or sections.title, sections.pieces()
 
 
+def unpacked_size(data: bytes) -> int:
+    """What a zip (a .docx) declares its parts unpack to, read from its directory alone."""
+    return sum(info.file_size for info in zipfile.ZipFile(io.BytesIO(data)).infolist())
+
+
 def _unpacked_within(data: bytes, max_unpacked: int | None) -> None:
     """Refuse a zip whose parts declare more than `max_unpacked` bytes in all (a zip bomb): zipfile
     never unpacks a part past its declared size (it stops there, and the checksum then fails)."""
     if max_unpacked is not None:
-        unpacked = sum(info.file_size for info in zipfile.ZipFile(io.BytesIO(data)).infolist())
+        unpacked = unpacked_size(data)
         if unpacked > max_unpacked:
             raise Unreadable(too_large(unpacked, max_unpacked, "a .docx that unpacks to "))
 

@@ -85,11 +85,16 @@ _FIXES = {errno.ENOSPC: "free space on its disk or choose another --kb",
           errno.EACCES: "make it writable for this user or choose another --kb"}
 
 
+def os_cause(exc: OSError) -> str:
+    """An OSError's cause in words, with its errno's name: 'no space left on device (ENOSPC)'."""
+    return f"{(exc.strerror or str(exc)).lower()} ({errno.errorcode.get(exc.errno, 'no errno')})"
+
+
 def storage_error(exc: OSError, directory: Path) -> StorageError:
     """A write of the knowledge base in `directory` that failed, as one line: the folder, the cause
     and the fix."""
     code = exc.errno
-    cause = f"{(exc.strerror or str(exc)).lower()} ({errno.errorcode.get(code, 'no errno')})"
+    cause = os_cause(exc)
     fix = _FIXES.get(errno.EACCES if code == errno.EPERM else code, "check the folder and its disk, then retry")
     error = StorageError(f"cannot write knowledge base {directory}: {cause}; {fix}")
     error.errno, error.folder, error.cause = code, str(directory), cause

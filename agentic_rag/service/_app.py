@@ -4,7 +4,6 @@ from __future__ import annotations
 import base64
 import errno
 import hmac
-import io
 import json
 import logging
 import math
@@ -28,7 +27,7 @@ from .._state import cited_as
 from ..kb import Document, KnowledgeBase
 from ..kb._documents import read_file
 from ..kb._files import MAX_UPLOAD_BYTES
-from ..kb._loaders import IMAGE_SUFFIXES, Unreadable
+from ..kb._loaders import IMAGE_SUFFIXES, Unreadable, unpacked_size
 from ..kb._store import writer_lock
 from ._cache import AnswerCache, cache_key
 from ._metrics import Metrics
@@ -497,20 +496,21 @@ def _error(kind: str, message: str) -> dict:
     return {"error": {"type": kind, "message": message}}
 
 
+def _decoded_size(file: str) -> int:
+    """The bytes a base64 text decodes to, from its length alone."""
+    return len(file) * 3 // 4 - file.endswith("=") - file.endswith("==")
+
+
 def _upload_size(given) -> int:
     """What an uploaded file costs to read: its size, or for a .docx (a zip) what it unpacks to."""
     if not given.file:
         return 0
-    try:
-        data = base64.b64decode(given.file, validate=True)
-    except ValueError:  # _document says so
-        return 0
     if (given.filename or given.id).lower().endswith(".docx"):
         try:
-            return sum(info.file_size for info in zipfile.ZipFile(io.BytesIO(data)).infolist())
-        except (zipfile.BadZipFile, OSError):  # read_file refused it already
-            return len(data)
-    return len(data)
+            return unpacked_size(base64.b64decode(given.file, validate=True))
+        except (ValueError, zipfile.BadZipFile, OSError):  # not base64, or not a zip: _document says so
+            pass
+    return _decoded_size(given.file)
 
 
 def _document(given, max_file_bytes: int) -> Document:
@@ -519,7 +519,7 @@ def _document(given, max_file_bytes: int) -> Document:
     nothing it names or shows (a Markdown image, an HTML <img>) is opened on this server."""
     if not given.file:
         return Document(given.id, given.text, given.title, given.source, given.metadata)
-    size = len(given.file) * 3 // 4 - given.file.endswith("=") - given.file.endswith("==")  # before decoding
+    size = _decoded_size(given.file)  # before decoding
     if size > max_file_bytes:
         raise ServiceError(413, "too_large", f"document {given.id!r}: its file has {size:,} bytes; the limit is "
                                              f"{max_file_bytes:,}")
