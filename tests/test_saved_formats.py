@@ -1,0 +1,58 @@
+"""What earlier versions saved still works: knowledge bases of formats 3 and 4 load and search as they did
+when saved, and run states saved mid-run resume to the end the run had (tests/fixtures/saved/README.md)."""
+import json
+import shutil
+
+import pytest
+
+from agentic_rag import KnowledgeBase, OfflineModel, run_agentic_rag
+from agentic_rag._state import format_trace
+from helpers import ROOT
+
+SAVED = ROOT / "tests" / "fixtures" / "saved"
+RUNS = json.loads((SAVED / "states.json").read_text(encoding="utf-8"))["runs"]
+STATES = [(run["question"], n) for run in RUNS for n in range(len(run["states"]))]
+
+
+def _outcome(state):
+    return {"answer": state["answer"], "stop_reason": state["stop_reason"], "abstained": state["abstained"],
+            "trace": format_trace(state), "citations": [c["id"] for c in state["citations"]],
+            "model_calls": state["usage"]["model_calls"], "prompt_tokens": state["usage"]["prompt_tokens"],
+            "completion_tokens": state["usage"]["completion_tokens"]}
+
+
+@pytest.mark.parametrize("version", ["3", "4"])
+def test_a_saved_knowledge_base_loads_and_searches_as_when_saved(version, tmp_path):
+    saved = json.loads((SAVED / f"kb-format{version}.json").read_text(encoding="utf-8"))
+    kb_dir = shutil.copytree(SAVED / f"kb-format{version}", tmp_path / "kb")
+    kb = KnowledgeBase.load(kb_dir)
+    assert (kb.document_count, len(kb)) == (saved["documents"], saved["chunks"])
+    assert {q: [[h.id, h.doc_id] for h in kb.search(q, k=3)] for q in saved["search"]} == saved["search"]
+
+
+@pytest.mark.parametrize("version", ["3", "4"])
+def test_a_saved_knowledge_base_grows_and_is_saved_in_the_current_format(version, tmp_path, tiny_docs):
+    kb_dir = shutil.copytree(SAVED / f"kb-format{version}", tmp_path / "kb")
+    kb = KnowledgeBase.load(kb_dir)
+    kb.add_documents([tiny_docs[1]])  # the document the saves deleted comes back
+    kb.save(kb_dir)
+    again = KnowledgeBase.load(kb_dir)
+    assert json.loads((kb_dir / "manifest.json").read_text())["format_version"] == 4
+    assert again.document_count == kb.document_count == 6
+    assert again.search("sign-in page 2_3_0", k=1)[0].doc_id == "release-2.3.0"
+
+
+@pytest.fixture(scope="module")
+def resumed_with(example_kb, example_tools):
+    def resume(question, n):
+        run = next(r for r in RUNS if r["question"] == question)
+        return run, run_agentic_rag(question, example_kb, OfflineModel(), example_tools, state=run["states"][n])
+    return resume
+
+
+@pytest.mark.parametrize("question,n", STATES)
+def test_a_state_saved_mid_run_resumes_to_the_end_its_run_had(question, n, resumed_with):
+    run, resumed = resumed_with(question, n)
+    assert resumed["phase"] == "done" and resumed["question"] == question
+    assert _outcome(resumed) == run["expected"]
+    json.dumps(resumed)
