@@ -12,7 +12,9 @@ from .steps import (
     decompose_query,
     detect_convergence,
     detect_stall,
+    first_hop_plan,
     graph_search,
+    plan_strategy,
     rewrite_query,
     vector_search,
 )
@@ -20,27 +22,32 @@ from .steps._search import SearchOutcome, merge_into_pool, usable_filters
 
 
 def _plan(state: AgentState, run: Run) -> list[SubQuery]:
-    """Round 1: the question as is, plus its sub-queries when the route is multi-hop. Later rounds:
-    one rewrite aimed at what is missing, else a decomposition along bridge names in the evidence."""
-    question, c = state["question"], run.config
-    first, multi = "vector" not in state["sources_tried"], state["route"]["route"] == "multi_hop"
-    if first and not multi:
-        return [SubQuery(query=question)]
-    if not first and not multi and (rewrite := _rewrite(state, run)):
+    """The round's queries as plan_strategy says: the question; a rewrite aimed at what is missing;
+    or a decomposition along bridge names in the evidence (round 1: first_hop_plan)."""
+    first = "vector" not in state["sources_tried"]
+    strategy = plan_strategy(state["route"]["route"], not first)
+    if strategy == "question":
+        return [SubQuery(query=state["question"])]
+    if strategy == "rewrite" and (rewrite := _rewrite(state, run)):
         return [rewrite]
-    with traced(state, run, "decompose") as event:
-        decomposition = decompose_query(question, state["queries_tried"], state["evidence"][:c.evidence_k],
-                                        run.meter, c.max_subqueries)
-        plan = decomposition.subqueries
-        event.update(summary=f"decompose:{len(plan)}", detail=decomposition.model_dump())
-    if plan:
-        state["subqueries"] = [q.model_dump() for q in plan]
+    plan = _decompose(state, run)
     if first:
-        if plan and all(not q.depends_on for q in plan):
-            state["parts"] = [q.query for q in plan]  # a comparison: the answer must cover each
-        return [SubQuery(query=question)] + [SubQuery(query=q.query, depends_on=[d + 1 for d in q.depends_on])
-                                             for q in plan]
+        queries, parts = first_hop_plan(state["question"], plan)
+        if parts:
+            state["parts"] = parts  # a comparison: the answer must cover each
+        return queries
     return plan or ([rewrite] if (rewrite := _rewrite(state, run)) else [])
+
+
+def _decompose(state: AgentState, run: Run) -> list[SubQuery]:
+    """decompose_query's new sub-queries, kept as the latest decomposition when there are any."""
+    with traced(state, run, "decompose") as event:
+        decomposition = decompose_query(state["question"], state["queries_tried"],
+                                        state["evidence"][:run.config.evidence_k], run.meter, run.config.max_subqueries)
+        event.update(summary=f"decompose:{len(decomposition.subqueries)}", detail=decomposition.model_dump())
+    if decomposition.subqueries:
+        state["subqueries"] = [q.model_dump() for q in decomposition.subqueries]
+    return decomposition.subqueries
 
 
 def _rewrite(state: AgentState, run: Run) -> SubQuery | None:
