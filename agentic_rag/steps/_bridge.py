@@ -9,7 +9,7 @@ from .._state import Evidence
 from ..kb import KnowledgeBase
 from ._search import SearchOutcome, vector_search
 
-# two names, three hits each: measured on the multi-hop dev sets (hotpotqa, musique; docs/benchmarks.md)
+# two names, three hits each: measured on the multi-hop dev sets (hotpotqa, musique)
 BRIDGE_NAMES, BRIDGE_K = 2, 3
 
 
