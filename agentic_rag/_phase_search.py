@@ -5,19 +5,10 @@ from __future__ import annotations
 from ._phases import Run, after_grade, record, traced
 from ._schemas import Grade, RouteDecision, SubQuery
 from ._state import AgentState, Round
-from .steps import (
-    bridge_names,
-    bridge_search,
-    call_tool,
-    decompose_query,
-    detect_convergence,
-    detect_stall,
-    first_hop_plan,
-    graph_search,
-    plan_strategy,
-    rewrite_query,
-    vector_search,
-)
+from .steps import call_tool, decompose_query, graph_search, rewrite_query, vector_search
+from .steps._bridge import bridge_names, bridge_search
+from .steps._plan import first_hop_plan, plan_strategy
+from .steps._progress import detect_convergence, detect_stall
 from .steps._search import SearchOutcome, merge_into_pool, usable_filters
 
 

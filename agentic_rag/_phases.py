@@ -15,7 +15,8 @@ from ._schemas import Grade, RouteDecision
 from ._state import AgentState, Round
 from .kb import KnowledgeBase
 from .models._meter import Meter
-from .steps import call_tool, refusal_reason, refusal_text, route_query, verify_sufficiency
+from .steps import call_tool, route_query, verify_sufficiency
+from .steps._refusal import refusal_reason, refusal_text
 from .steps._verify import question_weights, unseen_terms
 from .tools._registry import ToolRegistry
 

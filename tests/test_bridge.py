@@ -1,7 +1,8 @@
 """bridge_names and bridge_search: a multi-hop question's next hop, from literal evidence."""
 from agentic_rag import KnowledgeBase, SubQuery
 from agentic_rag.kb import Document
-from agentic_rag.steps import bridge_names, bridge_search, vector_search
+from agentic_rag.steps import vector_search
+from agentic_rag.steps._bridge import bridge_names, bridge_search
 
 QUESTION = "Where was the person born who directed the film Quiet Harbor?"
 EVIDENCE = [{"title": "Quiet Harbor", "text": "The film Quiet Harbor was directed by Anna Berg in 2019."},

@@ -2,7 +2,7 @@
 import pytest
 
 from agentic_rag import SubQuery
-from agentic_rag.steps import first_hop_plan, plan_strategy
+from agentic_rag.steps._plan import first_hop_plan, plan_strategy
 
 
 @pytest.mark.parametrize("route, vector_tried, strategy", [

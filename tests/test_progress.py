@@ -1,5 +1,5 @@
 """detect_convergence and detect_stall, from literal ids and passages."""
-from agentic_rag.steps import detect_convergence, detect_stall
+from agentic_rag.steps._progress import detect_convergence, detect_stall
 
 
 def test_a_later_round_converges_when_it_finds_nothing_new_or_overlaps_the_last():

@@ -2,7 +2,7 @@
 import pytest
 
 from agentic_rag import Config
-from agentic_rag.steps import refusal_reason, refusal_text
+from agentic_rag.steps._refusal import refusal_reason, refusal_text
 
 LOW = {"score": 0.2, "sufficient": False, "reason": "no weekend rule"}
 MIDDLE = {"score": 0.5, "sufficient": False}
