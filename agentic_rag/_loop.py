@@ -1,8 +1,14 @@
 """run_agentic_rag: the hand-written loop over a plain dict, and the only code that changes it.
 
 Each pass asks stop_condition whether the run may go on; if it may, it runs the handler of the
-state's phase (GRAPH below), which calls its step functions and returns the next phase. Every
-stop is decided in stop_condition, in the order it checks them.
+state's phase (GRAPH below), which calls its step functions and returns the next phase. EDGES
+declares which phase may follow which, and the loop refuses any other transition. Who sets which
+stop_reason: stop_condition decides the six stops at a round's start (token_budget, exhausted,
+low_confidence, converged, max_rounds, deadline; settle writes them); a handler writes the two that
+end retrieval early with an answer to give (sufficient: a sufficient grade or a tool's result;
+direct: route), and "exhausted" when no answer could be drawn; this loop writes the three that end
+a run from outside the graph: token_budget or deadline when a model call raises them, error for any
+other failure, and stopped when a hook stops the run.
 """
 from __future__ import annotations
 
@@ -10,26 +16,63 @@ import copy
 import time
 from collections.abc import Callable
 
+from . import _phase_answer as answer
+from . import _phase_search as retrieval
 from . import _phases as phases
 from ._config import Config
 from ._errors import BudgetExceeded, ConfigurationError, DeadlineExceeded, RetrievalError
 from ._openai_api import RUN_DEADLINE
-from ._state import AgentState, new_state
+from ._state import AgentState, new_state, upgrade_state
 from .kb import KnowledgeBase
 from .models._meter import Meter
 from .models._protocol import Model
 from .tools._registry import ToolRegistry
 
-# phase -> its handler; the step functions each calls, and the phases it can return
+# phase -> its handler, and the step functions each calls
 GRAPH: dict[str, Callable[[AgentState, phases.Run], str]] = {
-    "route": phases.route,        # route_query                             -> search | tool | generate (direct)
-    "search": phases.search,      # rewrite_query, decompose_query, then
-                                  # vector_search | graph_search | web      -> verify | route (nothing left)
-    "tool": phases.tool,          # call_tool                               -> generate | route (it failed)
-    "verify": phases.verify,      # verify_sufficiency                      -> generate | route (another round)
-    "generate": phases.generate,  # generate_answer, verify_citations       -> check | done | route (graded low)
-    "check": phases.check,        # check_faithfulness, repair_answer       -> done | route (a part is missing)
+    "route": phases.route,        # route_query; at a round's start stop_condition, then settle
+    "search": retrieval.search,   # rewrite_query, decompose_query, then vector_search (+ bridge_search) |
+                                  # graph_search | web; detect_convergence, detect_stall
+    "tool": phases.tool,          # call_tool
+    "verify": phases.verify,      # verify_sufficiency (deferred when unsure)
+    "generate": answer.generate,  # generate_answer (or the kept draft), verify_citations
+    "grade": answer.grade,        # folded_grade (verify_sufficiency when the reply holds none), verify_citations
+    "check": answer.check,        # check_faithfulness, repair_answer
 }
+
+# phase -> the phases it may return; "done" ends the run. Any phase may also end the run on a model
+# call past the budget or the deadline, or a failure (the loop's own stops, not edges).
+EDGES: dict[str, frozenset[str]] = {
+    "route": frozenset({"search", "tool",      # the route chosen
+                        "generate",            # a direct reply, or a stop that answers from what there is
+                        "done"}),              # a stop that abstains (settle)
+    "search": frozenset({"verify",
+                         "route"}),            # nothing left to try (exhausted), or the round stalled
+    "tool": frozenset({"generate",
+                       "route"}),              # the tool failed: route again without it
+    "verify": frozenset({"generate",           # sufficient, or unsure: the answer's reply grades too
+                         "route"}),            # not yet: another round (stop_condition decides) or a tool first
+    "generate": frozenset({"grade",            # the reply grades the evidence too
+                           "check",
+                           "done",             # a direct reply, or no answer could be drawn
+                           "verify"}),         # a pending grade this run may not fold: graded apart first
+    "grade": frozenset({"route",               # graded low: another round, the draft kept
+                        "check", "done"}),     # as generate's
+    "check": frozenset({"done",
+                        "route"}),             # the answer left a part out: one more round
+}
+
+
+class TransitionError(RuntimeError):
+    """A phase returned a phase its edges do not declare: a fault in the loop's code, not the input."""
+
+
+def next_phase(phase: str, returned: str) -> str:
+    """`returned` when EDGES lets `phase` go there; otherwise a TransitionError naming both."""
+    if returned not in EDGES[phase]:
+        raise TransitionError(f"phase {phase!r} returned {returned!r}, which EDGES does not declare; "
+                              f"{phase!r} may go to {', '.join(sorted(EDGES[phase]))}")
+    return returned
 
 
 def stop_condition(state: AgentState, run: phases.Run, now: float) -> str | None:
@@ -83,9 +126,9 @@ def _run(question: str, state: dict, config: Config, kb: KnowledgeBase, model: M
     while state["phase"] != "done":
         events, invalid = len(state["trace"]), len(run.meter.usage["invalid_usage"])
         try:
-            stop = stop_condition(state, run, time.monotonic())
+            phase, stop = state["phase"], stop_condition(state, run, time.monotonic())
             # a stop answers from what there is or abstains (settle); otherwise the phase's handler runs
-            state["phase"] = phases.settle(state, run, stop) if stop else GRAPH[state["phase"]](state, run)
+            state["phase"] = next_phase(phase, phases.settle(state, run, stop) if stop else GRAPH[phase](state, run))
         except BudgetExceeded as exc:
             state["stop_reason"] = "token_budget"  # whatever the grade said, the budget is why the run stops
             state["phase"] = phases.abstain(state, "token_budget", f"the token budget ran out: {exc}")
@@ -110,7 +153,7 @@ def _run(question: str, state: dict, config: Config, kb: KnowledgeBase, model: M
 def _prepare(question: str, kb: KnowledgeBase, model: Model, config: Config | None,
              state: dict | None) -> tuple[Config, AgentState]:
     """The checks before a run (input errors raise here) and the state it starts from: a new one,
-    or a copy of the given one with a hook's stop undone."""
+    or a copy of the given one in this version's shape (upgrade_state) with a hook's stop undone."""
     if config is None:  # a resumed run keeps the settings it started with
         saved = state["config"] if state is not None else {}
         config = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
@@ -118,7 +161,10 @@ def _prepare(question: str, kb: KnowledgeBase, model: Model, config: Config | No
         raise ConfigurationError(f"config must be an agentic_rag.Config, not {type(config).__name__}")
     if not callable(getattr(model, "complete", None)):
         raise ConfigurationError(f"{model!r} is not a model: it needs a complete(request) method (see models.Model)")
-    state = new_state(question, config) if state is None else copy.deepcopy(state)
+    state = new_state(question, config) if state is None else upgrade_state(copy.deepcopy(state))
+    if state["phase"] not in GRAPH and state["phase"] != "done":
+        raise ConfigurationError(f"the state's phase {state['phase']!r} is none of {', '.join(GRAPH)} or done; "
+                                 "pass a state that run_agentic_rag returned")
     if state["stop_reason"] == "stopped":
         state["stop_reason"], state["resume_reason"] = state["resume_reason"], None
     if len(kb) == 0:

@@ -47,15 +47,35 @@ def new_evidence(id: str, doc_id: str, source: str, text: str, *, title: str = "
     return item
 
 
+class _RoundKeys(TypedDict):
+    round: int                  # the round's number (state["round"] when it ran)
+    route: str                  # vector, multi_hop or tool
+
+
+class Round(_RoundKeys, total=False):
+    """One entry of state["rounds"]: what a round searched or called and how it went (state.md)."""
+
+    source: str                 # retrieval rounds: vector, graph or web
+    queries: list[str]          # the queries it ran
+    new: int                    # passages it added to the pool
+    converged: bool             # it found nothing new, or its best passages overlap the round before's
+    exhausted: bool             # no query was left to try
+    stalled: bool               # none of its new passages held what the last grade lacked
+    grade: float                # its grade's score, once the grade is taken
+    incomplete_answer: bool     # the answer left a part out and asked for another round
+    tool: str                   # tool rounds: the tool called
+    error: str | None           # tool rounds: why the call failed, or None
+
+
 class AgentState(TypedDict):
     """What each key holds. The loop is the only code that changes it."""
 
     question: str               # the question as asked; never overwritten
     config: dict                # the settings of this run
-    phase: str                  # the next step: route, search, tool, verify, generate, check or done
+    phase: str                  # the next phase: route, search, tool, verify, generate, grade, check or done
     round: int                  # retrieval rounds run so far
     route: dict | None          # the latest routing decision
-    rounds: list[dict]          # per round: route, source, queries, new passages, grade, converged (state.md)
+    rounds: list[Round]         # one per round (see Round)
     queries_tried: list[str]    # every search query run, so none is repeated
     subqueries: list[dict]      # the latest decomposition (query, depends_on)
     parts: list[str]            # the parts an answer must cover (comparisons, sub-questions)
@@ -66,10 +86,13 @@ class AgentState(TypedDict):
     reflections: int            # extra rounds asked for by an incomplete answer
     evidence: list[Evidence]    # the pool, best first (see Evidence)
     grade: dict | None          # the latest sufficiency grade
+    grade_pending: bool         # verify was unsure: the grade comes in the answer's reply
     missing: list[str]          # what the latest grade or faithfulness check found missing
     low_rounds: int             # consecutive rounds graded below the low-confidence floor
     last_top: list[str]         # the previous round's best passage ids (convergence)
     draft_answer: str           # the answer as generated, before checks
+    draft_reply: dict | None    # the reply that drafted it while its folded grade is still to be taken
+    draft_for: list[str]        # the evidence ids a draft kept past its low grade stands for; [] when none
     answer: str                 # the answer as returned
     citations: list[dict]       # evidence the answer cites, each with its number n
     removed_citations: list[int]
@@ -98,9 +121,28 @@ def new_state(question: str, config: Config | None = None) -> AgentState:
         phase="route", round=0, route=None, rounds=[],
         queries_tried=[], subqueries=[], parts=[], used_tools=[], sources_tried=[],
         rewrites=0, repairs=0, reflections=0,
-        evidence=[], grade=None, missing=[], low_rounds=0, last_top=[], draft_answer="", answer="", citations=[],
+        evidence=[], grade=None, grade_pending=False, missing=[], low_rounds=0, last_top=[], draft_answer="",
+        draft_reply=None, draft_for=[], answer="", citations=[],
         removed_citations=[], faithfulness=None, abstained=False, abstain_reason="", stop_reason=None,
         resume_reason=None, error=None, trace=[], timings_ms={}, usage=new_usage())
+
+
+def upgrade_state(state: dict) -> dict:
+    """A saved state in the shape this version runs, changed in place: states saved before the
+    typed round keys marked a pending grade as `grade: None` in the last round and a kept draft's
+    evidence as `drafted` in the round that kept it (the latest such round counts)."""
+    rounds = state["rounds"]
+    if "grade_pending" not in state:
+        state["grade_pending"] = bool(rounds) and "grade" in rounds[-1] and rounds[-1]["grade"] is None
+    if "draft_for" not in state:
+        drafted = [r["drafted"] for r in rounds if "drafted" in r]
+        state["draft_for"] = list(drafted[-1]) if drafted else []
+    state.setdefault("draft_reply", None)
+    for entry in rounds:
+        entry.pop("drafted", None)
+        if "grade" in entry and entry["grade"] is None:
+            del entry["grade"]
+    return state
 
 
 def cited_as(item: dict) -> str:

@@ -520,7 +520,7 @@ def test_a_kept_draft_outlives_an_exhausted_round_and_is_used_once(tiny_kb):
     model = scripted(generate=[low], rewrite=[{"query": Q2}])  # the rewrite repeats the question: nothing left
     state = run_agentic_rag(Q2, tiny_kb, model, config=Config(sources=("vector",)))
     assert state["stop_reason"] == "exhausted" and "generate:kept" in format_trace(state)
-    assert model.tasks().count("generate") == 1 and not any("drafted" in r for r in state["rounds"])
+    assert model.tasks().count("generate") == 1 and state["draft_for"] == []   # used up
 
 
 def test_a_resumed_run_keeps_its_separate_grader(tiny_kb):
@@ -534,3 +534,91 @@ def test_a_resumed_run_keeps_its_separate_grader(tiny_kb):
     resumed = run_agentic_rag(Q2, tiny_kb, ModelSet(writer, grade=grader), state=stopped,
                               config=Config(max_rounds=1))
     assert grader.tasks()[0] == "grade" and resumed["abstained"]  # the grader's 0.1, not the writer's 0.9
+
+
+def test_graph_and_edges_declare_the_same_phases():
+    from agentic_rag._loop import EDGES, GRAPH
+
+    assert set(EDGES) == set(GRAPH)
+    for phase, targets in EDGES.items():
+        assert targets and targets <= set(GRAPH) | {"done"}, phase
+
+
+def test_an_undeclared_transition_ends_the_run_with_an_error_naming_both_phases(tiny_kb, monkeypatch):
+    from agentic_rag._loop import GRAPH
+
+    monkeypatch.setitem(GRAPH, "search", lambda state, run: "check")     # search may go to verify or route only
+    state = run_agentic_rag(Q2, tiny_kb, scripted())
+    assert state["stop_reason"] == "error" and state["phase"] == "done" and state["abstained"]
+    assert "TransitionError" in state["error"] and "'search' returned 'check'" in state["error"]
+    assert "may go to route, verify" in state["error"] and state["trace"][-1]["step"] == "error"
+
+
+TEAM = "Compare the Team plan price and the annual billing discount"     # a comparison: parts to cover
+EDGE_RUNS = [  # (question, model, tools, config changes): together they take every declared edge
+    (Q2, OfflineModel, (), {}),                                                        # verify:? -> grade -> check
+    ("工作日 15:00 之前付款的订单什么时候发货？", OfflineModel, (), {}),  # a sure grade: verify -> generate
+    ("hello", OfflineModel, (), {}),                                                   # direct: generate -> done
+    ("What is 12*7+3?", OfflineModel, (CALCULATOR,), {}),                              # route -> tool -> generate
+    ("Does Nimbus have an Android app?", OfflineModel, (), {}),                        # low: stall, settle abstains
+    ("Which release changed the sign-in page?", OfflineModel, (), {}),                 # graded low: grade -> route
+    (Q2, lambda: scripted(generate=[{"answer": "", "evidence_score": 0.9}]), (), {}),  # grade -> done (no answer)
+    (Q2, lambda: scripted(rewrite=[{"query": Q2}]), (), {"sources": ("vector",)}),     # nothing left: exhausted
+    (TEAM, lambda: scripted(decompose=[{"subqueries": [{"query": "Team plan price"}, {"query": "unicorn stables"}]}],
+                            generate=[{"answer": "The Team plan costs 8 USD per member and month. [1]",
+                                       "evidence_score": 0.9}], repair=[{"answer": ""}]), (), {}),  # check -> route
+    ("Who approved the budget of the team which shipped the orders paid on weekends?",
+     lambda: scripted(route=[{"route": "tool", "tool": "calculator", "arguments": {"formula": "1+1"}}]),
+     (CALCULATOR,), {}),                                                               # the tool fails: route
+]
+
+
+def test_every_declared_edge_is_taken(tiny_kb, monkeypatch):
+    from agentic_rag import ModelSet
+    from agentic_rag import _phases as phases
+    from agentic_rag._loop import EDGES, GRAPH
+
+    taken = set()
+
+    def watched(phase, handler):
+        def run_phase(state, run, *stop):  # settle also takes the stop
+            taken.add((phase, result := handler(state, run, *stop)))
+            return result
+        return run_phase
+
+    for phase, handler in list(GRAPH.items()):
+        monkeypatch.setitem(GRAPH, phase, watched(phase, handler))
+    monkeypatch.setattr(phases, "settle", watched("route", phases.settle))
+    for question, model, tools, changes in EDGE_RUNS:
+        assert run_agentic_rag(question, tiny_kb, model(), list(tools), config=Config(**changes))["error"] is None
+    stop_at_unsure = lambda event, state: "stop" if event["summary"] == "verify:?" else None  # noqa: E731
+    stopped = run_agentic_rag(Q2, tiny_kb, scripted(), on_step=stop_at_unsure)
+    run_agentic_rag(Q2, tiny_kb, ModelSet(scripted(), grade=scripted()), state=stopped)  # generate -> verify
+    assert taken == {(phase, target) for phase, targets in EDGES.items() for target in targets}
+
+
+def test_a_hook_may_stop_between_the_draft_and_its_folded_grade(tiny_kb):
+    whole = run_agentic_rag(Q2, tiny_kb, OfflineModel())
+    at_draft = lambda event, state: "stop" if event["step"] == "generate" else None  # noqa: E731
+    stopped = run_agentic_rag(Q2, tiny_kb, OfflineModel(), on_step=at_draft)
+    assert stopped["phase"] == "grade" and stopped["draft_reply"]["answer"] == stopped["draft_answer"]
+    resumed = run_agentic_rag(Q2, tiny_kb, OfflineModel(), state=json.loads(json.dumps(stopped)))
+    assert format_trace(resumed) == format_trace(whole) and resumed["answer"] == whole["answer"]
+    assert resumed["draft_reply"] is None and not resumed["grade_pending"]
+
+
+@pytest.mark.parametrize("name", ["loop-pending-grade", "loop-kept-draft"])
+def test_a_state_saved_with_the_old_round_markers_resumes_as_it_did(tiny_kb, name):
+    saved = json.loads((ROOT / "tests" / "fixtures" / "saved" / f"{name}.json").read_text(encoding="utf-8"))
+    resumed = run_agentic_rag(saved["question"], tiny_kb, OfflineModel(), state=saved["state"])
+    observed = {"answer": resumed["answer"], "trace": format_trace(resumed), "stop_reason": resumed["stop_reason"],
+                "citations": [c["id"] for c in resumed["citations"]], "abstained": resumed["abstained"],
+                "model_calls": resumed["usage"]["model_calls"], "round": resumed["round"]}
+    assert observed == saved["expected"]
+    assert not any("drafted" in r or r.get("grade", 0) is None for r in resumed["rounds"])
+
+
+def test_a_state_in_an_unknown_phase_is_refused_before_the_run(tiny_kb):
+    state = dict(new_state(Q2), phase="answer")
+    with pytest.raises(ConfigurationError, match="'answer' is none of route, search"):
+        run_agentic_rag(Q2, tiny_kb, OfflineModel(), state=state)

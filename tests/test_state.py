@@ -58,3 +58,36 @@ def test_state_depends_on_no_part_above_it():
     tree = ast.parse((ROOT / "agentic_rag" / "_state.py").read_text(encoding="utf-8"))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level}
     assert imported <= {"_accounting", "_config", "_errors"}, imported   # not models, steps or the loop
+
+
+def _saved(name):
+    from helpers import ROOT
+
+    return json.loads((ROOT / "tests" / "fixtures" / "saved" / f"{name}.json").read_text(encoding="utf-8"))["state"]
+
+
+def test_upgrade_turns_the_old_round_markers_into_typed_keys():
+    from agentic_rag._state import upgrade_state
+
+    pending = _saved("loop-pending-grade")
+    assert pending["rounds"][-1]["grade"] is None and "grade_pending" not in pending   # the old marker
+    upgraded = upgrade_state(pending)
+    assert upgraded["grade_pending"] is True and "grade" not in upgraded["rounds"][-1]
+    assert upgraded["draft_for"] == [] and upgraded["draft_reply"] is None
+    kept = _saved("loop-kept-draft")
+    drafted = kept["rounds"][-1]["drafted"]
+    upgraded = upgrade_state(kept)
+    assert upgraded["draft_for"] == drafted and upgraded["grade_pending"] is False
+    assert not any("drafted" in r for r in upgraded["rounds"]) and upgraded["rounds"][-1]["grade"] == 0.585
+    assert set(upgraded) == set(AgentState.__annotations__)
+
+
+def test_upgrade_keeps_the_latest_kept_draft_and_leaves_a_current_state_alone():
+    from agentic_rag._state import upgrade_state
+
+    old = {k: v for k, v in new_state("q").items() if k not in ("grade_pending", "draft_for", "draft_reply")}
+    old["rounds"] = [{"round": 1, "route": "vector", "grade": 0.4, "drafted": ["a"]},
+                     {"round": 2, "route": "vector", "grade": 0.3, "drafted": ["b", "c"]}]
+    assert upgrade_state(old)["draft_for"] == ["b", "c"]
+    current = dict(new_state("q"), grade_pending=True, draft_for=["x"])
+    assert upgrade_state(json.loads(json.dumps(current))) == current

@@ -1,6 +1,8 @@
 """The tool protocol: a named callable with a description, an argument schema, the question
-patterns that select it offline and an argument extractor; a registry the user extends, which
-calls tools and turns their results into evidence."""
+patterns that select it offline and an argument finder; and ToolRegistry, one run's tools by name,
+which selects a tool for a question, calls it with checked arguments and remembers the tools whose
+argument finder failed (the loop moves those failures into the trace). call_tool (steps/_act.py)
+turns a tool's result into evidence."""
 from __future__ import annotations
 
 import inspect

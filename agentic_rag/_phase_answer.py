@@ -1,0 +1,108 @@
+"""The answer's phases: generate drafts it, grade takes the grade folded into the draft's reply,
+check tests it against the evidence (and repairs it once)."""
+from __future__ import annotations
+
+from ._phases import Run, abstain, after_grade, grade_evidence, record, traced
+from ._schemas import Answer, Faithfulness, GradedAnswer
+from ._state import AgentState
+from .steps import check_faithfulness, generate_answer, repair_answer, verify_citations
+from .steps._verify import folded_grade, question_weights
+
+
+def _shown(state: AgentState, run: Run) -> list:
+    """The evidence an answer is drawn from: the best of the pool; none for a direct reply."""
+    return [] if state["stop_reason"] == "direct" else state["evidence"][:run.config.evidence_k]
+
+
+def generate(state: AgentState, run: Run) -> str:
+    """Draft the answer from the best evidence (generate_answer), or take the draft kept for this same
+    evidence (draft_for) instead of generating again. Next: "grade" when verify was unsure (the reply
+    grades the evidence too); else what delivering it gives ("check", or "done" for a direct reply or
+    an abstention); "verify" when a pending grade may not come in the reply (e.g. a resumed run)."""
+    shown = _shown(state, run)
+    pending = bool(shown) and state["grade_pending"]
+    if pending and not run.folds:
+        return "verify"
+    reused = bool(shown) and state["draft_for"] == [e["id"] for e in shown] and bool(state["draft_answer"])
+    if reused:
+        state["draft_for"] = []  # used up: a later stop drafts anew
+        draft = GradedAnswer(answer=state["draft_answer"], reason="drafted for this evidence before its grade")
+        record(state, "generate", "generate:kept", {"answer": draft.answer}, 0.0, 0)
+    else:
+        with traced(state, run, "generate") as event:
+            draft = generate_answer(state["question"], shown, run.meter, state["parts"],
+                                    question_weights(state["question"], run.kb.term_weights(state["question"])),
+                                    None if pending else run.on_token, grade=pending)
+            event["detail"] = draft.model_dump()
+    state["draft_answer"] = draft.answer
+    if pending:
+        state["draft_reply"] = draft.model_dump()
+        return "grade"
+    if reused and run.on_token:
+        run.on_token(draft.answer)  # a kept draft was not streamed: handed over whole once it stands
+    return _deliver(state, shown, draft)
+
+
+def grade(state: AgentState, run: Run) -> str:
+    """Take the grade that came in the draft's reply (folded_grade); a reply without one is graded
+    apart (verify_sufficiency), and so is the rest of the run. Next: "route" when the grade sends the
+    run on, keeping the draft for a stop to answer with; else what delivering the draft gives."""
+    shown, draft = state["evidence"][:run.config.evidence_k], GradedAnswer(**state["draft_reply"])
+    state["draft_reply"] = None
+    folded = folded_grade(draft, run.config.min_context_score)
+    if folded is None:  # the model gave no grade: ask for it apart, now and for the rest of the run
+        run.fold_grades = False
+        folded = grade_evidence(state, run, shown)
+    else:
+        record(state, "verify", f"verify:{folded.score:.2f}", folded.model_dump(), 0.0, 0)
+    if after_grade(state, run, folded) == "route":
+        state["draft_for"] = [e["id"] for e in shown]  # the draft stands for this evidence
+        return "route"
+    return _deliver(state, shown, draft)
+
+
+def _deliver(state: AgentState, shown: list, draft: Answer) -> str:
+    """Write the draft as the answer once verify_citations dropped markers that point nowhere.
+    "check"; "done" for a direct reply, or an abstention when no answer could be drawn."""
+    answer, citations, removed = verify_citations(draft.answer, shown)
+    state.update(answer=answer, citations=citations, removed_citations=removed)
+    if removed:
+        record(state, "citations", f"citations:-{len(removed)}", {"removed": removed}, 0.0, 0)
+    if state["stop_reason"] == "direct":
+        return "done"
+    if not answer:
+        return abstain(state, "exhausted", f"no answer could be drawn from the evidence ({draft.reason})")
+    return "check"
+
+
+def _faithfulness(state: AgentState, run: Run, answer: str, shown: list) -> Faithfulness:
+    with traced(state, run, "faithfulness") as event:
+        verdict = check_faithfulness(state["question"], answer, shown, run.meter, state["parts"])
+        event.update(summary=f"faithfulness:{verdict.score:.2f}", detail=verdict.model_dump())
+    return verdict
+
+
+def check(state: AgentState, run: Run) -> str:
+    """Check the answer against the evidence (check_faithfulness); repair an unsupported one once
+    (repair_answer). Next: "done" (answered, or abstained when still unsupported), or "route" for
+    one more round aimed at a part the answer left out."""
+    c, shown = run.config, state["evidence"][:run.config.evidence_k]
+    verdict = _faithfulness(state, run, state["answer"], shown)
+    if verdict.score < c.min_faithfulness and verdict.unsupported and state["repairs"] < c.max_repairs:
+        state["repairs"] += 1
+        with traced(state, run, "repair") as event:
+            fixed = repair_answer(state["question"], state["answer"], verdict.unsupported, shown, run.meter)
+            event["detail"] = fixed.model_dump()
+        answer, citations, _ = verify_citations(fixed.answer, shown)
+        state.update(answer=answer, citations=citations)
+        verdict = _faithfulness(state, run, answer, shown)
+    state["faithfulness"] = verdict.model_dump()
+    if not state["answer"] or verdict.score < c.abstain_floor:
+        return abstain(state, state["stop_reason"] or "exhausted",
+                       f"the answer was not supported by the evidence (faithfulness {verdict.score:.2f})")
+    if not verdict.complete and state["reflections"] < 1 and state["round"] < c.max_rounds:
+        state["reflections"] += 1  # reflect: one more round aimed at what the answer left out
+        state["rounds"][-1]["incomplete_answer"] = True  # this round's convergence no longer stops the run
+        state.update(missing=verdict.missing, stop_reason=None)
+        return "route"
+    return "done"
