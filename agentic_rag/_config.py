@@ -205,7 +205,7 @@ class _Front:
         for name, layer in LAYERS.items():
             settings = given[name] if given[name] is not None else layer()
             if not isinstance(settings, layer):
-                raise ConfigurationError(f"{name} must be a {layer.__name__}, not {type(settings).__name__}")
+                raise ConfigurationError(f"{name} must be the {layer.__name__} layer, not a {type(settings).__name__}")
             values.update({f.name: getattr(settings, f.name) for f in fields(layer)})
         return cls(**values)
 
