@@ -14,6 +14,7 @@ from agentic_rag import (
     IndexConfig,
     KnowledgeBase,
     RetrievalError,
+    RunConfig,
     SearchConfig,
     StorageError,
 )
@@ -112,6 +113,8 @@ def test_a_load_with_search_settings_alone_keeps_the_saved_chunking(tiny_kb, tmp
         assert loaded.search(query, k=3, mode="bm25") != tiny_kb.search(query, k=3, mode="bm25")
     with pytest.raises(ConfigurationError, match="size 200 and overlap 20, not 300 and 100"):
         KnowledgeBase.load(tmp_path / "kb", config=IndexConfig(chunk_size=300))
+    assert KnowledgeBase.load(tmp_path / "kb", config=RunConfig(max_rounds=1)).config == \
+        Config(chunk_size=200, chunk_overlap=20, max_rounds=1)
 
 
 @pytest.mark.parametrize("damage", ["flip_vectors", "truncate_chunks", "drop_bm25", "bad_manifest", "old_format"])

@@ -394,10 +394,10 @@ class KnowledgeBase:
 
     @classmethod
     def load(cls, directory: str | Path, embedder: Embedder | None = None,
-             config: Config | SearchConfig | None = None, reranker: Reranker | None = None,
+             config: Config | IndexConfig | SearchConfig | None = None, reranker: Reranker | None = None,
              extract_triples=None) -> KnowledgeBase:
-        """Open a saved knowledge base; the embedder must match the one it was built with, and a Config's
-        chunking the one it was chunked with (a SearchConfig or None takes its chunking from the folder)."""
+        """Open a saved knowledge base; the embedder must match the one it was built with, and the
+        config's chunking the one it was chunked with (a SearchConfig or None takes the saved chunking)."""
         directory = Path(directory)
         manifest, folders = store.read_generation(directory)
         built = manifest["embedder"]
@@ -517,16 +517,18 @@ def fusion_of(embedder: Embedder, search: SearchConfig) -> tuple[str, float]:
     return search.fusion or method, weight if search.vector_weight is None else search.vector_weight
 
 
-def saved_chunking(config: Config | SearchConfig | None, chunking: dict, where: str, fix: str) -> Config:
-    """The settings a saved knowledge base opens with: its saved chunking (`chunking`, as the manifest
-    has it) with the given search settings, or the given Config if it chunks the same (else an error)."""
-    if config is None or isinstance(config, SearchConfig):
-        return Config.from_layers(IndexConfig(chunk_size=chunking["size"], chunk_overlap=chunking["overlap"]), config)
-    config = as_config(config)
-    if (config.chunk_size, config.chunk_overlap) != (chunking["size"], chunking["overlap"]):
+def saved_chunking(config, chunking: dict, where: str, fix: str) -> Config:
+    """The settings a saved knowledge base opens with: the given ones (a Config, a layer or None, as
+    KnowledgeBase takes them), with its saved chunking (`chunking`, as the manifest has it) when they
+    give none (no index layer), or after checking that theirs is the same (else an error)."""
+    front = as_config(config)
+    if not isinstance(config, (Config, IndexConfig)):
+        saved = IndexConfig(chunk_size=chunking["size"], chunk_overlap=chunking["overlap"])
+        return Config.from_layers(saved, front.search, front.run)
+    if (front.chunk_size, front.chunk_overlap) != (chunking["size"], chunking["overlap"]):
         raise ConfigurationError(f"{where} was chunked with size {chunking['size']} and overlap {chunking['overlap']}, "
-                                 f"not {config.chunk_size} and {config.chunk_overlap}; {fix}")
-    return config
+                                 f"not {front.chunk_size} and {front.chunk_overlap}; {fix}")
+    return front
 
 
 @dataclass
