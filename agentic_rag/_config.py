@@ -216,8 +216,10 @@ Config = make_dataclass("Config", _front_fields(), bases=(_Front,), frozen=True,
 
 def as_config(settings: Config | IndexConfig | SearchConfig | RunConfig | None) -> Config:
     """A Config from a Config, from one layer (the others take their defaults) or from None (all defaults)."""
-    if settings is None or isinstance(settings, Config):
-        return settings if settings is not None else Config()
+    if settings is None:
+        return Config()
+    if isinstance(settings, Config):
+        return settings
     for name, layer in LAYERS.items():
         if isinstance(settings, layer):
             return Config.from_layers(**{name: settings})
