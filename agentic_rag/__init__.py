@@ -10,7 +10,7 @@ Everything public is imported from here (docs/reference/api.md lists it); module
 with an underscore are internal and may change. The subpackages kb, models, steps, tools and eval
 are public namespaces too.
 """
-from ._config import Config
+from ._config import Config, IndexConfig, RunConfig, SearchConfig
 from ._errors import (
     AgenticRAGError,
     BudgetExceeded,
@@ -118,8 +118,8 @@ def __getattr__(name: str):
 __all__ = [
     "__version__",
     # running the agent
-    "run_agentic_rag", "Config", "new_state", "AgentState", "STOP_REASONS", "format_trace", "cited_as", "Evidence",
-    "new_evidence",
+    "run_agentic_rag", "Config", "IndexConfig", "SearchConfig", "RunConfig", "new_state", "AgentState",
+    "STOP_REASONS", "format_trace", "cited_as", "Evidence", "new_evidence",
     # knowledge bases
     "KnowledgeBase", "PostgresKnowledgeBase", "KnowledgeBaseBackend", "AddResult", "Hit", "Document", "LoadResult",
     "load_documents", "chunk_text", "tokenize",

@@ -10,7 +10,15 @@ import sys
 
 import pytest
 
-from agentic_rag import Config, ConfigurationError, KnowledgeBase, OfflineModel, RetrievalError
+from agentic_rag import (
+    Config,
+    ConfigurationError,
+    IndexConfig,
+    KnowledgeBase,
+    OfflineModel,
+    RetrievalError,
+    SearchConfig,
+)
 from agentic_rag.kb import Document
 from agentic_rag.kb._postgres import PostgresKnowledgeBase
 from helpers import ROOT, TINY
@@ -59,12 +67,22 @@ def test_the_schema_version_and_settings_are_checked(pg_url):
     import psycopg
 
     PostgresKnowledgeBase(pg_url).add_documents(TINY[:2])
-    with pytest.raises(ConfigurationError, match="was chunked with size 800"):
+    with pytest.raises(ConfigurationError, match="was chunked with size 800 and overlap 100, not 300 and 100"):
         PostgresKnowledgeBase(pg_url, config=Config(chunk_size=300))
     with psycopg.connect(pg_url, autocommit=True) as db:
         db.execute("UPDATE ar_meta SET value = '2' WHERE key = 'schema_version'")
     with pytest.raises(RetrievalError, match="schema 2; this agentic-rag reads schema 1 and older: upgrade"):
         PostgresKnowledgeBase(pg_url)
+
+
+def test_a_layer_alone_sets_its_settings_and_the_saved_chunking_the_rest(pg_url):
+    PostgresKnowledgeBase(pg_url, config=IndexConfig(chunk_size=200, chunk_overlap=20)).add_documents(TINY)
+    again = PostgresKnowledgeBase(pg_url, config=SearchConfig(bm25_k1=2.0))
+    assert again.config == Config(chunk_size=200, chunk_overlap=20, bm25_k1=2.0)
+    embedded = KnowledgeBase(config=again.config)
+    embedded.add_documents(TINY)
+    for query in QUERIES:
+        assert _ids(again.search(query, k=3, mode="bm25")) == _ids(embedded.search(query, k=3, mode="bm25"))
 
 
 _WRITER = """

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agentic_rag import KnowledgeBase, OfflineModel, ScriptedModel
+from agentic_rag import KnowledgeBase, OfflineModel, RunConfig, ScriptedModel
 from agentic_rag.kb import load_documents
 from agentic_rag.kb._store import writer_lock
 from agentic_rag.service import ServiceLimits, create_app, keys_from
@@ -686,3 +686,20 @@ def test_a_knowledge_base_that_cannot_be_loaded_shows_no_server_path(served, cap
     assert status == 503 and "kb/gen-000001/bm25.npz is corrupted" in reply["error"]["message"]
     assert not _server_paths(reply, folder, folder.parent), reply
     assert str(folder / "gen-000001" / "bm25.npz") in caplog.text
+
+
+def test_a_requests_run_settings_are_bounded_by_the_services(kb_dir):
+    """A request may lower the service's run settings, never raise them."""
+    low = Server(create_app(OfflineModel(), kb=KnowledgeBase.load(kb_dir), config=RunConfig(max_rounds=1),
+                            cache_size=0))
+    high = Server(create_app(OfflineModel(), kb=KnowledgeBase.load(kb_dir), cache_size=0))
+    question = "Does Nimbus have an Android app?"   # two rounds when three are allowed
+    try:
+        _, _, bounded = low.request("POST", "/v1/ask", {"question": question, "settings": {"max_rounds": 3}})
+        _, _, lowered = high.request("POST", "/v1/ask", {"question": question, "settings": {"max_rounds": 1}})
+        _, _, default = high.request("POST", "/v1/ask", {"question": question})
+        assert (bounded["rounds"], lowered["rounds"], default["rounds"]) == (1, 1, 2)
+        assert bounded["stop_reason"] == lowered["stop_reason"] == "max_rounds"
+    finally:
+        low.close()
+        high.close()

@@ -8,10 +8,19 @@ import threading
 import numpy as np
 import pytest
 
-from agentic_rag import Config, ConfigurationError, KnowledgeBase, RetrievalError, StorageError
+from agentic_rag import (
+    Config,
+    ConfigurationError,
+    IndexConfig,
+    KnowledgeBase,
+    RetrievalError,
+    RunConfig,
+    SearchConfig,
+    StorageError,
+)
 from agentic_rag.kb import Document, HashingEmbedder
 from agentic_rag.kb import _store as store
-from helpers import DenseHashing
+from helpers import TINY, DenseHashing
 
 QUERIES = ["认证失败", "authentication timeout 2.3.1", "shipping after 15:00", "Team plan"]
 
@@ -91,6 +100,21 @@ def test_embedder_or_dimension_mismatch_is_a_clear_error(tiny_kb, tmp_path):
         KnowledgeBase.load(tmp_path / "kb", embedder=Other())
     with pytest.raises(ConfigurationError, match="chunked with size 200"):
         KnowledgeBase.load(tmp_path / "kb", config=Config(chunk_size=300))
+
+
+def test_a_load_with_search_settings_alone_keeps_the_saved_chunking(tiny_kb, tmp_path):
+    tiny_kb.save(tmp_path / "kb")
+    loaded = KnowledgeBase.load(tmp_path / "kb", config=SearchConfig(bm25_k1=2.0, fusion="score"))
+    assert loaded.config == Config(chunk_size=200, chunk_overlap=20, bm25_k1=2.0, fusion="score")
+    built = KnowledgeBase(config=loaded.config)  # BM25's k1 applies to a saved index as to a new one
+    built.add_documents(TINY)
+    for query in ("authentication timeout 2.3.1", "认证失败"):
+        assert loaded.search(query, k=3, mode="bm25") == built.search(query, k=3, mode="bm25")
+        assert loaded.search(query, k=3, mode="bm25") != tiny_kb.search(query, k=3, mode="bm25")
+    with pytest.raises(ConfigurationError, match="size 200 and overlap 20, not 300 and 100"):
+        KnowledgeBase.load(tmp_path / "kb", config=IndexConfig(chunk_size=300))
+    assert KnowledgeBase.load(tmp_path / "kb", config=RunConfig(max_rounds=1)).config == \
+        Config(chunk_size=200, chunk_overlap=20, max_rounds=1)
 
 
 @pytest.mark.parametrize("damage", ["flip_vectors", "truncate_chunks", "drop_bm25", "bad_manifest", "old_format"])

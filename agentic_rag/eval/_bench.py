@@ -31,7 +31,8 @@ def cached_kb(folder: Path, embedder: Embedder | str, config: Config, cache: Pat
     embedder (see KnowledgeBase.add_documents), so a changed corpus re-embeds only new text."""
     embedder = make_embedder(embedder) if isinstance(embedder, str) else embedder
     corpus_bytes = (folder / "corpus.jsonl").read_bytes()
-    settings = json.dumps([embedder.name, config.chunk_size, config.chunk_overlap, TOKENIZER_SETTINGS, FORMAT_VERSION])
+    index = config.index  # what a build fixes; search and run settings can differ between loads
+    settings = json.dumps([embedder.name, index.chunk_size, index.chunk_overlap, TOKENIZER_SETTINGS, FORMAT_VERSION])
     key = hashlib.sha256(corpus_bytes + settings.encode()).hexdigest()[:16]
     tag = embedder.name.replace(":", "-").replace("/", "-")
     path = cache / f"{folder.name}-{tag}-{key}"
@@ -50,13 +51,13 @@ def cached_kb(folder: Path, embedder: Embedder | str, config: Config, cache: Pat
 def answer_linear(question: str, kb: KnowledgeBase, model: Model, config: Config) -> dict:
     """The reference design's baseline: hybrid search, the top passages, one generation; no loop,
     no grading, no abstention. Returns the fields of an agentic state that the metrics read."""
-    meter = Meter(model)
+    meter, shown = Meter(model), config.run.evidence_k
     start = time.perf_counter()
-    hits = kb.search(question, k=max(10, config.evidence_k))
+    hits = kb.search(question, k=max(10, shown))
     pool = [hit_evidence(h) for h in hits]
     weights = question_weights(question, kb.term_weights(question))
-    draft = generate_answer(question, pool[:config.evidence_k], meter, (), weights)
-    answer, citations, _ = verify_citations(draft.answer, pool[:config.evidence_k])
+    draft = generate_answer(question, pool[:shown], meter, (), weights)
+    answer, citations, _ = verify_citations(draft.answer, pool[:shown])
     return {"answer": answer, "abstained": False, "citations": citations, "evidence": pool, "stop_reason": "linear",
             "round": 1, "trace_line": "search -> generate", "usage": meter.usage,
             "timings_ms": {"total": (time.perf_counter() - start) * 1000}}
@@ -69,7 +70,7 @@ def run_question(mode: str, q: Question, kb: KnowledgeBase, model: Model, config
     else:
         state = run_agentic_rag(q.question, kb, model, (), config)
         state = dict(state, trace_line=format_trace(state))
-    shown = state["evidence"][:config.evidence_k]
+    shown = state["evidence"][:config.run.evidence_k]
     faithfulness = None
     if state["answer"] and not state["abstained"]:  # the judge in use, outside the counted usage
         faithfulness = check_faithfulness(q.question, state["answer"], shown, model).score

@@ -8,7 +8,7 @@ import random
 import sys
 from pathlib import Path
 
-from .._config import Config
+from .._config import Config, IndexConfig, RunConfig
 from .._errors import ConfigurationError
 from .._loop import run_agentic_rag
 from ..kb import Document, KnowledgeBase
@@ -42,11 +42,12 @@ def run_rgb(path: Path, noise_rate: float, count: int, model: Model, limit: int 
         raise ConfigurationError(
             f"{path} not found; give an RGB .jsonl file such as ../shared/data/rgb/zh_refine.dev.jsonl")
     items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()][:limit]
-    config = Config(chunk_size=2000, chunk_overlap=0, evidence_k=count, search_k=count)
+    config = Config.from_layers(index=IndexConfig(chunk_size=2000, chunk_overlap=0),
+                                run=RunConfig(evidence_k=count, search_k=count))
     scores = {"linear": [], "agentic": [], "rejected": []}
     rows = []
     for n, item in enumerate(items, 1):
-        kb = KnowledgeBase(config=config)
+        kb = KnowledgeBase(config=config.index)
         passages = passages_for(item, noise_rate, count)
         kb.add_documents([Document(id=f"p{i}", text=text) for i, text in enumerate(passages)])
         linear = answer_linear(item["query"], kb, model, config)

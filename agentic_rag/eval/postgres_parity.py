@@ -20,7 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .._config import Config
+from .._config import IndexConfig
 from ..kb import Document, KnowledgeBase
 from ..kb._embedders import HashingEmbedder
 from ..kb._postgres import PostgresKnowledgeBase
@@ -67,7 +67,7 @@ def parity(server_url: str, data: Path, name: str) -> dict:
 
 
 def speed(server_url: str, size: int, query_count: int) -> dict:
-    config, embedder = Config(chunk_size=4000, chunk_overlap=0), HashingEmbedder(1024)
+    config, embedder = IndexConfig(chunk_size=4000, chunk_overlap=0), HashingEmbedder(1024)
     embedder.sparse = False  # as a dense embedder: pgvector's HNSW and ours index the same vectors
     documents = [Document(f"c{i}", text) for i, text in enumerate(texts(size))]
     extra = [Document(f"new{i}", text) for i, text in enumerate(texts(100, seed=99))]

@@ -108,7 +108,7 @@ def bench_set(folder: Path, embedder: str, config: Config, weights: list[float],
             result["modes"][f"{fusion} w={weight:g}"] = run_queries(kb, questions, "hybrid")
     kb.config = config
     result["modes"]["hybrid+rerank"] = run_queries(kb, questions, "hybrid", rerank=True)
-    result["peer_bm25s"] = peer_bm25s(kb, questions, config.bm25_k1, config.bm25_b)
+    result["peer_bm25s"] = peer_bm25s(kb, questions, config.search.bm25_k1, config.search.bm25_b)
     return result
 
 

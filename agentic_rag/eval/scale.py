@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._config import Config
+from .._config import IndexConfig, SearchConfig
 from .._errors import ConfigurationError
 from ..kb import Document, KnowledgeBase
 from ..kb._bm25 import BM25
@@ -146,21 +146,21 @@ def _exact(vectors: np.ndarray, asked: np.ndarray, k: int = 10) -> list[list[int
     return [np.lexsort((np.arange(len(row)), -row))[:k].tolist() for row in sims]
 
 
-def _raw_hnsw(vectors: np.ndarray, config: Config):
+def _raw_hnsw(vectors: np.ndarray, built: IndexConfig, search: SearchConfig):
     import hnswlib
 
     start = time.perf_counter()
     index = hnswlib.Index(space="cosine", dim=vectors.shape[1])
-    index.init_index(max_elements=len(vectors), M=config.hnsw_m, ef_construction=config.hnsw_ef_construction,
-                     random_seed=config.seed)
+    index.init_index(max_elements=len(vectors), M=built.hnsw_m, ef_construction=built.hnsw_ef_construction,
+                     random_seed=built.seed)
     index.add_items(vectors, np.arange(len(vectors)), num_threads=1)
-    index.set_ef(config.hnsw_ef)
+    index.set_ef(search.hnsw_ef)
     return index, time.perf_counter() - start
 
 
 def vectors_run(size: int, query_count: int, e5_vectors: np.ndarray | None, raw_hashing_up_to: int) -> dict:
     """Recall@10 against exact search and single-query latency: ours against raw hnswlib."""
-    config, report = Config(), {}
+    built, search, report = IndexConfig(), SearchConfig(), {}
     embedder = HashingEmbedder()
     hashed = embedder.embed(texts(size))
     asked = embedder.embed(queries("zipf", query_count))
@@ -171,7 +171,7 @@ def vectors_run(size: int, query_count: int, e5_vectors: np.ndarray | None, raw_
     exact = _exact(hashed, asked)
     entry = {"ours": "SparseIndex (exact)", "build_s": round(build, 3)}
     if size <= raw_hashing_up_to:
-        raw, raw_build = _raw_hnsw(hashed, config)
+        raw, raw_build = _raw_hnsw(hashed, built, search)
         got, want, ours_ms, raw_ms = _interleaved(lambda q: [r for r, _ in sparse.search(q, 10)],
                                                   lambda q: raw.knn_query(q.reshape(1, -1), k=10)[0][0].tolist(), asked)
         entry.update(raw_hnswlib_build_s=round(raw_build, 3), raw_hnswlib_recall10=_recall(want, exact),
@@ -194,17 +194,17 @@ def vectors_run(size: int, query_count: int, e5_vectors: np.ndarray | None, raw_
 
         dense_vectors, dense_asked = mixtures(size), mixtures(query_count)
         start = time.perf_counter()
-        dense = DenseIndex(dense_vectors.shape[1], config.hnsw_m, config.hnsw_ef_construction, config.hnsw_ef,
-                           config.exact_search_below, config.seed)
+        dense = DenseIndex(dense_vectors.shape[1], built.hnsw_m, built.hnsw_ef_construction, search.hnsw_ef,
+                           built.exact_search_below, built.seed)
         dense.add(list(range(size)), dense_vectors)
         build = time.perf_counter() - start
-        raw, raw_build = _raw_hnsw(dense_vectors, config)
+        raw, raw_build = _raw_hnsw(dense_vectors, built, search)
         exact = _exact(dense_vectors, dense_asked)
         got, want, ours_ms, raw_ms = _interleaved(lambda q: [r for r, _ in dense.search(q, 10)],
                                                   lambda q: raw.knn_query(q.reshape(1, -1), k=10)[0][0].tolist(),
                                                   dense_asked)
         report["e5_like"] = {"ours": "DenseIndex" + (" (hnswlib)" if dense.hnsw is not None else " (exact)"),
-                             "m": config.hnsw_m, "ef": config.hnsw_ef, "build_s": round(build, 3),
+                             "m": built.hnsw_m, "ef": search.hnsw_ef, "build_s": round(build, 3),
                              "recall10": _recall(got, exact), "ms": _p(ours_ms),
                              "raw_hnswlib_build_s": round(raw_build, 3), "raw_hnswlib_recall10": _recall(want, exact),
                              "raw_hnswlib_ms": _p(raw_ms)}
@@ -229,9 +229,8 @@ def child_build(size: int, query_count: int) -> dict:
     import bm25s
 
     documents = [Document(f"c{i}", text) for i, text in enumerate(texts(size))]
-    config = Config(chunk_size=4000, chunk_overlap=0)  # one chunk a document: `size` chunks
     start = time.perf_counter()
-    kb = KnowledgeBase(config=config)
+    kb = KnowledgeBase(config=IndexConfig(chunk_size=4000, chunk_overlap=0))  # one chunk a document: `size` chunks
     kb.add_documents(documents)
     build = time.perf_counter() - start
     peak_mb = _peak_mb()

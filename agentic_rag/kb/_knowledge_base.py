@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._config import SEARCH_MODES, Config
+from .._config import SEARCH_MODES, Config, IndexConfig, SearchConfig, as_config
 from .._errors import ConfigurationError, RetrievalError
 from . import _store as store
 from ._bm25 import BM25, batch_postings
@@ -82,9 +82,9 @@ def _batches(items: Iterable, size: int) -> Iterator[list]:
 class KnowledgeBase:
     """Chunks with a BM25 index and a vector index; thread-safe, one read-write lock for all."""
 
-    def __init__(self, embedder: Embedder | None = None, config: Config | None = None,
+    def __init__(self, embedder: Embedder | None = None, config: Config | IndexConfig | SearchConfig | None = None,
                  reranker: Reranker | None = None, extract_triples=None, graph_method: str | None = None):
-        self.config = config or Config()
+        self.config = as_config(config)  # a layer alone: the others take their defaults
         self.embedder = embedder or make_embedder("hashing")
         self.reranker = reranker or LexicalReranker()
         # (title, text) -> [(subject, relation, object)]: a language model's graph; None: names co-occurring
@@ -92,7 +92,7 @@ class KnowledgeBase:
         self.graph_method = graph_method or ("names" if extract_triples is None else "model")
         self._chunks: list[dict | None] = []  # by row; None once deleted
         self._docs: dict[str, dict] = {}      # doc id -> {"hash", "rows"}
-        self._bm25 = BM25(self.config.bm25_k1, self.config.bm25_b)
+        self._bm25 = BM25(self.config.search.bm25_k1, self.config.search.bm25_b)
         self._vectors = self._new_vector_index()
         self._graph = KnowledgeGraph()
         self._lock = ReadWriteLock()
@@ -102,7 +102,7 @@ class KnowledgeBase:
         self._rows_by_content: dict[bytes, int] | None = None  # see _content_rows
 
     def _new_vector_index(self) -> VectorIndex:
-        return _vector_index(self.embedder, self.config)
+        return _vector_index(self.embedder, self.config.index, self.config.search)
 
     def __len__(self) -> int:
         return self._bm25.size
@@ -171,9 +171,9 @@ class KnowledgeBase:
 
     def _chunks_of(self, documents: list[Document]) -> Iterator[dict]:
         """The chunks of the documents, one at a time; a chunk never crosses a page or section."""
+        index = self.config.index
         for doc in documents:
-            for i, (text, metadata) in enumerate(document_chunks(doc, self.config.chunk_size,
-                                                                 self.config.chunk_overlap)):
+            for i, (text, metadata) in enumerate(document_chunks(doc, index.chunk_size, index.chunk_overlap)):
                 yield dict(id=f"{doc.id}#{i}", doc_id=doc.id, text=text, title=doc.title, source=doc.source,
                            metadata=metadata)
 
@@ -231,7 +231,7 @@ class KnowledgeBase:
     def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
                rerank: bool | None = None) -> list[Hit]:
         """The k best chunks for the query; each hit records its rank in each retriever."""
-        c = self.config
+        c = self.config.search
         plan = SearchPlan.make(query, k, mode, filters, c, self.fusion)
         filters, use, depth = plan.filters, plan.use, plan.depth
         query_vector = embed_query(self.embedder, query) if "vector" in use else None
@@ -257,7 +257,7 @@ class KnowledgeBase:
     def fusion(self) -> tuple[str, float]:
         """Hybrid search's (fusion method, vector weight): the config's where set, else the embedder's
         measured defaults (its `fusion` attribute; SEMANTIC_FUSION for an embedder without one)."""
-        return fusion_of(self.embedder, self.config)
+        return fusion_of(self.embedder, self.config.search)
 
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
         """Chunks behind the graph edges within `hops` of the names in the query, nearest first
@@ -334,7 +334,7 @@ class KnowledgeBase:
             manifest = {
                 "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
                 "tokenizer": TOKENIZER_SETTINGS, "graph": self.graph_method,
-                "chunking": {"size": self.config.chunk_size, "overlap": self.config.chunk_overlap},
+                "chunking": {"size": self.config.index.chunk_size, "overlap": self.config.index.chunk_overlap},
                 "counts": {"documents": len(self._docs), "chunks": len(self), "rows": rows,
                            "graph_nodes": self.graph_size[0], "graph_edges": self.graph_size[1]},
             }
@@ -393,9 +393,11 @@ class KnowledgeBase:
         }
 
     @classmethod
-    def load(cls, directory: str | Path, embedder: Embedder | None = None, config: Config | None = None,
-             reranker: Reranker | None = None, extract_triples=None) -> KnowledgeBase:
-        """Open a saved knowledge base; the embedder must match the one it was built with."""
+    def load(cls, directory: str | Path, embedder: Embedder | None = None,
+             config: Config | IndexConfig | SearchConfig | None = None, reranker: Reranker | None = None,
+             extract_triples=None) -> KnowledgeBase:
+        """Open a saved knowledge base; the embedder must match the one it was built with, and the
+        config's chunking the one it was chunked with (a SearchConfig or None takes the saved chunking)."""
         directory = Path(directory)
         manifest, folders = store.read_generation(directory)
         built = manifest["embedder"]
@@ -412,13 +414,8 @@ class KnowledgeBase:
                 f"{directory} was built with embedder {built['name']!r} ({built['dimension']}-dim) but "
                 f"{embedder.name!r} ({embedder.dimension}-dim) was given; use --embedder {built['name']} "
                 f"or rebuild into a new --kb directory")
-        chunking = manifest["chunking"]
-        if config is None:
-            config = Config(chunk_size=chunking["size"], chunk_overlap=chunking["overlap"])
-        elif (config.chunk_size, config.chunk_overlap) != (chunking["size"], chunking["overlap"]):
-            raise ConfigurationError(
-                f"{directory} was chunked with size {chunking['size']} and overlap {chunking['overlap']}, "
-                f"not {config.chunk_size} and {config.chunk_overlap}; keep its settings or build a new --kb directory")
+        config = saved_chunking(config, manifest["chunking"], str(directory),
+                                "keep its settings or build a new --kb directory")
         if manifest["tokenizer"] != TOKENIZER_SETTINGS:
             raise RetrievalError(f"{directory} was tokenized with {manifest['tokenizer']}; rebuild it "
                                  f"with this version: agentic-rag index PATH --kb NEW_DIR")
@@ -463,7 +460,7 @@ class KnowledgeBase:
             arrays = dict(saved)
         with reading(f"{generation / 'bm25.npz'} (or the vocab.json or chunks.jsonl beside it)"):
             check_bm25_arrays(arrays, len(vocab), rows)
-            self._bm25 = BM25.from_arrays(arrays, vocab, self.config.bm25_k1, self.config.bm25_b)
+            self._bm25 = BM25.from_arrays(arrays, vocab, self.config.search.bm25_k1, self.config.search.bm25_b)
             check_bm25(self._bm25, vocab, self._chunks, lambda chunk: tokenize(_index_text(chunk)))
         with reading(generation / "graph.json"):
             graph = json.loads((generation / "graph.json").read_text(encoding="utf-8"))
@@ -514,10 +511,24 @@ class KnowledgeBase:
             self._graph.add_json(graph)
 
 
-def fusion_of(embedder: Embedder, config: Config) -> tuple[str, float]:
-    """(fusion method, vector weight): the config's where set, else the embedder's (KnowledgeBase.fusion)."""
+def fusion_of(embedder: Embedder, search: SearchConfig) -> tuple[str, float]:
+    """(fusion method, vector weight): the settings' where set, else the embedder's (KnowledgeBase.fusion)."""
     method, weight = getattr(embedder, "fusion", SEMANTIC_FUSION)
-    return config.fusion or method, weight if config.vector_weight is None else config.vector_weight
+    return search.fusion or method, weight if search.vector_weight is None else search.vector_weight
+
+
+def saved_chunking(config, chunking: dict, where: str, fix: str) -> Config:
+    """The settings a saved knowledge base opens with: the given ones (a Config, a layer or None, as
+    KnowledgeBase takes them), with its saved chunking (`chunking`, as the manifest has it) when they
+    give none (no index layer), or after checking that theirs is the same (else an error)."""
+    front = as_config(config)
+    if not isinstance(config, (Config, IndexConfig)):
+        saved = IndexConfig(chunk_size=chunking["size"], chunk_overlap=chunking["overlap"])
+        return Config.from_layers(saved, front.search, front.run)
+    if (front.chunk_size, front.chunk_overlap) != (chunking["size"], chunking["overlap"]):
+        raise ConfigurationError(f"{where} was chunked with size {chunking['size']} and overlap {chunking['overlap']}, "
+                                 f"not {front.chunk_size} and {front.chunk_overlap}; {fix}")
+    return front
 
 
 @dataclass
@@ -532,7 +543,7 @@ class SearchPlan:
     fusion: str
 
     @classmethod
-    def make(cls, query: str, k: int, mode: str, filters: dict | None, config: Config,
+    def make(cls, query: str, k: int, mode: str, filters: dict | None, search: SearchConfig,
              fusion: tuple[str, float]) -> SearchPlan:
         if not isinstance(query, str) or not query.strip():
             raise ConfigurationError("the search query is empty; give some words to search for")
@@ -541,10 +552,10 @@ class SearchPlan:
         if not isinstance(k, int) or k < 1:
             raise ConfigurationError(f"k = {k!r}; ask for at least one hit (k >= 1)")
         method, vector_weight = fusion
-        weights = {"bm25": config.bm25_weight if mode == "hybrid" else 1.0,
+        weights = {"bm25": search.bm25_weight if mode == "hybrid" else 1.0,
                    "vector": vector_weight if mode == "hybrid" else 1.0}
         use = [name for name in ("bm25", "vector") if mode in (name, "hybrid") and weights[name] > 0]
-        return cls(check_filters(filters), use, weights, max(k, config.candidates), method)
+        return cls(check_filters(filters), use, weights, max(k, search.candidates), method)
 
     def fuse(self, found: dict[str, list[tuple[int, float]]], rrf_k: int) -> list[tuple[int, float, dict]]:
         """The retrievers' (row, score) lists fused, best first; a single retriever keeps its own score."""
@@ -608,12 +619,12 @@ def _fields(hit: Hit) -> dict:
     return {**hit.metadata, "doc_id": hit.doc_id, "source": hit.source, "title": hit.title}
 
 
-def _vector_index(embedder: Embedder, config: Config) -> VectorIndex:
+def _vector_index(embedder: Embedder, index: IndexConfig, search: SearchConfig) -> VectorIndex:
     """A sparse index for an embedder whose vectors have few non-zero dimensions (`sparse`), else a dense one."""
     if getattr(embedder, "sparse", False):
         return SparseIndex(embedder.dimension)
-    return DenseIndex(embedder.dimension, config.hnsw_m, config.hnsw_ef_construction, config.hnsw_ef,
-                      config.exact_search_below, config.seed)
+    return DenseIndex(embedder.dimension, index.hnsw_m, index.hnsw_ef_construction, search.hnsw_ef,
+                      index.exact_search_below, index.seed)
 
 
 def _write_chunks(path: Path, chunks: list, rows: list[int]) -> None:
@@ -656,7 +667,7 @@ def _saved_vectors(directory: Path, embedder: Embedder, wanted: set[bytes]) -> d
             chunks = {chunk["row"]: chunk for chunk in _saved_chunks(folder)}
             rows = [row for row, chunk in chunks.items() if content_key(_index_text(chunk)) in wanted]
             if rows:
-                index = _vector_index(embedder, Config(exact_search_below=1 << 62))  # read only: no graph
+                index = _vector_index(embedder, IndexConfig(exact_search_below=1 << 62), SearchConfig())  # no graph
                 index.add_arrays(_saved_vector_arrays(folder, sorted(chunks), manifest["counts"]["rows"]))
                 for row, vector in zip(rows, index.vectors_of(rows), strict=True):
                     out[content_key(_index_text(chunks[row]))] = vector

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .._config import Config
+from .._config import Config, IndexConfig, SearchConfig, as_config
 from .._errors import ConfigurationError, RetrievalError
 from ._chunking import document_chunks
 from ._documents import Document
@@ -34,7 +34,7 @@ from ._embedders import Embedder, embed_batches, embed_query, make_embedder
 from ._filters import check_filters
 from ._graph import KnowledgeGraph, _key
 from ._hit import Hit
-from ._knowledge_base import AddResult, SearchPlan, _index_text, fusion_of
+from ._knowledge_base import AddResult, SearchPlan, _index_text, fusion_of, saved_chunking
 from ._names import names
 from ._tokenize import TOKENIZER_SETTINGS, tokenize
 
@@ -92,9 +92,10 @@ class PostgresKnowledgeBase:
     delete documents; hybrid, BM25 and vector search with filters; graph search; term weights),
     safe to use from several threads, processes and hosts at once."""
 
-    def __init__(self, url: str, embedder: Embedder | None = None, config: Config | None = None):
+    def __init__(self, url: str, embedder: Embedder | None = None,
+                 config: Config | IndexConfig | SearchConfig | None = None):
         self._psycopg, self._register = _psycopg()
-        self.url, self.config = url, config or Config()
+        self.url, self.config = url, as_config(config)  # a layer alone: the others take their defaults
         self._local = threading.local()
         with self._connection() as db:
             meta = self._meta(db)
@@ -135,7 +136,7 @@ class PostgresKnowledgeBase:
                 db.execute(_HNSW)
             meta = {"schema_version": SCHEMA_VERSION, "tokenizer": TOKENIZER_SETTINGS,
                     "embedder": {"name": self.embedder.name, "dimension": dimension},
-                    "chunking": {"size": self.config.chunk_size, "overlap": self.config.chunk_overlap}}
+                    "chunking": {"size": self.config.index.chunk_size, "overlap": self.config.index.chunk_overlap}}
             for key, value in meta.items():
                 db.execute("INSERT INTO ar_meta VALUES (%s, %s)", (key, json.dumps(value)))
 
@@ -143,7 +144,7 @@ class PostgresKnowledgeBase:
         return bool(db.execute("SELECT to_regclass('ar_meta') IS NOT NULL").fetchone()[0]) and \
             bool(db.execute("SELECT count(*) FROM ar_meta").fetchone()[0])
 
-    def _check(self, meta: dict, embedder: Embedder | None, config: Config | None) -> Embedder:
+    def _check(self, meta: dict, embedder: Embedder | None, config) -> Embedder:
         """The embedder the database was built with; a newer schema or other settings are clear errors."""
         version = meta.get("schema_version")
         if not isinstance(version, int) or version > SCHEMA_VERSION:
@@ -158,12 +159,7 @@ class PostgresKnowledgeBase:
                                      f"({built['dimension']}-dim); use --embedder {built['name']}")
         if meta["tokenizer"] != TOKENIZER_SETTINGS:
             raise RetrievalError(f"{safe_url(self.url)} was tokenized with {meta['tokenizer']}; rebuild it")
-        chunking = meta["chunking"]
-        if config is None:
-            self.config = Config(chunk_size=chunking["size"], chunk_overlap=chunking["overlap"])
-        elif (config.chunk_size, config.chunk_overlap) != (chunking["size"], chunking["overlap"]):
-            raise ConfigurationError(f"{safe_url(self.url)} was chunked with size {chunking['size']} and overlap "
-                                     f"{chunking['overlap']}; keep its settings")
+        self.config = saved_chunking(config, meta["chunking"], safe_url(self.url), "keep its settings")
         return embedder
 
     def _migrate(self, version: int) -> None:
@@ -226,10 +222,11 @@ class PostgresKnowledgeBase:
         hashes = self._read(lambda db: dict(db.execute("SELECT id, hash FROM ar_documents WHERE id = ANY(%s)",
                                                        (list(latest),)).fetchall()))
         todo = [d for d in latest.values() if hashes.get(d.id) != d.content_hash()]
+        index = self.config.index
         chunks = [dict(chunk_id=f"{doc.id}#{i}", doc_id=doc.id, text=text, title=doc.title, source=doc.source,
                        metadata=metadata)
-                  for doc in todo for i, (text, metadata) in enumerate(document_chunks(doc, self.config.chunk_size,
-                                                                                       self.config.chunk_overlap))]
+                  for doc in todo for i, (text, metadata) in enumerate(document_chunks(doc, index.chunk_size,
+                                                                                       index.chunk_overlap))]
         texts = [_index_text({"title": c["title"], "text": c["text"]}) for c in chunks]
         vectors = np.concatenate([batch for _, batch in embed_batches(self.embedder, texts, progress)]) \
             if texts else np.zeros((0, self.embedder.dimension), np.float32)
@@ -312,12 +309,12 @@ class PostgresKnowledgeBase:
     @property
     def fusion(self) -> tuple[str, float]:
         """Hybrid search's (fusion method, vector weight), as KnowledgeBase.fusion."""
-        return fusion_of(self.embedder, self.config)
+        return fusion_of(self.embedder, self.config.search)
 
     def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
                rerank: bool | None = None) -> list[Hit]:
         """The k best chunks for the query; each hit records its rank in each retriever."""
-        c = self.config
+        c = self.config.search
         plan = SearchPlan.make(query, k, mode, filters, c, self.fusion)
         filters, use, depth = plan.filters, plan.use, plan.depth
         vector = embed_query(self.embedder, query) if "vector" in use else None
@@ -340,7 +337,7 @@ class PostgresKnowledgeBase:
         terms = list(dict.fromkeys(tokens))
         if not terms:
             return []
-        c = self.config
+        c = self.config.search
         n, total = db.execute("SELECT n, total_length FROM ar_stats").fetchone()
         df = dict(db.execute("SELECT term, df FROM ar_terms WHERE term = ANY(%s)", (terms,)).fetchall())
         if not df:
@@ -362,7 +359,7 @@ class PostgresKnowledgeBase:
         exact = filtered or not _indexed(self.embedder)
         if filtered:
             db.execute("SET LOCAL enable_indexscan = off")
-        db.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(int(self.config.hnsw_ef), k))}")
+        db.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(int(self.config.search.hnsw_ef), k))}")
         ties = ", c.row" if exact else ""  # a second sort key would keep the HNSW index from being used
         rows = db.execute(f"SELECT c.row, 1 - (c.embedding <=> %s) FROM ar_chunks c WHERE true {where} "
                           f"ORDER BY c.embedding <=> %s{ties} LIMIT %s",

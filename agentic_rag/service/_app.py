@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ValidationError
 
-from .._config import Config
+from .._config import Config, as_config
 from .._display import result_json
 from .._errors import AgenticRAGError, ConfigurationError, RetrievalError, StorageError
 from .._loop import run_agentic_rag
@@ -79,7 +79,7 @@ class Service:
                  multiprocess_dir: str | None = None):
         if kb_dir is None and kb is None:
             raise ConfigurationError("give the service a knowledge base: kb_dir (a saved folder) or kb")
-        self.model, self.tools, self.config, self.model_name = model, tuple(tools), config or Config(), model_name
+        self.model, self.tools, self.config, self.model_name = model, tuple(tools), as_config(config), model_name
         self.kb_dir = Path(kb_dir) if kb_dir is not None else None
         self._load = loader or KnowledgeBase.load
         self._kb = kb if kb is not None else self._load(self.kb_dir)
@@ -277,9 +277,11 @@ class Service:
         return 200, self._finish(ready), []
 
     def _settings(self, request: AskRequest) -> Config:
+        """The service's settings with the request's run settings, each bounded by the service's own."""
+        run = self.config.run
         asked = request.settings.model_dump(exclude_none=True)
-        bounded = {name: min(value, getattr(self.config, name)) for name, value in asked.items()}
-        return replace(self.config, **bounded)
+        bounded = {name: min(value, getattr(run, name)) for name, value in asked.items()}
+        return Config.from_layers(self.config.index, self.config.search, replace(run, **bounded))
 
     def _prepare(self, request: AskRequest) -> dict:
         """Everything a run needs that can fail before it starts: the checked question, the knowledge
