@@ -85,7 +85,7 @@ def run_question(mode: str, q: Question, kb: KnowledgeBase, model: Model, config
 
 def half_of(question_id: str) -> int:
     """1 or 2, by a stable hash of the question id: the same id falls in the same half in every set
-    and on every machine, so one half can be tuned on and the other reported beside it."""
+    and on every machine, so settings can be chosen by one half's numbers and checked on the other's."""
     return 1 + hashlib.sha256(question_id.encode("utf-8")).digest()[0] % 2
 
 
@@ -111,7 +111,7 @@ def run_bench(folder: Path, modes: list[str], out: Path, model: Model, config: C
     wanted = {q.id for q in questions}
     records = [r for r in _read(results) if r["id"] in wanted and r["mode"] in modes]
     metrics = {mode: summarize([r for r in records if r["mode"] == mode], questions) for mode in modes}
-    write_reports(metrics, out, folder.name)
+    write_reports(metrics, out, folder.name, half, model.name, kb.embedder.name)
     return metrics
 
 

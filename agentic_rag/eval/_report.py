@@ -110,12 +110,17 @@ def _svg(metrics: dict) -> str:
     return "\n".join(parts + ["</svg>"]) + "\n"
 
 
-def write_reports(metrics: dict, out: Path, set_name: str) -> None:
+def write_reports(metrics: dict, out: Path, set_name: str, half: int | None = None, model: str = "",
+                  embedder: str = "") -> None:
     """metrics.json, report.md (the comparison table) and report.svg (the chart)."""
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False), encoding="utf-8")
     modes = list(metrics)
-    lines = [f"# Benchmark: {set_name}", "", "Rates with 95% bootstrap intervals. The faithfulness column is the "
-             "judge in use grading answers; with the offline model it is the system grading itself.", "",
+    split = f"the questions of --half {half}" if half else "all questions"
+    run = ", ".join(part for part in (model and f"model {model}", embedder and f"embedder {embedder}") if part)
+    lines = [f"# {set_name}, {split}: {' against '.join(modes)}, retrieval, answers and cost", "",
+             (f"{run}. " if run else "") + "Rates with 95% bootstrap intervals; rounds, model calls, tokens and "
+             "cost_usd are means per question, latency percentiles in ms. The faithfulness row is the judge in use "
+             "grading answers; with the offline model it is the system grading itself.", "",
              "| metric | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
     lines += [f"| {name} | " + " | ".join(_cell(metrics[m], name) for m in modes) + " |" for name in ROWS]
     for mode in modes:

@@ -63,7 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as work:
         report = run(Path(args.data), args.mb, Path(work))
-    lines = [f"# One {report['text_bytes'] / 1e6:.0f} MB text file through agentic-rag index (hashing)", "",
+    lines = [f"# One {report['text_bytes'] / 1e6:.0f} MB text file through agentic-rag index (hashing embedder): "
+             "seconds, peak memory, knowledge-base size", "",
              "| seconds | peak memory MB | knowledge base MB | knowledge base / text |", "|---|---|---|---|",
              f"| {report['seconds']} | {report['peak_mb']} | {report['kb_bytes'] / 1e6:.1f} | "
              f"{report['kb_over_text']} |", "", report["indexed"], "",

@@ -188,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                 for name in args.case or CASES]
     report = {"scale": args.scale, "max_file_bytes": args.max_file_size, "cases": rows}
     lines = [f"# Hostile files through load_documents (scale {args.scale:g}, file-size limit "
-             f"{args.max_file_size:,} bytes)", "", "| case | file | bytes | seconds | peak memory MB | outcome |",
+             f"{args.max_file_size:,} bytes): seconds reading, peak memory, outcome", "",
+             "| case | file | bytes | seconds | peak memory MB | outcome |",
              "|---|---|---|---|---|---|"]
     lines += [f"| {r['case']} | {r['what']} | {r['bytes']:,} | {r['seconds']} | {r['peak_mb']} | {r['outcome']} |"
               for r in rows]

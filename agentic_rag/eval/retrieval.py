@@ -132,11 +132,14 @@ def write_report(results: list[dict], out: Path, config: Config) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.json").write_text(json.dumps({"config": config.__dict__, "results": results}, indent=2))
     modes = list(dict.fromkeys(mode for r in results for mode in r["modes"]))
-    lines = ["# Retrieval benchmark", "",
+    halves = {r["half"] for r in results}
+    split = f" of --half {halves.pop()}" if len(halves) == 1 and None not in halves else ""
+    lines = [f"# Retrieval on {', '.join(dict.fromkeys(r['set'] for r in results))}, the answerable questions{split}: "
+             "recall@5, all-relevant@5 and MRR@10 per embedder and mode, latency in ms", "",
              f"chunk_size {config.chunk_size}, overlap {config.chunk_overlap}, BM25 k1 {config.bm25_k1} "
              f"b {config.bm25_b}, RRF k {config.rrf_k}, bm25 weight {config.bm25_weight}; "
              "R@5 with its 95% bootstrap interval.", ""] + _table(results, modes) + [
-             "", "Peer: bm25s over the same tokens and chunks", "",
+             "", "## The peer: bm25s over the same tokens and chunks, recall@5, all-relevant@5, MRR@10", "",
              "| set | R@5 | all@5 | MRR@10 |", "|---|---|---|---|"] + [
              f"| {r['set']} | {r['peer_bm25s']['r@5']:.3f} | {r['peer_bm25s']['all@5']:.3f} | "
              f"{r['peer_bm25s']['mrr@10']:.3f} |" for r in results if r["embedder"] == results[0]["embedder"]]

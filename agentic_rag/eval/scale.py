@@ -286,7 +286,10 @@ def e5_vectors(folders: list[str]) -> np.ndarray | None:
 
 def markdown(report: dict) -> str:
     """The report's tables."""
-    lines = ["| chunks | BM25 build ours / bm25s | Zipf p50 ours / bm25s (ratio) | mid p50 ours / bm25s (ratio) | "
+    lines = [f"# Scale on synthetic chunks ({', '.join(f'{int(s):,}' for s in report['sizes'])}): BM25 against "
+             "bm25s, vector search against raw hnswlib, building, hybrid search and saves; seconds, ms, MB", "",
+             "## BM25: build seconds, p50 ms a query on each query mix, top-10 agreement with bm25s", "",
+             "| chunks | BM25 build ours / bm25s | Zipf p50 ours / bm25s (ratio) | mid p50 ours / bm25s (ratio) | "
              "top-10 agreement (ties counted) |", "|---|---|---|---|---|"]
     for size, r in report["sizes"].items():
         b = r["bm25"]
@@ -296,7 +299,8 @@ def markdown(report: dict) -> str:
                      f"{b['mid']['bm25s_ms']['p50']:.3f} ms ({b['mid']['ratio_p50']:.2f}) | "
                      f"{b['zipf']['top10_agreement']:.3f} ({b['zipf']['top10_agreement_ties_counted']:.3f}) / "
                      f"{b['mid']['top10_agreement']:.3f} ({b['mid']['top10_agreement_ties_counted']:.3f}) |")
-    lines += ["", "| chunks | hashing: recall@10, p50 (raw hnswlib) | e5-like: recall@10, p50, build (raw hnswlib) |",
+    lines += ["", "## Vector search: recall@10 against exact search, p50 ms a query, build seconds", "",
+              "| chunks | hashing: recall@10, p50 (raw hnswlib) | e5-like: recall@10, p50, build (raw hnswlib) |",
               "|---|---|---|"]
     for size, r in report["sizes"].items():
         h, e = r["vectors"]["hashing"], r["vectors"].get("e5_like")
@@ -306,7 +310,8 @@ def markdown(report: dict) -> str:
                  f"({e['raw_hnswlib_recall10']:.3f}, {e['raw_hnswlib_ms']['p50']:.3f} ms, "
                  f"{e['raw_hnswlib_build_s']:.1f} s)") if e else "–"
         lines.append(f"| {int(size):,} | {h['recall10']:.3f}, {h['ms']['p50']:.3f} ms{raw} | {dense} |")
-    lines += ["", "| chunks | build (hashing) s, peak MB | hybrid p50 / bm25s alone (ratio) | full save s, MB | "
+    lines += ["", "## The knowledge base (hashing): building, hybrid search, full and delta saves, loading", "",
+              "| chunks | build (hashing) s, peak MB | hybrid p50 / bm25s alone (ratio) | full save s, MB | "
               "add 100 docs + save: s, KB (share of bytes, of time) | load with the delta s |",
               "|---|---|---|---|---|---|"]
     for size, r in report["sizes"].items():

@@ -31,9 +31,11 @@ class Embedder(Protocol):
         """One L2-normalised float32 row per search query."""
 
 
-# Hybrid search's (fusion, vector weight) for e5, chosen on half 1 of the five dev sets (docs/benchmarks.md):
-# the best summed recall@5 of RRF and score fusion at vector weights 0.1 to 4. Also the default of an
-# embedder that names none, such as a hosted one: the semantic embedder we could measure.
+# Hybrid search's (fusion, vector weight) for e5: the best summed recall@5 over the five dev sets of RRF
+# and score fusion at vector weights 0.1 to 4, on the questions set aside for choosing; the held-out
+# questions are reported beside it (docs/benchmarks.md, "Retrieval: embedders and fusion").
+# Also the default of an embedder that names none, such as a hosted one: the semantic embedder we could
+# measure.
 SEMANTIC_FUSION = ("score", 1.5)
 
 
@@ -60,9 +62,10 @@ class HashingEmbedder(SymmetricEmbedder):
     """
 
     name = "hashing"
-    # lexical like BM25, so only a tie-breaker: on half 1 of the dev sets this fusion lost one question's
-    # recall@5 against BM25 alone (squad2), where RRF at 0.1 (the earlier default) lost 0.07 on musique;
-    # at 0.05 it gained 0.02 on hotpotqa but let two more off-KB questions through (docs/benchmarks.md)
+    # lexical like BM25, so only a tie-breaker. On the dev sets' questions set aside for choosing, this
+    # fusion lost one question's recall@5 against BM25 alone (squad2), where RRF at 0.1 (the earlier
+    # default) lost 0.07 on musique; at 0.05 it gained 0.02 on hotpotqa but let two more off-KB questions
+    # through (docs/benchmarks.md, "Retrieval: embedders and fusion")
     fusion = ("score", 0.02)
     batch_size = 1024
     sparse = True  # about 50 of its dimensions are non-zero: searched exactly by an inverted index
