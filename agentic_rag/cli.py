@@ -95,7 +95,7 @@ def cmd_delete(args) -> int:
         kb = load_kb(args.kb, model_settings(args))
         wanted = list(dict.fromkeys(args.doc_ids))
         missing = [doc_id for doc_id in wanted if not kb.delete_documents([doc_id])]  # one by one: which ones
-        if len(missing) < len(wanted):  # nothing deleted, nothing saved: the folder stays as it was
+        if len(missing) < len(wanted):  # with nothing deleted nothing is saved: the folder stays as it was
             kb.save(args.kb)
     if len(missing) < len(wanted):
         print(f"deleted {len(wanted) - len(missing)} documents")
