@@ -50,6 +50,13 @@ class _Parser(argparse.ArgumentParser):
                                f"commands: {', '.join(commands)}")
                 return
 
+    def _check_value(self, action, value):  # argparse's check of a flag's choices, with the one meant named
+        if action.choices is not None and value not in action.choices and isinstance(value, str):
+            choices = [str(choice) for choice in action.choices]
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{_did_you_mean(value, choices, True)} "
+                                                 f"(choose from {', '.join(choices)})")
+        super()._check_value(action, value)
+
     def _unknown_option(self, option: str) -> str:
         """'unrecognized option --x' with the option meant, and where another command has it by that name."""
         name = self.prog.split()[-1]

@@ -64,6 +64,8 @@ def test_a_mistyped_command_or_option_names_the_one_meant(capsys):
     assert "did you mean --chunk-size?" in err, err
     err = refused(capsys, "--kb", "d", "search", "x")
     assert "--kb comes after the command" in err, err
+    err = refused(capsys, "search", "x", "--kb", "d", "--mode", "hybird")  # a flag's value too
+    assert "invalid choice: 'hybird'; did you mean 'hybrid'? (choose from hybrid, bm25, vector)" in err, err
 
 
 def test_ask_mode_says_what_it_means_not_ambiguous_option(capsys):
