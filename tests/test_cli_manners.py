@@ -275,3 +275,10 @@ def test_serve_refuses_a_metrics_folder_that_is_not_one(capsys, kb, tmp_path, mo
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "missing"))
     code, _, err = run(capsys, "serve", "--kb", kb, "--port", "0")
     assert code == 1 and f"PROMETHEUS_MULTIPROC_DIR={tmp_path / 'missing'} is not a folder" in err, err
+
+
+def test_the_modules_docstring_names_every_command():
+    from agentic_rag import cli
+
+    commands = re.search(r"\{([\w,-]+)\}", cli.build_parser().format_usage()).group(1).split(",")
+    assert all(re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", cli.__doc__) for name in commands), cli.__doc__
