@@ -117,7 +117,7 @@ def _search(commands):
     search = commands.add_parser("search", help="search a knowledge base")
     search.add_argument("query", help="what to search for")
     search.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
-    search.add_argument("-k", "--k", type=positive, default=5, help="hits to return (default %(default)s)")
+    search.add_argument("-k", "--k", type=positive, default=5, metavar="N", help="hits to return (default %(default)s)")
     search.add_argument("--mode", choices=SEARCH_MODES, default="hybrid",
                         help="retrievers to use (default %(default)s)")
     filter_flag(search)
