@@ -1,7 +1,11 @@
-"""How a finished run is shown: the `ask --json` object and the printed answer with its sources."""
+"""What the command line shows: the `ask --json` object, the printed answer with its sources, and
+its output streams, which remember whether a line is left open (a progress line, a streamed draft)
+so that a closing message starts on a line of its own."""
 from __future__ import annotations
 
 import json
+import sys
+from contextlib import contextmanager
 
 from ._state import cited_as, format_trace
 
@@ -39,3 +43,39 @@ def print_result(state: dict, trace: bool, streamed: bool) -> None:
     print(f"Stop: {state['stop_reason']} after {state['round']} round(s); {usage['model_calls']} model calls, "
           f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, "
           f"${usage['cost_usd']:.4f}; {state['timings_ms']['total']:.0f} ms")
+
+
+class LineTracker:
+    """A text stream that remembers whether its last write left a line open (a progress line drawn
+    with "\\r" and no newline, a draft streamed piece by piece)."""
+
+    def __init__(self, stream):
+        self.stream, self.open = stream, False
+
+    def write(self, text: str) -> int:
+        """Write to the stream, noting whether the text ends its line."""
+        if text:
+            self.open = not text.endswith("\n")
+        return self.stream.write(text)
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+@contextmanager
+def tracked_lines():
+    """sys.stdout and sys.stderr as LineTrackers while the block runs; it gets a function that ends
+    every line left open, to call before a message that must start on a line of its own."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = tracked = LineTracker(out), LineTracker(err)
+
+    def end_open_lines() -> None:
+        for stream in tracked:
+            if stream.open:
+                stream.write("\n")
+                stream.flush()
+
+    try:
+        yield end_open_lines
+    finally:
+        sys.stdout, sys.stderr = out, err

