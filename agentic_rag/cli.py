@@ -94,8 +94,10 @@ def cmd_delete(args) -> int:
     with _writing(args.kb, create=False):
         kb = load_kb(args.kb, model_settings(args))
         wanted = list(dict.fromkeys(args.doc_ids))
-        missing = [doc_id for doc_id in wanted if not kb.delete_documents([doc_id])]  # one by one: which ones
-        if len(missing) < len(wanted):  # with nothing deleted nothing is saved: the folder stays as it was
+        held = kb.held_documents(wanted)
+        missing = [doc_id for doc_id in wanted if doc_id not in held]
+        if held:  # one delete, one transaction; with nothing deleted nothing is saved: the folder stays as it was
+            kb.delete_documents(held)
             kb.save(args.kb)
     if len(missing) < len(wanted):
         print(f"deleted {len(wanted) - len(missing)} documents")

@@ -66,6 +66,12 @@ def test_delete_removes_every_chunk(tiny_kb):
     assert len(tiny_kb) == 4
 
 
+def test_held_documents_names_the_ids_it_holds_in_the_order_given(tiny_kb):
+    assert tiny_kb.held_documents(["shipping", "nope", "pricing", "shipping"]) == ["shipping", "pricing"]
+    tiny_kb.delete_documents(["pricing"])
+    assert tiny_kb.held_documents(["pricing"]) == []
+
+
 def test_long_document_is_chunked_with_stable_ids():
     kb = KnowledgeBase(config=Config(chunk_size=60, chunk_overlap=0))
     text = " ".join(f"Sentence number {i} talks about topic {i}." for i in range(12))

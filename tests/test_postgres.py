@@ -45,7 +45,9 @@ def test_every_operation_matches_the_embedded_knowledge_base(pg_url):
     replaced = Document(TINY[0].id, "认证失败 means the login failed; replaced text about zebras.")
     for kb in (embedded, pg):
         assert kb.add_documents([replaced]).replaced == 1
+        assert kb.held_documents(["nope", "pricing", "shipping"]) == ["pricing", "shipping"]
         assert kb.delete_documents(["pricing", "nope"]) == 1
+        assert kb.held_documents(["pricing"]) == []
     assert _ids(pg.search("zebras", k=2)) == _ids(embedded.search("zebras", k=2))
     assert len(pg) == len(embedded) and pg.document_count == embedded.document_count
     assert pg.add_documents([replaced]).unchanged == 1 and pg.generation().startswith("pg-")

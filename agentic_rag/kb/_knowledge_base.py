@@ -209,6 +209,11 @@ class KnowledgeBase:
                                      if c is not None}
         return self._rows_by_content
 
+    def held_documents(self, doc_ids: Iterable[str]) -> list[str]:
+        """Which of these document ids the knowledge base holds, in the order given, once each."""
+        with self._lock.read():
+            return [doc_id for doc_id in dict.fromkeys(doc_ids) if doc_id in self._docs]
+
     def delete_documents(self, doc_ids: Iterable[str]) -> int:
         """Remove documents and all their chunks; returns how many were found."""
         with self._writer, self._lock.write():

@@ -288,6 +288,13 @@ class PostgresKnowledgeBase:
         db.execute("UPDATE ar_stats SET n = n - %s, total_length = total_length - %s WHERE id = 1", (n, total))
         return len(found)
 
+    def held_documents(self, doc_ids: Iterable[str]) -> list[str]:
+        """Which of these document ids the knowledge base holds, in the order given, once each."""
+        wanted = list(dict.fromkeys(doc_ids))
+        held = {row[0] for row in self._read(lambda db: db.execute(
+            "SELECT id FROM ar_documents WHERE id = ANY(%s)", (wanted,)).fetchall())}
+        return [doc_id for doc_id in wanted if doc_id in held]
+
     def delete_documents(self, doc_ids: Iterable[str]) -> int:
         """Remove documents and all their chunks in one transaction; returns how many were found."""
         wanted = list(dict.fromkeys(doc_ids))
