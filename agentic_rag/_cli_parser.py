@@ -190,7 +190,7 @@ def _bench(commands):
                        help="linear, agentic or both (default %(default)s)")
     bench.add_argument("--limit", type=positive, metavar="N", help="only the first N questions")
     bench.add_argument("--half", type=int, choices=(1, 2), help="only the questions in this half (a stable hash "
-                                                               "of the id): tune on 1, report 2 beside it")
+                                                               "of the id): choose settings on 1, check them on 2")
     bench.add_argument("--out", metavar="DIR", help="report folder (default reports/bench/SET)")
     bench.add_argument("--embedder", choices=sorted(EMBEDDERS) + ["openai"], default="hashing",
                        help="default %(default)s; openai embeds through the endpoint once, then the cached "

@@ -45,6 +45,21 @@ def test_every_markdown_link_resolves():
             assert (page.parent / target).exists(), f"{page.relative_to(ROOT)} links to missing {target}"
 
 
+def _anchors(page: Path) -> set[str]:
+    """The anchors a Markdown renderer gives the page's headings (GitHub's rule: lower case, punctuation
+    dropped, spaces to hyphens)."""
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    headings = re.findall(r"^#+ (.+)$", text, re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+def test_every_markdown_anchor_names_a_heading():
+    for page in PAGES:
+        for target, anchor in re.findall(r"\]\(([^)#:]*\.md|)#([^)]+)\)", page.read_text(encoding="utf-8")):
+            linked = page.parent / target if target else page
+            assert anchor in _anchors(linked), f"{page.relative_to(ROOT)} links to {target}#{anchor}: no such heading"
+
+
 def test_reference_pages_name_everything():
     config = (ROOT / "docs" / "reference" / "config.md").read_text(encoding="utf-8")
     assert all(f"`{f.name}`" in config for f in dataclasses.fields(Config))
