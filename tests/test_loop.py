@@ -633,6 +633,10 @@ def test_a_run_with_its_own_grader_asks_it_wherever_the_state_stopped(tiny_kb, s
     resumed = run_agentic_rag(Q2, tiny_kb, ModelSet(writer, grade=grader), state=stopped, config=Config(max_rounds=1))
     assert grader.tasks() == ["grade"] and resumed["abstained"]   # the grader's 0.1, not the writer's 0.9
     assert format_trace(resumed).endswith("verify:0.10 -> abstain") and resumed["grade"]["score"] == 0.1
+    whole = run_agentic_rag(Q2, tiny_kb, ModelSet(scripted(generate=[folded]), grade=scripted(
+        grade=[{"score": 0.1, "sufficient": False}])), config=Config(max_rounds=1))
+    assert format_trace(whole).endswith("verify:0.10 -> abstain")   # as the run never stopped
+    assert (resumed["answer"], resumed["stop_reason"]) == (whole["answer"], whole["stop_reason"])
 
 
 @pytest.mark.parametrize("name", ["loop-pending-grade", "loop-kept-draft"])
