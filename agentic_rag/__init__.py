@@ -35,7 +35,7 @@ from ._schemas import (
     Triple,
     Triples,
 )
-from ._state import STOP_REASONS, AgentState, Evidence, cited_as, format_trace, new_evidence, new_state
+from ._state import STOP_REASONS, AgentState, Evidence, Round, cited_as, format_trace, new_evidence, new_state
 from .eval import run_bench
 from .kb import (
     AddResult,
@@ -119,7 +119,7 @@ __all__ = [
     "__version__",
     # running the agent
     "run_agentic_rag", "Config", "IndexConfig", "SearchConfig", "RunConfig", "new_state", "AgentState",
-    "STOP_REASONS", "format_trace", "cited_as", "Evidence", "new_evidence",
+    "STOP_REASONS", "format_trace", "cited_as", "Evidence", "new_evidence", "Round",
     # knowledge bases
     "KnowledgeBase", "PostgresKnowledgeBase", "KnowledgeBaseBackend", "AddResult", "Hit", "Document", "LoadResult",
     "load_documents", "chunk_text", "tokenize",

@@ -2,13 +2,21 @@
 
 Each pass asks stop_condition whether the run may go on; if it may, it runs the handler of the
 state's phase (GRAPH below), which calls its step functions and returns the next phase. EDGES
-declares which phase may follow which, and the loop refuses any other transition. Who sets which
-stop_reason: stop_condition decides the six stops at a round's start (token_budget, exhausted,
-low_confidence, converged, max_rounds, deadline; settle writes them); a handler writes the two that
-end retrieval early with an answer to give (sufficient: a sufficient grade or a tool's result;
-direct: route), and "exhausted" when no answer could be drawn; this loop writes the three that end
-a run from outside the graph: token_budget or deadline when a model call raises them, error for any
-other failure, and stopped when a hook stops the run.
+declares which phase may follow which, and the loop refuses any other transition.
+
+Who sets which stop_reason (settle writes those stop_condition decides at a round's start):
+
+    stop_reason     set by
+    token_budget    stop_condition; this loop, when a model call raises BudgetExceeded
+    exhausted       stop_condition; search (no query left) and the answer's phases (no answer drawn)
+    low_confidence  stop_condition
+    converged       stop_condition
+    max_rounds      stop_condition
+    deadline        stop_condition; this loop, when a model call raises DeadlineExceeded
+    sufficient      verify and grade (a sufficient grade), tool (a tool's result)
+    direct          route (a direct reply)
+    error           this loop: any other failure, an undeclared transition, a hook that raised
+    stopped         this loop, when a hook stops the run
 """
 from __future__ import annotations
 
@@ -16,38 +24,38 @@ import copy
 import time
 from collections.abc import Callable
 
-from . import _phase_answer as answer
-from . import _phase_search as retrieval
-from . import _phases as phases
-from ._config import Config
+from . import _phase_answer, _phase_search, _phases
+from ._config import Config, RunConfig
 from ._errors import BudgetExceeded, ConfigurationError, DeadlineExceeded, RetrievalError
 from ._openai_api import RUN_DEADLINE
-from ._state import AgentState, new_state, upgrade_state
+from ._state import AgentState, check_state, config_from_saved, new_state, saved_config, upgrade_state
 from .kb import KnowledgeBase
 from .models._meter import Meter
 from .models._protocol import Model
 from .tools._registry import ToolRegistry
 
 # phase -> its handler, and the step functions each calls
-GRAPH: dict[str, Callable[[AgentState, phases.Run], str]] = {
-    "route": phases.route,        # route_query; at a round's start stop_condition, then settle
-    "search": retrieval.search,   # rewrite_query, decompose_query, then vector_search (+ bridge_search) |
-                                  # graph_search | web; detect_convergence, detect_stall
-    "tool": phases.tool,          # call_tool
-    "verify": phases.verify,      # verify_sufficiency (deferred when unsure)
-    "generate": answer.generate,  # generate_answer (or the kept draft), verify_citations
-    "grade": answer.grade,        # folded_grade (verify_sufficiency when the reply holds none), verify_citations
-    "check": answer.check,        # check_faithfulness, repair_answer
+GRAPH: dict[str, Callable[[AgentState, _phases.Run], str]] = {
+    "route": _phases.route,            # route_query
+    "search": _phase_search.search,    # rewrite_query, decompose_query, then vector_search (+ bridge_search) |
+                                       # graph_search | web; detect_convergence, detect_stall
+    "tool": _phases.tool,              # call_tool
+    "verify": _phases.verify,          # verify_sufficiency (deferred when unsure; none for a stalled round),
+                                       # count_low_rounds, wants_tool_first
+    "generate": _phase_answer.generate,  # generate_answer (or the kept draft), verify_citations
+    "grade": _phase_answer.grade,      # folded_grade (verify_sufficiency when the reply holds none), verify_citations
+    "check": _phase_answer.check,      # check_faithfulness, after_faithfulness, repair_answer
 }
 
 # phase -> the phases it may return; "done" ends the run. Any phase may also end the run on a model
 # call past the budget or the deadline, or a failure (the loop's own stops, not edges).
 EDGES: dict[str, frozenset[str]] = {
-    "route": frozenset({"search", "tool",      # the route chosen
-                        "generate",            # a direct reply, or a stop that answers from what there is
-                        "done"}),              # a stop that abstains (settle)
-    "search": frozenset({"verify",
-                         "route"}),            # nothing left to try (exhausted), or the round stalled
+    "route": frozenset({"search", "tool",      # the route chosen; but first, at a round's start,
+                                               # stop_condition may stop retrieval, and settle then
+                        "generate",            # answers from what there is (or a direct reply goes here)
+                        "done"}),              # or abstains (refusal_reason)
+    "search": frozenset({"verify",             # the round's evidence to grade, or a stalled round's grade to keep
+                         "route"}),            # nothing left to try (exhausted)
     "tool": frozenset({"generate",
                        "route"}),              # the tool failed: route again without it
     "verify": frozenset({"generate",           # sufficient, or unsure: the answer's reply grades too
@@ -75,7 +83,7 @@ def next_phase(phase: str, returned: str) -> str:
     return returned
 
 
-def stop_condition(state: AgentState, run: phases.Run, now: float) -> str | None:
+def stop_condition(state: AgentState, run: _phases.Run, now: float) -> str | None:
     """Why the run may not start another round, or None. Asked before every phase; only a round's
     start ("route") can stop. Pure given the clock `now`; checked in this order."""
     if state["phase"] != "route":
@@ -99,13 +107,20 @@ def stop_condition(state: AgentState, run: phases.Run, now: float) -> str | None
 Hook = Callable[[dict, dict], object]  # (event, state) -> False or "stop" to stop the run
 
 
-def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(), config: Config | None = None,
+def stops(answer: object) -> bool:
+    """Whether a hook's answer stops the run: False or "stop" (not 0, None or anything else)."""
+    return answer is False or (isinstance(answer, str) and answer == "stop")
+
+
+def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(),
+                    config: Config | RunConfig | None = None,
                     state: dict | None = None, on_step: Hook | None = None,
                     on_token: Callable[[str], object] | None = None) -> AgentState:
     """Answer `question` from `kb` or abstain; returns the final state. Pass a state a hook stopped to
     resume it; `on_token` receives the draft answer as it is generated (the checks run after it).
-    Bad input (an empty question, bad settings, an empty knowledge base) raises before the run
-    starts; once it runs, a failure ends it with stop_reason "error" and the state is returned."""
+    Bad input (an empty question, bad settings, a state no run returned, an empty knowledge base)
+    raises before the run starts; once it runs, a failure ends it with stop_reason "error" and the
+    state is returned."""
     config, state = _prepare(question, kb, model, config, state)
     deadline = time.monotonic() + config.deadline_s  # every model call carries it (Meter), and each round's start
     reset = RUN_DEADLINE.set(deadline)  # and an embedder's calls inside the run's searches
@@ -120,56 +135,77 @@ def _run(question: str, state: dict, config: Config, kb: KnowledgeBase, model: M
     """The loop itself: until a phase says done, check the stops, then run the phase's handler."""
     meter = Meter(model, config.token_budget, copy.deepcopy(state["usage"]),
                   max_completion_tokens=config.max_completion_tokens, deadline=deadline)
-    run = phases.Run(kb, meter, ToolRegistry(tools), config, deadline, on_token,
-                     fold_grades=_grader_is_generator(model))
+    run = _phases.Run(kb, meter, ToolRegistry(tools), config, deadline, on_token,
+                      fold_grades=_grader_is_generator(model) and state["fold_grades"])
     started = time.perf_counter()
     while state["phase"] != "done":
         events, invalid = len(state["trace"]), len(run.meter.usage["invalid_usage"])
         try:
             phase, stop = state["phase"], stop_condition(state, run, time.monotonic())
             # a stop answers from what there is or abstains (settle); otherwise the phase's handler runs
-            state["phase"] = next_phase(phase, phases.settle(state, run, stop) if stop else GRAPH[phase](state, run))
+            state["phase"] = next_phase(phase, _phases.settle(state, run, stop) if stop else GRAPH[phase](state, run))
         except BudgetExceeded as exc:
             state["stop_reason"] = "token_budget"  # whatever the grade said, the budget is why the run stops
-            state["phase"] = phases.abstain(state, "token_budget", f"the token budget ran out: {exc}")
+            state["phase"] = _phases.abstain(state, "token_budget", f"the token budget ran out: {exc}")
         except DeadlineExceeded as exc:  # a model call the deadline cut off, or one it came too late for
             state["stop_reason"] = "deadline"
-            state["phase"] = phases.abstain(state, "deadline", f"the deadline of {config.deadline_s:g} s passed: {exc}")
+            state["phase"] = _phases.abstain(state, "deadline",
+                                             f"the deadline of {config.deadline_s:g} s passed: {exc}")
         except Exception as exc:  # a model failing past its retries, or anything unexpected: recorded, not raised
             _fail(state, exc)
         for figures in run.meter.usage["invalid_usage"][invalid:]:  # counts a server sent that cannot be true
-            phases.record(state, "usage", "usage:invalid", figures, 0.0, 0)
+            _phases.record(state, "usage", "usage:invalid", figures, 0.0, 0)
         state["usage"] = copy.deepcopy(run.meter.usage)
-        new_events = state["trace"][events:]
-        if on_step and any(on_step(event, copy.deepcopy(state)) in (False, "stop") for event in new_events):
-            if state["phase"] != "done":
-                state["resume_reason"], state["stop_reason"] = state["stop_reason"], "stopped"
-                break
+        try:
+            stop_now = on_step is not None and any(stops(on_step(event, copy.deepcopy(state)))
+                                                   for event in state["trace"][events:])
+        except Exception as exc:  # the caller's hook failed: the run ends as on any failure, its state kept
+            _fail(state, exc, "the on_step hook raised ")
+            break
+        if stop_now and state["phase"] != "done":
+            state["resume_reason"], state["stop_reason"] = state["stop_reason"], "stopped"
+            break
     elapsed_ms = (time.perf_counter() - started) * 1000
     state["timings_ms"]["total"] = round(state["timings_ms"].get("total", 0) + elapsed_ms, 1)
     return state
 
 
-def _prepare(question: str, kb: KnowledgeBase, model: Model, config: Config | None,
+def _prepare(question: str, kb: KnowledgeBase, model: Model, config: Config | RunConfig | None,
              state: dict | None) -> tuple[Config, AgentState]:
     """The checks before a run (input errors raise here) and the state it starts from: a new one,
     or a copy of the given one in this version's shape (upgrade_state) with a hook's stop undone."""
-    if config is None:  # a resumed run keeps the settings it started with
-        saved = state["config"] if state is not None else {}
-        config = Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
-    if not isinstance(config, Config):
-        raise ConfigurationError(f"config must be an agentic_rag.Config, not {type(config).__name__}")
+    if state is not None:
+        check_state(state)
+        if question != state["question"]:
+            raise ConfigurationError(f"the question {question!r} is not the state's {state['question']!r}; "
+                                     "resume a state with the question it was asked")
+    settings = _settings(config, state)
     if not callable(getattr(model, "complete", None)):
         raise ConfigurationError(f"{model!r} is not a model: it needs a complete(request) method (see models.Model)")
-    state = new_state(question, config) if state is None else upgrade_state(copy.deepcopy(state))
-    if state["phase"] not in GRAPH and state["phase"] != "done":
-        raise ConfigurationError(f"the state's phase {state['phase']!r} is none of {', '.join(GRAPH)} or done; "
-                                 "pass a state that run_agentic_rag returned")
+    if state is None:
+        state = new_state(question, settings)
+    else:
+        state = upgrade_state(copy.deepcopy(state))
+        if config is not None:  # the settings given now are the run's: a later resume keeps them
+            state["config"] = saved_config(settings)
     if state["stop_reason"] == "stopped":
         state["stop_reason"], state["resume_reason"] = state["resume_reason"], None
     if len(kb) == 0:
         raise RetrievalError("the knowledge base is empty; index documents first (agentic-rag index PATH --kb DIR)")
-    return config, state
+    return settings, state
+
+
+def _settings(config: Config | RunConfig | None, state: dict | None) -> Config:
+    """The run's settings: the given Config, or a RunConfig with the other layers as the state saved
+    them (else their defaults); none given, the state's own (a resumed run keeps its settings)."""
+    saved = config_from_saved(state["config"]) if state is not None else Config()
+    if config is None:
+        return saved
+    if isinstance(config, RunConfig):
+        return Config.from_layers(index=saved.index, search=saved.search, run=config)
+    if not isinstance(config, Config):
+        raise ConfigurationError(f"config must be an agentic_rag.Config or RunConfig, not {type(config).__name__}")
+    return config
 
 
 def _grader_is_generator(model: Model) -> bool:
@@ -179,9 +215,9 @@ def _grader_is_generator(model: Model) -> bool:
     return model_for is None or model_for("grade") is model_for("generate")
 
 
-def _fail(state: AgentState, exc: Exception) -> None:
+def _fail(state: AgentState, exc: Exception, where: str = "") -> None:
     """End the run on a failure: no answer is returned (an unchecked draft stays in draft_answer only)."""
-    message = f"{exc.__class__.__name__}: {exc}"
+    message = f"{where}{exc.__class__.__name__}: {exc}"
     state.update(stop_reason="error", phase="done", error=message, answer="", citations=[], abstained=True,
                  abstain_reason=f"the run failed: {message}")
-    phases.record(state, "error", "error", {"message": str(exc)}, 0.0, 0)
+    _phases.record(state, "error", "error", {"message": f"{where}{exc}"}, 0.0, 0)

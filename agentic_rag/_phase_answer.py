@@ -6,6 +6,7 @@ from ._phases import Run, abstain, after_grade, grade_evidence, record, traced
 from ._schemas import Answer, Faithfulness, GradedAnswer
 from ._state import AgentState
 from .steps import check_faithfulness, generate_answer, repair_answer, verify_citations
+from .steps._decisions import after_faithfulness
 from .steps._verify import folded_grade, question_weights
 
 
@@ -45,19 +46,23 @@ def generate(state: AgentState, run: Run) -> str:
 
 def grade(state: AgentState, run: Run) -> str:
     """Take the grade that came in the draft's reply (folded_grade); a reply without one is graded
-    apart (verify_sufficiency), and so is the rest of the run. Next: "route" when the grade sends the
-    run on, keeping the draft for a stop to answer with; else what delivering the draft gives."""
+    apart (verify_sufficiency), and so is the rest of the run, as is a run that may not fold (a
+    grader of its own, or streaming). Next: "route" when the grade sends the run on, keeping the
+    draft for a stop to answer with; else what delivering the draft gives."""
     shown, draft = state["evidence"][:run.config.evidence_k], GradedAnswer(**state["draft_reply"])
     state["draft_reply"] = None
-    folded = folded_grade(draft, run.config.min_context_score)
-    if folded is None:  # the model gave no grade: ask for it apart, now and for the rest of the run
-        run.fold_grades = False
+    folded = folded_grade(draft, run.config.min_context_score) if run.folds else None
+    if folded is None and run.folds:  # the model gave no grade: ask for it apart, now and for the rest of the run
+        run.fold_grades = state["fold_grades"] = False
+    if folded is None:
         folded = grade_evidence(state, run, shown)
     else:
         record(state, "verify", f"verify:{folded.score:.2f}", folded.model_dump(), 0.0, 0)
     if after_grade(state, run, folded) == "route":
         state["draft_for"] = [e["id"] for e in shown]  # the draft stands for this evidence
         return "route"
+    if run.on_token:
+        run.on_token(draft.answer)  # drafted unstreamed while its grade was to come: handed over whole once it stands
     return _deliver(state, shown, draft)
 
 
@@ -68,11 +73,11 @@ def _deliver(state: AgentState, shown: list, draft: Answer) -> str:
     state.update(answer=answer, citations=citations, removed_citations=removed)
     if removed:
         record(state, "citations", f"citations:-{len(removed)}", {"removed": removed}, 0.0, 0)
-    if state["stop_reason"] == "direct":
-        return "done"
+    direct = state["stop_reason"] == "direct"
     if not answer:
-        return abstain(state, "exhausted", f"no answer could be drawn from the evidence ({draft.reason})")
-    return "check"
+        return abstain(state, "exhausted", "the direct reply was empty" if direct else
+                       f"no answer could be drawn from the evidence ({draft.reason})")
+    return "done" if direct else "check"
 
 
 def _faithfulness(state: AgentState, run: Run, answer: str, shown: list) -> Faithfulness:
@@ -86,9 +91,11 @@ def check(state: AgentState, run: Run) -> str:
     """Check the answer against the evidence (check_faithfulness); repair an unsupported one once
     (repair_answer). Next: "done" (answered, or abstained when still unsupported), or "route" for
     one more round aimed at a part the answer left out."""
-    c, shown = run.config, state["evidence"][:run.config.evidence_k]
+    settings, shown = run.config.run, state["evidence"][:run.config.evidence_k]
     verdict = _faithfulness(state, run, state["answer"], shown)
-    if verdict.score < c.min_faithfulness and verdict.unsupported and state["repairs"] < c.max_repairs:
+    decision = after_faithfulness(verdict, bool(state["answer"]), state["repairs"], state["reflections"],
+                                  state["round"], settings)
+    if decision == "repair":
         state["repairs"] += 1
         with traced(state, run, "repair") as event:
             fixed = repair_answer(state["question"], state["answer"], verdict.unsupported, shown, run.meter)
@@ -96,12 +103,14 @@ def check(state: AgentState, run: Run) -> str:
         answer, citations, _ = verify_citations(fixed.answer, shown)
         state.update(answer=answer, citations=citations)
         verdict = _faithfulness(state, run, answer, shown)
+        decision = after_faithfulness(verdict, bool(answer), state["repairs"], state["reflections"], state["round"],
+                                      settings, repaired=True)
     state["faithfulness"] = verdict.model_dump()
-    if not state["answer"] or verdict.score < c.abstain_floor:
+    if decision == "abstain":
         return abstain(state, state["stop_reason"] or "exhausted",
                        f"the answer was not supported by the evidence (faithfulness {verdict.score:.2f})")
-    if not verdict.complete and state["reflections"] < 1 and state["round"] < c.max_rounds:
-        state["reflections"] += 1  # reflect: one more round aimed at what the answer left out
+    if decision == "reflect":
+        state["reflections"] += 1  # one more round aimed at what the answer left out
         state["rounds"][-1]["incomplete_answer"] = True  # this round's convergence no longer stops the run
         state.update(missing=verdict.missing, stop_reason=None)
         return "route"

@@ -2,8 +2,8 @@
 routed source, and take what the round found into the state, or find that it stalled."""
 from __future__ import annotations
 
-from ._phases import Run, after_grade, record, traced
-from ._schemas import Grade, RouteDecision, SubQuery
+from ._phases import Run, record, traced
+from ._schemas import RouteDecision, SubQuery
 from ._state import AgentState, Round
 from .steps import call_tool, decompose_query, graph_search, rewrite_query, vector_search
 from .steps._bridge import bridge_names, bridge_search
@@ -62,8 +62,8 @@ def _found(new_ids: list[str]) -> str:
 def search(state: AgentState, run: Run) -> str:
     """Retrieve from the routed source into the evidence pool: graph_search, the web_search tool, or
     vector_search over a plan (the question; later rounds rewrite_query, then decompose_query).
-    Next: "verify"; "route" with the round marked exhausted when no query is left to try, or when
-    the round stalled (detect_stall: the grade before stands for it)."""
+    Next: "verify" (for a round that stalled, detect_stall, to keep the grade before); "route" with
+    the round marked exhausted when no query is left to try."""
     source, c = state["route"].get("source", "vector"), run.config
     outcome = {"graph": _graph, "web": _web}.get(source, _vector)(state, run)
     if outcome is None:  # stop_condition ends the run with "exhausted"
@@ -77,15 +77,12 @@ def search(state: AgentState, run: Run) -> str:
     state["queries_tried"] += outcome.queries_run
     state["rounds"].append(Round(round=state["round"], route=state["route"]["route"], source=source,
                                  queries=outcome.queries_run, new=len(outcome.new_ids), converged=converged))
-    graded = state["grade"]
-    if detect_stall(state["question"], graded, state["missing"], state["evidence"][:c.evidence_k],
+    if detect_stall(state["question"], state["grade"], state["missing"], state["evidence"][:c.evidence_k],
                     outcome.pool[:c.evidence_k]):
-        # the graded evidence stays as it was and its grade stands for this round too, with no call;
-        # stop_condition ends retrieval (low_confidence or converged)
+        # the graded evidence stays as it was and verify keeps its grade for this round, with no call;
+        # stop_condition then ends retrieval (low_confidence or converged)
         state["rounds"][-1].update(converged=True, stalled=True)
-        record(state, "verify", "verify:stalled", dict(graded, why="no new passage holds what the evidence lacked"),
-               0.0, 0)
-        return after_grade(state, run, Grade(**graded))
+        return "verify"
     state.update(evidence=outcome.pool, last_top=top)
     return "verify"
 

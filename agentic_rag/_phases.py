@@ -16,6 +16,7 @@ from ._state import AgentState, Round
 from .kb import KnowledgeBase
 from .models._meter import Meter
 from .steps import call_tool, route_query, verify_sufficiency
+from .steps._decisions import count_low_rounds, wants_tool_first
 from .steps._refusal import refusal_reason, refusal_text
 from .steps._verify import question_weights, unseen_terms
 from .tools._registry import ToolRegistry
@@ -31,7 +32,8 @@ class Run:
     config: Config
     deadline: float             # time.monotonic() after which no round starts and no model call goes on
     on_token: Callable[[str], object] | None = None
-    fold_grades: bool = True    # off once the model answers without a grade, or when grading has its own model
+    fold_grades: bool = True    # off once the model answers without a grade (state["fold_grades"]), or when
+                                # grading has its own model
 
     @property
     def folds(self) -> bool:
@@ -72,7 +74,7 @@ def settle(state: AgentState, run: Run, stop_reason: str) -> str:
     """Retrieval stopped (stop_condition said why) without a sufficient grade: answer from what there
     is ("generate"), or abstain ("done") for the reason refusal_reason gives."""
     state["stop_reason"] = stop_reason
-    why = refusal_reason(stop_reason, state["grade"], bool(state["evidence"]), run.config)
+    why = refusal_reason(stop_reason, state["grade"], bool(state["evidence"]), run.config.run)
     return abstain(state, stop_reason, why) if why else "generate"
 
 
@@ -129,9 +131,14 @@ def tool(state: AgentState, run: Run) -> str:
 
 def verify(state: AgentState, run: Run) -> str:
     """Grade the evidence with verify_sufficiency, which costs no model call when its deterministic
-    check is confident. Next: "generate" when sufficient, or unsure (the answer's reply then grades
-    too, and can still send the run on); "route" for another round (stop_condition decides whether
-    there is one), or first for a tool that the evidence now gives its arguments."""
+    check is confident; a stalled round keeps the grade before, with no call. Next: "generate" when
+    sufficient, or unsure (the answer's reply then grades too, and can still send the run on);
+    "route" for another round (stop_condition decides whether there is one), or first for a tool
+    that the evidence now gives its arguments."""
+    if state["rounds"][-1].get("stalled"):  # grading the same evidence again could only say the same
+        record(state, "verify", "verify:stalled",
+               dict(state["grade"], why="no new passage holds what the evidence lacked"), 0.0, 0)
+        return after_grade(state, run, Grade(**state["grade"]))
     grade = grade_evidence(state, run, state["evidence"][:run.config.evidence_k], defer=run.folds)
     if grade is None:
         state["grade_pending"] = True  # generate asks for it in the same reply
@@ -144,9 +151,9 @@ def after_grade(state: AgentState, run: Run, grade: Grade) -> str:
     c = run.config
     state.update(grade=grade.model_dump(), missing=grade.missing, grade_pending=False)
     state["rounds"][-1]["grade"] = grade.score
-    state["low_rounds"] = state["low_rounds"] + 1 if grade.score < c.low_confidence_floor else 0
-    wants_tool = grade.sufficient and state["round"] < c.max_rounds and \
-        run.tools.select(state["question"], state["evidence"][:c.evidence_k], tuple(state["used_tools"]))
+    state["low_rounds"] = count_low_rounds(grade.score, state["low_rounds"], c.low_confidence_floor)
+    wants_tool = wants_tool_first(grade.sufficient, state["round"], c.max_rounds, lambda: run.tools.select(
+        state["question"], state["evidence"][:c.evidence_k], tuple(state["used_tools"])))
     tool_failures(state, run)
     if grade.sufficient and not wants_tool:
         state["stop_reason"] = "sufficient"

@@ -1,13 +1,16 @@
 """The run state: one plain, JSON-serialisable dict per run, its evidence items, and a one-line trace."""
 from __future__ import annotations
 
-from dataclasses import asdict
+import types
+import typing
+from dataclasses import asdict, fields
 from typing import TypedDict
 
 from ._accounting import count_tokens, new_usage
 from ._config import Config
 from ._errors import ConfigurationError
 
+PHASES = ("route", "search", "tool", "verify", "generate", "grade", "check", "done")
 STOP_REASONS = ("sufficient", "direct", "max_rounds", "token_budget", "low_confidence", "converged", "deadline",
                 "exhausted", "stopped", "error")
 
@@ -87,6 +90,7 @@ class AgentState(TypedDict):
     evidence: list[Evidence]    # the pool, best first (see Evidence)
     grade: dict | None          # the latest sufficiency grade
     grade_pending: bool         # verify was unsure: the grade comes in the answer's reply
+    fold_grades: bool           # False once the model answered without the grade asked for: grading goes apart
     missing: list[str]          # what the latest grade or faithfulness check found missing
     low_rounds: int             # consecutive rounds graded below the low-confidence floor
     last_top: list[str]         # the previous round's best passage ids (convergence)
@@ -117,21 +121,107 @@ def new_state(question: str, config: Config | None = None) -> AgentState:
         raise ConfigurationError(f"the question has {tokens} tokens, more than a quarter of the token budget "
                                  f"({config.token_budget}); shorten it or raise the budget (--budget)")
     return AgentState(
-        question=question, config={k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()},
+        question=question, config=saved_config(config),
         phase="route", round=0, route=None, rounds=[],
         queries_tried=[], subqueries=[], parts=[], used_tools=[], sources_tried=[],
         rewrites=0, repairs=0, reflections=0,
-        evidence=[], grade=None, grade_pending=False, missing=[], low_rounds=0, last_top=[], draft_answer="",
+        evidence=[], grade=None, grade_pending=False, fold_grades=True, missing=[], low_rounds=0, last_top=[],
+        draft_answer="",
         draft_reply=None, draft_for=[], answer="", citations=[],
         removed_citations=[], faithfulness=None, abstained=False, abstain_reason="", stop_reason=None,
         resume_reason=None, error=None, trace=[], timings_ms={}, usage=new_usage())
 
 
+def saved_config(config: Config) -> dict:
+    """The settings as a state saves them: flat and JSON-ready (tuples as lists)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()}
+
+
+def config_from_saved(saved: dict) -> Config:
+    """The Config a state's settings describe; a key Config does not know, or a value of the wrong
+    type, is a ConfigurationError naming it."""
+    known = {f.name: f for f in fields(Config)}
+    for key, value in saved.items():
+        if key not in known:
+            raise ConfigurationError(f"the state's config has the unknown setting {key!r}; "
+                                     "pass a state that run_agentic_rag returned")
+        if not _fits(value, known[key]):
+            raise ConfigurationError(f"the state's config has {key} = {value!r}, not a {known[key].type}; "
+                                     "pass a state that run_agentic_rag returned")
+    try:
+        return Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"the state's config is not valid ({exc}); "
+                                 "pass a state that run_agentic_rag returned") from None
+
+
+def _fits(value: object, setting) -> bool:
+    """Whether a saved value has its setting's type (an int does for a float, a list for a tuple)."""
+    if value is None:
+        return "None" in str(setting.type)
+    if isinstance(value, bool) or str(setting.type) == "bool":
+        return isinstance(value, bool) and str(setting.type) == "bool"
+    kind = str(setting.type).split(" | ")[0]
+    return isinstance(value, {"int": int, "float": (int, float), "str": str, "tuple": (list, tuple)}[kind])
+
+
+UPGRADE_FILLS = ("grade_pending", "draft_for", "draft_reply", "fold_grades")  # keys older versions did not save
+
+
+def check_state(state: object) -> None:
+    """Raise one ConfigurationError naming what keeps `state` from being a state a run can resume:
+    not a dict, a key missing or of the wrong type, an unknown phase, or a phase's precondition unmet."""
+    fix = "pass a state that run_agentic_rag returned"
+    if not isinstance(state, dict):
+        raise ConfigurationError(f"the state is a {type(state).__name__}, not a dict; {fix}")
+    hints = typing.get_type_hints(AgentState)
+    missing = [key for key in hints if key not in state and key not in UPGRADE_FILLS]
+    if missing:
+        raise ConfigurationError(f"the state has no {', '.join(missing)}; {fix}")
+    for key, hint in hints.items():
+        if key in state and not isinstance(state[key], kinds := _runtime_types(hint)):
+            raise ConfigurationError(f"the state's {key} is a {type(state[key]).__name__}, not a "
+                                     f"{' or '.join(k.__name__ for k in kinds)}; {fix}")
+    for key in ("rounds", "evidence", "trace", "citations"):
+        if not all(isinstance(item, dict) for item in state[key]):
+            raise ConfigurationError(f"the state's {key} holds an item that is not a dict; {fix}")
+    if state["phase"] not in PHASES:
+        raise ConfigurationError(f"the state's phase {state['phase']!r} is none of {', '.join(PHASES)}; {fix}")
+    for needed, why in _preconditions(state):
+        if not needed:
+            raise ConfigurationError(f"the state is in phase {state['phase']!r} but {why}; {fix}")
+
+
+def _preconditions(state: dict) -> list[tuple[bool, str]]:
+    """What the state's phase needs to run, each with what is wrong when it does not hold."""
+    phase, has_route = state["phase"], isinstance(state["route"], dict) and "route" in state["route"]
+    return [(phase not in ("search", "tool") or has_route, "holds no routing decision (route)"),
+            (phase != "tool" or has_route and bool(state["route"].get("tool")), "its route names no tool"),
+            (phase not in ("verify", "grade", "check") or bool(state["rounds"]), "holds no round (rounds is empty)"),
+            (not state.get("grade_pending") or bool(state["rounds"]), "a grade is pending for no round"),
+            (phase != "grade" or isinstance(state.get("draft_reply"), dict), "holds no draft_reply to grade"),
+            (phase != "verify" or not state["rounds"] or not state["rounds"][-1].get("stalled")
+             or isinstance(state["grade"], dict), "its stalled round has no grade to keep")]
+
+
+def _runtime_types(hint: object) -> tuple[type, ...]:
+    """The classes a value of the annotation `hint` may be: list[str] -> (list,), dict | None -> (dict, NoneType)."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return tuple(t for arg in typing.get_args(hint) for t in _runtime_types(arg))
+    if hint is type(None):
+        return (type(None),)
+    origin = typing.get_origin(hint) or hint
+    return (dict,) if typing.is_typeddict(origin) else (int, float) if origin is float else (origin,)
+
+
 def upgrade_state(state: dict) -> dict:
     """A saved state in the shape this version runs, changed in place: states saved before the
     typed round keys marked a pending grade as `grade: None` in the last round and a kept draft's
-    evidence as `drafted` in the round that kept it (the latest such round counts)."""
+    evidence as `drafted` in the round that kept it (the latest such round counts); a state saved
+    before fold_grades was kept had it off when its trace shows a draft graded apart."""
     rounds = state["rounds"]
+    if "fold_grades" not in state:
+        state["fold_grades"] = not graded_apart_after_a_draft(state["trace"])
     if "grade_pending" not in state:
         state["grade_pending"] = bool(rounds) and "grade" in rounds[-1] and rounds[-1]["grade"] is None
     if "draft_for" not in state:
@@ -143,6 +233,15 @@ def upgrade_state(state: dict) -> dict:
         if "grade" in entry and entry["grade"] is None:
             del entry["grade"]
     return state
+
+
+def graded_apart_after_a_draft(trace: list[dict]) -> bool:
+    """Whether a trace shows a draft whose reply held no grade: a verify right after a generate that
+    did not come with the answer."""
+    steps = [e for e in trace if e.get("step") != "usage"]  # counts a server sent come between the two
+    pairs = zip(steps, steps[1:], strict=False)
+    return any(a["step"] == "generate" and b["step"] == "verify"
+               and (b.get("detail") or {}).get("by") != "with the answer" for a, b in pairs)
 
 
 def cited_as(item: dict) -> str:

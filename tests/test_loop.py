@@ -552,6 +552,7 @@ def test_an_undeclared_transition_ends_the_run_with_an_error_naming_both_phases(
     assert state["stop_reason"] == "error" and state["phase"] == "done" and state["abstained"]
     assert "TransitionError" in state["error"] and "'search' returned 'check'" in state["error"]
     assert "may go to route, verify" in state["error"] and state["trace"][-1]["step"] == "error"
+    assert "'search' returned 'check'" in state["trace"][-1]["detail"]["message"]
 
 
 TEAM = "Compare the Team plan price and the annual billing discount"     # a comparison: parts to cover
@@ -607,6 +608,37 @@ def test_a_hook_may_stop_between_the_draft_and_its_folded_grade(tiny_kb):
     assert resumed["draft_reply"] is None and not resumed["grade_pending"]
 
 
+def test_a_grade_phase_resumed_with_on_token_streams_its_answer(tiny_kb):
+    at_draft = lambda event, state: "stop" if event["step"] == "generate" else None  # noqa: E731
+    stopped = run_agentic_rag(Q2, tiny_kb, OfflineModel(), on_step=at_draft)
+    assert stopped["phase"] == "grade"
+    tokens = []
+    resumed = run_agentic_rag(Q2, tiny_kb, OfflineModel(), state=json.loads(json.dumps(stopped)),
+                              on_token=tokens.append)
+    assert resumed["answer"] and "".join(tokens) == stopped["draft_answer"]
+    assert resumed["trace"][-2]["detail"]["by"] != "with the answer"   # streamed runs grade apart
+
+
+@pytest.mark.parametrize("stop_at", ["verify", "generate"])
+def test_a_run_with_its_own_grader_asks_it_wherever_the_state_stopped(tiny_kb, stop_at):
+    from agentic_rag import ModelSet
+
+    folded = {"answer": SUPPORTED, "evidence_score": 0.9}
+    stopped = run_agentic_rag(Q2, tiny_kb, scripted(generate=[folded]),
+                              on_step=lambda event, state: "stop" if event["step"] == stop_at else None)
+    assert stopped["phase"] == {"verify": "generate", "generate": "grade"}[stop_at]
+    assert stop_at == "verify" or stopped["draft_reply"]["evidence_score"] == 0.9
+    grader = scripted(grade=[{"score": 0.1, "sufficient": False}])
+    writer = scripted(generate=[folded])
+    resumed = run_agentic_rag(Q2, tiny_kb, ModelSet(writer, grade=grader), state=stopped, config=Config(max_rounds=1))
+    assert grader.tasks() == ["grade"] and resumed["abstained"]   # the grader's 0.1, not the writer's 0.9
+    assert format_trace(resumed).endswith("verify:0.10 -> abstain") and resumed["grade"]["score"] == 0.1
+    whole = run_agentic_rag(Q2, tiny_kb, ModelSet(scripted(generate=[folded]), grade=scripted(
+        grade=[{"score": 0.1, "sufficient": False}])), config=Config(max_rounds=1))
+    assert format_trace(whole).endswith("verify:0.10 -> abstain")   # as the run never stopped
+    assert (resumed["answer"], resumed["stop_reason"]) == (whole["answer"], whole["stop_reason"])
+
+
 @pytest.mark.parametrize("name", ["loop-pending-grade", "loop-kept-draft"])
 def test_a_state_saved_with_the_old_round_markers_resumes_as_it_did(tiny_kb, name):
     saved = json.loads((ROOT / "tests" / "fixtures" / "saved" / f"{name}.json").read_text(encoding="utf-8"))
@@ -622,3 +654,97 @@ def test_a_state_in_an_unknown_phase_is_refused_before_the_run(tiny_kb):
     state = dict(new_state(Q2), phase="answer")
     with pytest.raises(ConfigurationError, match="'answer' is none of route, search"):
         run_agentic_rag(Q2, tiny_kb, OfflineModel(), state=state)
+
+
+def _no_grade_in_the_reply():
+    """A model whose replies never carry the grade asked for with the answer."""
+    return ScriptedModel(default={
+        "grade": {"score": 0.4, "sufficient": False, "missing": ["carrier calendar", "collection at noon"]},
+        "generate": {"answer": "Orders paid on weekends ship on Monday from Harbor Depot. [1]"},
+        "judge": {"score": 1.0, "complete": True}, "route": {"route": "vector"},
+        "rewrite": {"query": "weekend ship rules"}, "decompose": {"subqueries": [{"query": "business day orders"}]}})
+
+
+def test_a_resumed_run_remembers_that_grading_went_apart(routes_kb):
+    cfg = Config(sources=("vector",), search_k=3)
+    model = _no_grade_in_the_reply()
+    whole = run_agentic_rag(Q3, routes_kb, model, config=cfg)
+    assert whole["fold_grades"] is False and model.tasks().count("generate") == 2
+    graded_apart = lambda event, state: "stop" if event["summary"] == "verify:0.40" else None  # noqa: E731
+    stopped = run_agentic_rag(Q3, routes_kb, _no_grade_in_the_reply(), config=cfg, on_step=graded_apart)
+    assert stopped["fold_grades"] is False
+    resumed_model = _no_grade_in_the_reply()
+    resumed = run_agentic_rag(Q3, routes_kb, resumed_model, state=json.loads(json.dumps(stopped)))
+    assert format_trace(resumed) == format_trace(whole)
+    assert [resumed["usage"][k] for k in ("model_calls", "prompt_tokens", "completion_tokens")] == \
+        [whole["usage"][k] for k in ("model_calls", "prompt_tokens", "completion_tokens")]
+    assert resumed_model.tasks().count("generate") == 1   # the last round's answer; no draft asked to grade
+
+
+def test_an_empty_direct_reply_abstains():
+    kb = KnowledgeBase()
+    kb.add_documents([Document("a", "Some text.")])
+    state = run_agentic_rag("hello", kb, ScriptedModel(default={"route": {"route": "direct"},
+                                                                "generate": {"answer": ""}}))
+    assert state["abstained"] and state["answer"].startswith("The knowledge base does not hold")
+    assert state["abstain_reason"] == "the direct reply was empty" and state["stop_reason"] == "direct"
+    assert format_trace(state) == "route:direct -> generate -> abstain"
+
+
+@pytest.mark.parametrize("answer", [0, 0.0, None, "", "go on", True])
+def test_only_false_or_stop_from_a_hook_stops_the_run(tiny_kb, answer):
+    state = run_agentic_rag(Q2, tiny_kb, OfflineModel(), on_step=lambda event, state: answer)
+    assert state["stop_reason"] != "stopped" and state["phase"] == "done"
+
+
+def test_a_hook_that_raises_ends_the_run_with_error_and_keeps_the_state(tiny_kb):
+    def hook(event, state):
+        if event["step"] == "verify":
+            raise ValueError("the hook's own bug")
+
+    state = run_agentic_rag(Q2, tiny_kb, OfflineModel(), on_step=hook)
+    assert state["stop_reason"] == "error" and state["phase"] == "done" and state["abstained"]
+    assert state["error"] == "the on_step hook raised ValueError: the hook's own bug"
+    assert state["trace"][-1]["step"] == "error" and "the hook's own bug" in state["trace"][-1]["detail"]["message"]
+    json.dumps(state)
+
+
+def test_a_question_other_than_the_states_is_refused(tiny_kb):
+    stopped = run_agentic_rag(Q2, tiny_kb, OfflineModel(), on_step=lambda event, state: "stop")
+    for question in ("Something else?", ""):
+        with pytest.raises(ConfigurationError, match="is not the state's"):
+            run_agentic_rag(question, tiny_kb, OfflineModel(), state=stopped)
+
+
+def test_settings_given_on_resume_are_kept_in_the_state(tiny_kb):
+    from agentic_rag import RunConfig
+
+    stopped = run_agentic_rag(Q2, tiny_kb, OfflineModel(), on_step=lambda event, state: "stop")
+    resumed = run_agentic_rag(Q2, tiny_kb, OfflineModel(), state=stopped, config=Config(max_rounds=1),
+                              on_step=lambda event, state: "stop")
+    assert resumed["config"]["max_rounds"] == 1 and resumed["config"] == new_state(Q2, Config(max_rounds=1))["config"]
+    with_run = run_agentic_rag(Q2, tiny_kb, OfflineModel(), state=stopped, config=RunConfig(max_rounds=2))
+    assert with_run["config"]["max_rounds"] == 2 and with_run["config"]["chunk_size"] == stopped["config"]["chunk_size"]
+
+
+def test_a_run_config_is_taken_and_other_settings_are_refused(tiny_kb):
+    from agentic_rag import IndexConfig, RunConfig
+
+    state = run_agentic_rag(Q2, tiny_kb, OfflineModel(), config=RunConfig(max_rounds=1))
+    assert state["config"]["max_rounds"] == 1 and state["error"] is None
+    for bad in ({"max_rounds": 2}, IndexConfig()):
+        with pytest.raises(ConfigurationError, match="Config or RunConfig"):
+            run_agentic_rag(Q2, tiny_kb, OfflineModel(), config=bad)
+
+
+def test_a_stalled_round_goes_to_verify_which_keeps_the_grade(routes_kb):
+    low = {"answer": "Orders paid on weekends ship on Monday from Harbor Depot. [1]", "evidence_score": 0.4,
+           "missing": ["public holidays"]}
+    after_search = lambda event, state: "stop" if event["step"] == "graph" else None  # noqa: E731
+    cfg = Config(sources=("vector", "graph"), search_k=3)
+    stopped = run_agentic_rag(Q3, routes_kb, scripted(generate=[low]), config=cfg, on_step=after_search)
+    assert stopped["phase"] == "verify" and stopped["rounds"][-1]["stalled"] and "grade" not in stopped["rounds"][-1]
+    model = scripted()
+    resumed = run_agentic_rag(Q3, routes_kb, model, state=stopped)
+    assert format_trace(resumed).endswith("graph:freight -> verify:stalled -> generate:kept -> faithfulness:1.00")
+    assert "grade" not in model.tasks() and resumed["rounds"][-1]["grade"] == 0.4

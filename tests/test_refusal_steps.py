@@ -1,7 +1,7 @@
 """refusal_reason and refusal_text, the refusal's two steps, from literal inputs (end to end: test_refusal.py)."""
 import pytest
 
-from agentic_rag import Config
+from agentic_rag import RunConfig
 from agentic_rag.steps._refusal import refusal_reason, refusal_text
 
 LOW = {"score": 0.2, "sufficient": False, "reason": "no weekend rule"}
@@ -30,13 +30,13 @@ def test_refusal_text_says_why_what_was_searched_and_the_score_in_the_questions_
 ])
 def test_refusal_reason_answers_from_what_there_is_unless_the_stop_or_the_grade_forbid(
         stop_reason, grade, has_evidence, changes, refuses):
-    why = refusal_reason(stop_reason, grade, has_evidence, Config(**changes))
+    why = refusal_reason(stop_reason, grade, has_evidence, RunConfig(**changes))
     assert (why is not None) is refuses
     if why and stop_reason != "token_budget":
         assert why.endswith(f"retrieval stopped: {stop_reason}") and "needs 0.60" in why
 
 
 def test_refusal_reason_quotes_the_grades_reason():
-    assert refusal_reason("max_rounds", LOW, True, Config()) == (
+    assert refusal_reason("max_rounds", LOW, True, RunConfig()) == (
         "evidence stayed insufficient (last score 0.20, needs 0.60): no weekend rule; retrieval stopped: max_rounds")
-    assert refusal_reason("token_budget", LOW, True, Config()) == "the token budget ran out before another round"
+    assert refusal_reason("token_budget", LOW, True, RunConfig()) == "the token budget ran out before another round"

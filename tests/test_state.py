@@ -91,3 +91,76 @@ def test_upgrade_keeps_the_latest_kept_draft_and_leaves_a_current_state_alone():
     assert upgrade_state(old)["draft_for"] == ["b", "c"]
     current = dict(new_state("q"), grade_pending=True, draft_for=["x"])
     assert upgrade_state(json.loads(json.dumps(current))) == current
+
+
+def _stopped(tiny_kb, at="generate"):
+    from agentic_rag import OfflineModel, run_agentic_rag
+
+    return run_agentic_rag("When do orders paid on weekends ship?", tiny_kb, OfflineModel(),
+                           on_step=lambda event, state: "stop" if event["step"] == at else None)
+
+
+def _without(state, key):
+    return {k: v for k, v in state.items() if k != key}
+
+
+BAD_STATES = [  # (how the stopped state is spoiled, what the error names)
+    (lambda s: "not a state", "the state is a str, not a dict"),
+    (lambda s: [s], "the state is a list, not a dict"),
+    (lambda s: _without(s, "rounds"), "the state has no rounds"),
+    (lambda s: _without(_without(s, "usage"), "trace"), "the state has no trace, usage"),
+    (lambda s: _without(s, "evidence"), "the state has no evidence"),
+    (lambda s: _without(s, "question"), "the state has no question"),
+    (lambda s: dict(s, rounds="none"), "the state's rounds is a str, not a list"),
+    (lambda s: dict(s, rounds=[1]), "the state's rounds holds an item that is not a dict"),
+    (lambda s: dict(s, round="2"), "the state's round is a str, not a int"),
+    (lambda s: dict(s, phase="answer"), "the state's phase 'answer' is none of route, search"),
+    (lambda s: dict(s, draft_reply=None), "in phase 'grade' but holds no draft_reply"),
+    (lambda s: dict(s, phase="route", grade_pending=True, rounds=[]), "a grade is pending for no round"),
+    (lambda s: dict(s, phase="search", route=None), "in phase 'search' but holds no routing decision"),
+    (lambda s: dict(s, phase="verify", rounds=[]), "in phase 'verify' but holds no round"),
+    (lambda s: dict(s, phase="verify", grade=None, rounds=[{"round": 1, "route": "vector", "stalled": True}]),
+     "its stalled round has no grade to keep"),
+    (lambda s: dict(s, config=dict(s["config"], max_round=2)), "unknown setting 'max_round'"),
+    (lambda s: dict(s, config=dict(s["config"], max_rounds="2")), "max_rounds = '2', not a int"),
+    (lambda s: dict(s, config=dict(s["config"], sources="vector")), "sources = 'vector', not a tuple"),
+    (lambda s: dict(s, config=dict(s["config"], min_context_score=2.0)), "min_context_score = 2.0 must lie in"),
+]
+
+
+@pytest.mark.parametrize("spoil, names", BAD_STATES, ids=[names for _, names in BAD_STATES])
+def test_a_malformed_state_is_one_clear_error_before_the_run(tiny_kb, spoil, names):
+    from agentic_rag import OfflineModel, run_agentic_rag
+
+    stopped = _stopped(tiny_kb)
+    assert stopped["phase"] == "grade"
+    with pytest.raises(ConfigurationError, match="pass a state that run_agentic_rag returned") as caught:
+        run_agentic_rag(stopped["question"], tiny_kb, OfflineModel(), state=spoil(json.loads(json.dumps(stopped))))
+    assert names in str(caught.value)
+
+
+def test_every_saved_state_of_the_earlier_version_passes_the_check():
+    from agentic_rag._state import check_state
+    from helpers import ROOT
+
+    saved = json.loads((ROOT / "tests" / "fixtures" / "saved" / "states.json").read_text(encoding="utf-8"))
+    states = [state for run in saved["runs"] for state in run["states"]]
+    states += [_saved("loop-pending-grade"), _saved("loop-kept-draft")]
+    for state in states:
+        check_state(state)
+    assert len(states) > 20
+
+
+def test_upgrade_reads_from_the_trace_whether_grading_had_gone_apart():
+    from agentic_rag._state import upgrade_state
+
+    def old(*events):
+        state = {k: v for k, v in new_state("q").items() if k != "fold_grades"}
+        return dict(state, trace=[{"step": step, "detail": detail} for step, detail in events])
+
+    folded, apart = ("verify", {"by": "with the answer"}), ("verify", {"by": "model"})
+    draft, invalid = ("generate", {}), ("usage", {})
+    assert upgrade_state(old(("verify", {}), draft, folded))["fold_grades"] is True
+    assert upgrade_state(old(("verify", {}), draft, invalid, apart))["fold_grades"] is False
+    assert upgrade_state(old(draft, ("faithfulness", {}), ("route", {}), apart))["fold_grades"] is True
+    assert upgrade_state(old())["fold_grades"] is True

@@ -3,7 +3,7 @@ state or its arguments, with one exception: route_query (through ToolRegistry.se
 run's ToolRegistry a tool whose argument finder failed, so that no later selection tries it again;
 the loop takes those failures from the registry (take_failures) into the trace. The loop's own
 decisions that ask no model (planning, the bridge, convergence and stalls, refusals) are steps in
-_plan, _bridge, _progress and _refusal beside these, not exported."""
+_plan, _bridge, _progress, _decisions and _refusal beside these, not exported."""
 from ._act import call_tool
 from ._answer import generate_answer, verify_citations
 from ._extract import triple_extractor

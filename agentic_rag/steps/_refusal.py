@@ -1,11 +1,11 @@
 """refusal_reason and refusal_text: whether a run that stopped short abstains, and what its refusal says."""
 from __future__ import annotations
 
-from .._config import Config
+from .._config import RunConfig
 from ..kb._tokenize import has_cjk
 
 
-def refusal_reason(stop_reason: str, grade: dict | None, has_evidence: bool, config: Config) -> str | None:
+def refusal_reason(stop_reason: str, grade: dict | None, has_evidence: bool, config: RunConfig) -> str | None:
     """Why a run whose retrieval stopped (`stop_reason`) without a sufficient grade abstains, or None
     to answer from what it has: it abstains on low confidence, a spent budget, exhaustion when
     `answer_when_exhausted` is off, no evidence, or a grade below `answer_floor`."""
