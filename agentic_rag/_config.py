@@ -24,8 +24,18 @@ _LEAST = {"chunk_size": 50, "hnsw_m": 2, "candidates": 1, "max_rounds": 1, "sear
 
 
 def _shown(value) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except ValueError:  # an int of more digits than Python will print
+        return "(a number too long to show)"
     return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _finite(number: int | float) -> bool:
+    try:
+        return math.isfinite(number)
+    except OverflowError:  # an int past any float: a run would fail on it later
+        return False
 
 
 def _type_problem(declared: str, value, default) -> str | None:
@@ -41,7 +51,7 @@ def _type_problem(declared: str, value, default) -> str | None:
     if kind == "int":
         fits, problem, fix = number and isinstance(value, int), f"is {got}, not an int", "a whole number"
     elif kind == "float":
-        fits, problem, fix = number and math.isfinite(value), f"is {got}, not a number", "a finite number"
+        fits, problem, fix = number and _finite(value), f"is {got}, not a number", "a finite number"
         if number:
             problem = "is not a finite number"
     elif kind == "bool":
@@ -59,17 +69,18 @@ def _type_problem(declared: str, value, default) -> str | None:
 def _validate(settings, label: str, layers) -> None:
     """Raise ConfigurationError naming the first bad field of `settings` (`label` names its class):
     its type, then its least value, then the layers' own checks."""
-    for f in fields(settings):
+    checked = [f for layer in layers for f in fields(layer)]  # the front declares the same types and defaults
+    for f in checked:
         value = getattr(settings, f.name)
         if (problem := _type_problem(f.type, value, f.default)) is not None:
             raise ConfigurationError(f"{label}.{f.name} = {_shown(value)} {problem}")
     if isinstance(getattr(settings, "sources", ()), list):  # a tuple, so that the settings hash
         object.__setattr__(settings, "sources", tuple(settings.sources))
-    for f in fields(settings):
+    for f in checked:
         value, least = getattr(settings, f.name), _LEAST.get(f.name, 0)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value < least:
             why = f"is negative; use a value >= {least}" if value < 0 else f"must be at least {least}"
-            raise ConfigurationError(f"{label}.{f.name} = {value!r} {why}")
+            raise ConfigurationError(f"{label}.{f.name} = {_shown(value)} {why}")
     for layer in layers:
         layer.check(settings, label)
 

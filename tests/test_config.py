@@ -119,6 +119,7 @@ def test_a_knowledge_base_takes_a_layer_or_the_front_alike(tiny_docs):
     ({"deadline_s": float("nan")},
      r"Config\.deadline_s = nan is not a finite number; give a finite number, e\.g\. 120\.0"),
     ({"deadline_s": float("inf")}, r"Config\.deadline_s = inf is not a finite number"),
+    ({"deadline_s": 10 ** 400}, r"Config\.deadline_s = 1000000.+ is not a finite number"),
     ({"deadline_s": "60"}, r"Config\.deadline_s = '60' is a str, not a number"),
     ({"bm25_k1": float("nan")}, r"Config\.bm25_k1 = nan is not a finite number"),
     ({"bm25_weight": float("-inf")}, r"Config\.bm25_weight = -inf is not a finite number"),
