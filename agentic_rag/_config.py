@@ -3,30 +3,84 @@ chosen by measurement.
 
 IndexConfig is what building a knowledge base fixes (its chunking is saved in the manifest; the
 hnswlib graph is built with the rest), SearchConfig what a search takes, RunConfig what a run of
-the agent loop takes. `Config` holds every field of the three under its old flat names, so
-`Config(max_rounds=2)`, `dataclasses.replace` and `asdict` (how a state file saves the settings)
-work as they always have; `config.index`, `config.search` and `config.run` are its layers, and
-`Config.from_layers` builds one from them.
+the agent loop takes. `Config` declares every field of the three under its old flat name, in the
+order a state file saves them (asdict), each defaulting to its layer's default, so
+`Config(max_rounds=2)`, `dataclasses.replace` and `asdict` work as they always have;
+`config.index`, `config.search` and `config.run` are its layers, and `Config.from_layers` builds
+one from them. Every field is checked against its declared type and range on construction.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, make_dataclass
+import math
+from dataclasses import dataclass, fields
 
 from ._errors import ConfigurationError
 
 SEARCH_MODES = ("hybrid", "bm25", "vector")
 
+# the least value of each field that must be above 0; every other number must be at least 0
+_LEAST = {"chunk_size": 50, "hnsw_m": 2, "candidates": 1, "max_rounds": 1, "search_k": 1, "evidence_k": 1,
+          "max_subqueries": 1, "parallel_searches": 1, "max_completion_tokens": 1}
 
-def _check_negative(settings, label: str, names) -> None:
-    for name in names:
-        value = getattr(settings, name)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-            raise ConfigurationError(f"{label}.{name} = {value!r} is negative; use a value >= 0")
+
+def _shown(value) -> str:
+    try:
+        text = repr(value)
+    except ValueError:  # an int of more digits than Python will print
+        return "(a number too long to show)"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _finite(number: int | float) -> bool:
+    try:
+        return math.isfinite(number)
+    except OverflowError:  # an int past any float: a run would fail on it later
+        return False
+
+
+def _type_problem(declared: str, value, default) -> str | None:
+    """What is wrong with `value` for a field declared `declared` (its annotation), and the fix;
+    None when it fits."""
+    optional, kind = declared.endswith(" | None"), declared.removesuffix(" | None")
+    if value is None and optional:
+        return None
+    got, or_none = type(value).__name__, " or None" if optional else ""
+    got = ("an " if got[0] in "aeiou" else "a ") + got
+    example = f", e.g. {default!r}" if default is not None else ""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind == "int":
+        fits, problem, fix = number and isinstance(value, int), f"is {got}, not an int", "a whole number"
+    elif kind == "float":
+        fits, problem, fix = number and _finite(value), f"is {got}, not a number", "a finite number"
+        if number:
+            problem = "is not a finite number"
+    elif kind == "bool":
+        fits, problem, fix, example = isinstance(value, bool), f"is {got}, not a bool", "True or False", ""
+    elif kind == "str":
+        fits, problem, fix = isinstance(value, str), f"is {got}, not a str", "a str"
+    elif kind == "tuple[str, ...]":
+        fits = isinstance(value, (tuple, list)) and all(isinstance(item, str) for item in value)
+        problem, fix = "is not a tuple of str", "a tuple of str"
+    else:  # a field declared with a type this module has no check for: a mistake here, not in the caller's value
+        raise TypeError(f"agentic_rag._config has no check for fields declared {declared}")
+    return None if fits else f"{problem}; give {fix}{or_none}{example}"
 
 
 def _validate(settings, label: str, layers) -> None:
-    """Raise ConfigurationError naming the first bad field of `settings` (`label` names its class)."""
-    _check_negative(settings, label, [f.name for layer in layers for f in fields(layer)])
+    """Raise ConfigurationError naming the first bad field of `settings` (`label` names its class):
+    its type, then its least value, then the layers' own checks."""
+    checked = [f for layer in layers for f in fields(layer)]  # the front declares the same types and defaults
+    for f in checked:
+        value = getattr(settings, f.name)
+        if (problem := _type_problem(f.type, value, f.default)) is not None:
+            raise ConfigurationError(f"{label}.{f.name} = {_shown(value)} {problem}")
+    if isinstance(getattr(settings, "sources", ()), list):  # a tuple, so that the settings hash
+        object.__setattr__(settings, "sources", tuple(settings.sources))
+    for f in checked:
+        value, least = getattr(settings, f.name), _LEAST.get(f.name, 0)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < least:
+            why = f"is negative; use a value >= {least}" if value < 0 else f"must be at least {least}"
+            raise ConfigurationError(f"{label}.{f.name} = {_shown(value)} {why}")
     for layer in layers:
         layer.check(settings, label)
 
@@ -52,13 +106,9 @@ class IndexConfig:
     @staticmethod
     def check(c, label: str) -> None:
         """Raise ConfigurationError for a bad index field of `c` (a layer or the front)."""
-        if c.chunk_size < 50:
-            raise ConfigurationError(f"{label}.chunk_size = {c.chunk_size} is too small; use at least 50 characters")
         if c.chunk_overlap >= c.chunk_size:
             raise ConfigurationError(
                 f"{label}.chunk_overlap = {c.chunk_overlap} must be smaller than chunk_size = {c.chunk_size}")
-        if c.hnsw_m < 2:
-            raise ConfigurationError(f"{label}.hnsw_m = {c.hnsw_m} must be at least 2")
 
 
 @dataclass(frozen=True)
@@ -96,8 +146,6 @@ class SearchConfig:
                                      "(or None: the embedder's default)")
         if not 0 <= c.bm25_b <= 1:
             raise ConfigurationError(f"{label}.bm25_b = {c.bm25_b} must lie in [0, 1]")
-        if c.candidates < 1:
-            raise ConfigurationError(f"{label}.candidates = {c.candidates} must be at least 1")
 
 
 @dataclass(frozen=True)
@@ -125,7 +173,7 @@ class RunConfig:
     max_subqueries: int = 5
     parallel_searches: int = 4
     # retrieval sources, in the order a low grade re-routes to them; each is used once per question
-    sources: tuple = ("vector", "graph", "web")
+    sources: tuple[str, ...] = ("vector", "graph", "web")
     answer_when_exhausted: bool = True  # no query or source left: answer from what there is (else abstain)
 
     def __post_init__(self) -> None:
@@ -136,10 +184,6 @@ class RunConfig:
         """Raise ConfigurationError for a bad run field of `c` (a layer or the front)."""
         if not c.sources or set(c.sources) - {"vector", "graph", "web"}:
             raise ConfigurationError(f"{label}.sources = {c.sources!r}: give some of 'vector', 'graph', 'web'")
-        for name in ("max_rounds", "search_k", "evidence_k", "max_subqueries", "parallel_searches",
-                     "max_completion_tokens"):
-            if getattr(c, name) < 1:
-                raise ConfigurationError(f"{label}.{name} = {getattr(c, name)} must be at least 1")
         for name in ("min_context_score", "min_faithfulness", "abstain_floor", "answer_floor", "low_confidence_floor",
                      "converge_jaccard"):
             if not 0 <= getattr(c, name) <= 1:
@@ -148,31 +192,45 @@ class RunConfig:
 
 LAYERS = {"index": IndexConfig, "search": SearchConfig, "run": RunConfig}
 
-# The front's fields in the order Config has always had them, which is the order of the settings a
-# state file saves (asdict): the layers say which field is where and what it defaults to, this only
-# keeps that order (checked below to name each layer's fields exactly once).
-_SAVED_ORDER = (
-    "chunk_size", "chunk_overlap", "bm25_k1", "bm25_b", "fusion", "rrf_k", "bm25_weight", "vector_weight",
-    "candidates", "rerank", "hnsw_m", "hnsw_ef_construction", "hnsw_ef", "exact_search_below", "seed",
-    "max_rounds", "token_budget", "max_completion_tokens", "deadline_s", "search_k", "evidence_k",
-    "min_context_score", "min_faithfulness", "abstain_floor", "answer_floor", "low_confidence_floor",
-    "converge_jaccard", "max_rewrites", "max_repairs", "max_subqueries", "parallel_searches", "sources",
-    "answer_when_exhausted",
-)
-
-
-def _front_fields() -> list[tuple]:
-    """Every layer's fields, in _SAVED_ORDER; an import error if the two disagree."""
-    owners = [f for layer in LAYERS.values() for f in fields(layer)]
-    by_name = {f.name: f for f in owners}
-    if len(by_name) != len(owners) or sorted(by_name) != sorted(_SAVED_ORDER):
-        raise ImportError("agentic_rag._config: the layers' fields and _SAVED_ORDER disagree")
-    return [(name, by_name[name].type, field(default=by_name[name].default)) for name in _SAVED_ORDER]
-
-
-class _Front:
+@dataclass(frozen=True)
+class Config:
     """Every setting of the three layers under its flat name (IndexConfig, SearchConfig, RunConfig);
     immutable, safe to share. `config.index`, `config.search` and `config.run` are its layers."""
+
+    # the order of these fields is the order a state file saves the settings in (asdict): keep it
+    chunk_size: int = IndexConfig.chunk_size
+    chunk_overlap: int = IndexConfig.chunk_overlap
+    bm25_k1: float = SearchConfig.bm25_k1
+    bm25_b: float = SearchConfig.bm25_b
+    fusion: str | None = SearchConfig.fusion
+    rrf_k: int = SearchConfig.rrf_k
+    bm25_weight: float = SearchConfig.bm25_weight
+    vector_weight: float | None = SearchConfig.vector_weight
+    candidates: int = SearchConfig.candidates
+    rerank: bool = SearchConfig.rerank
+    hnsw_m: int = IndexConfig.hnsw_m
+    hnsw_ef_construction: int = IndexConfig.hnsw_ef_construction
+    hnsw_ef: int = SearchConfig.hnsw_ef
+    exact_search_below: int = IndexConfig.exact_search_below
+    seed: int = IndexConfig.seed
+    max_rounds: int = RunConfig.max_rounds
+    token_budget: int = RunConfig.token_budget
+    max_completion_tokens: int = RunConfig.max_completion_tokens
+    deadline_s: float = RunConfig.deadline_s
+    search_k: int = RunConfig.search_k
+    evidence_k: int = RunConfig.evidence_k
+    min_context_score: float = RunConfig.min_context_score
+    min_faithfulness: float = RunConfig.min_faithfulness
+    abstain_floor: float = RunConfig.abstain_floor
+    answer_floor: float = RunConfig.answer_floor
+    low_confidence_floor: float = RunConfig.low_confidence_floor
+    converge_jaccard: float = RunConfig.converge_jaccard
+    max_rewrites: int = RunConfig.max_rewrites
+    max_repairs: int = RunConfig.max_repairs
+    max_subqueries: int = RunConfig.max_subqueries
+    parallel_searches: int = RunConfig.parallel_searches
+    sources: tuple[str, ...] = RunConfig.sources
+    answer_when_exhausted: bool = RunConfig.answer_when_exhausted
 
     def __post_init__(self) -> None:
         _validate(self, "Config", tuple(LAYERS.values()))
@@ -208,10 +266,6 @@ class _Front:
                 raise ConfigurationError(f"{name} must be the {layer.__name__} layer, not a {type(settings).__name__}")
             values.update({f.name: getattr(settings, f.name) for f in fields(layer)})
         return cls(**values)
-
-
-Config = make_dataclass("Config", _front_fields(), bases=(_Front,), frozen=True,
-                        namespace={"__doc__": _Front.__doc__, "__module__": __name__})
 
 
 def as_config(settings: Config | IndexConfig | SearchConfig | RunConfig | None) -> Config:

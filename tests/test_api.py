@@ -89,3 +89,24 @@ def test_importing_agentic_rag_does_not_load_the_openai_sdk():
     code = "import agentic_rag, sys; print('openai' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert result.stdout.strip() == "False"
+
+
+def test_the_backend_protocol_asks_for_every_method_a_caller_may_use(tiny_kb):
+    from agentic_rag import KnowledgeBaseBackend
+
+    assert isinstance(tiny_kb, KnowledgeBaseBackend)
+    assert isinstance(tiny_kb.restricted({"type": "ticket"}), KnowledgeBaseBackend)
+    assert tiny_kb.held_documents(["nope", tiny_kb.search("login", k=1)[0].doc_id, "nope"]) == \
+        [tiny_kb.search("login", k=1)[0].doc_id]
+    # the command line's delete asks which ids are held: a backend without that is not one
+    class WithoutHeldDocuments:
+        def __getattr__(self, name):
+            if name == "held_documents":
+                raise AttributeError(name)
+            return getattr(tiny_kb, name)
+
+        def __len__(self):
+            return len(tiny_kb)
+
+    assert not isinstance(WithoutHeldDocuments(), KnowledgeBaseBackend)
+    assert isinstance(WithoutHeldDocuments().search, type(tiny_kb.search))  # all else is there

@@ -22,6 +22,7 @@ def test_a_panel_per_set_and_a_line_per_half(tmp_path, capsys):
     assert svg.startswith("<svg") and svg.count("<line") == 3 and svg.count("<circle") == 6
     assert ">musique</text>" in svg and ">squad2</text>" in svg and "x, 0 to 3.0" in svg
     assert "squad2 half 2 agentic: 0.700 at 1.50 calls" in svg
+    assert "blue --half 1 (settings chosen on it), orange --half 2 (held out)</text>" in svg  # what each split is
 
 
 def test_a_folder_that_is_not_a_comparison_is_refused(tmp_path):

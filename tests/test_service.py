@@ -703,3 +703,51 @@ def test_a_requests_run_settings_are_bounded_by_the_services(kb_dir):
     finally:
         low.close()
         high.close()
+
+
+def test_a_question_too_long_for_its_budget_is_a_400_streamed_or_not(served):
+    server, _ = served
+    long_question = "Does the login fix in version 2.3.1 also cover single sign-on? " * 25  # ~1,600 characters
+    chat = {"model": "agentic-rag", "messages": [{"role": "user", "content": long_question}]}
+    replies = [server.request("POST", "/v1/ask", {"question": long_question, "settings": {"token_budget": 500},
+                                                  "stream": stream}, key=READ) for stream in (False, True)]
+    for status, headers, reply in replies:
+        assert status == 400 and headers["Content-Type"].startswith("application/json"), reply
+        assert reply["error"]["type"] == "invalid_request"
+        assert "more than a quarter of the token budget (500)" in reply["error"]["message"]
+    assert replies[0][2] == replies[1][2]
+    low = Server(create_app(OfflineModel(), kb=KnowledgeBase.load(served[1]), config=RunConfig(token_budget=500)))
+    try:
+        for stream in (False, True):
+            status, _, reply = low.request("POST", "/v1/chat/completions", dict(chat, stream=stream))
+            assert status == 400 and "quarter of the token budget" in reply["error"]["message"]
+    finally:
+        low.close()
+
+
+@pytest.mark.parametrize("settings, field", [
+    ({"max_rounds": True}, "max_rounds"), ({"max_rounds": "2"}, "max_rounds"), ({"max_rounds": 2.0}, "max_rounds"),
+    ({"token_budget": "9000"}, "token_budget"), ({"deadline_s": True}, "deadline_s"),
+    ({"deadline_s": "30"}, "deadline_s"),
+])
+def test_run_settings_of_the_wrong_type_are_a_400_naming_the_field(served, settings, field):
+    server, _ = served
+    status, _, reply = server.request("POST", "/v1/ask", {"question": QUESTION, "settings": settings}, key=READ)
+    assert status == 400 and reply["error"]["message"].startswith(f"settings.{field}: "), reply
+    assert server.request("POST", "/v1/ask", {"question": QUESTION, "settings": {"deadline_s": 30, "max_rounds": 2}},
+                          key=READ)[0] == 200  # a whole number of seconds is a number
+
+
+def test_a_requests_settings_keep_the_services_config_and_its_class(kb_dir):
+    from dataclasses import replace
+
+    from agentic_rag import Config
+    from agentic_rag.service._schemas import AskRequest
+
+    class Tuned(Config):
+        pass
+
+    config = Tuned(chunk_size=300, fusion="score", max_rounds=2)
+    app = create_app(OfflineModel(), kb=KnowledgeBase.load(kb_dir), config=config)
+    given = app._settings(AskRequest(question=QUESTION, settings={"max_rounds": 3, "token_budget": 9000}))
+    assert type(given) is Tuned and given == replace(config, token_budget=9000) and given.max_rounds == 2

@@ -38,7 +38,8 @@ def chart(data: dict[str, dict[str, list[tuple[float, float]]]], metric: str) ->
     width, height = PAD + len(data) * (PANEL + PAD), PANEL + 3 * PAD
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
              f'font-size="11"><text x="{PAD}" y="16">{metric} (y, 0 to 1) against model calls a question '
-             f'(x, 0 to {top:.1f}); o linear, ● agentic; blue half 1, orange half 2</text>']
+             f'(x, 0 to {top:.1f}); o linear, ● agentic; '
+             'blue --half 1 (settings chosen on it), orange --half 2 (held out)</text>']
     for i, (name, halves) in enumerate(sorted(data.items())):
         left, base = PAD + i * (PANEL + PAD), PAD + PANEL
         parts.append(f'<rect x="{left}" y="{PAD}" width="{PANEL}" height="{PANEL}" fill="none" stroke="#999"/>'

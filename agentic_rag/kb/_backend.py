@@ -11,11 +11,14 @@ from ._hit import Hit
 
 @runtime_checkable
 class KnowledgeBaseBackend(Protocol):
-    """Documents in (added, replaced by id, deleted), chunks out (hybrid, BM25 or vector search with
+    """Documents in (added, replaced by id, deleted; which ids are held), chunks out (hybrid, BM25 or vector search with
     filters; graph search), the term weights the judges use, and its size."""
 
     def add_documents(self, documents: Iterable[Document], progress: bool = False, reuse_from=()):
         """Index documents; a known id with changed content replaces that document's chunks (AddResult)."""
+
+    def held_documents(self, doc_ids: Iterable[str]) -> list[str]:
+        """Which of these document ids it holds, in the order given, once each."""
 
     def delete_documents(self, doc_ids: Iterable[str]) -> int:
         """Remove documents and their chunks; how many were found."""

@@ -23,7 +23,7 @@ from .._config import Config, as_config
 from .._display import result_json
 from .._errors import AgenticRAGError, ConfigurationError, RetrievalError, StorageError
 from .._loop import run_agentic_rag
-from .._state import cited_as
+from .._state import cited_as, new_state
 from ..kb import Document, KnowledgeBase
 from ..kb._documents import read_file
 from ..kb._files import MAX_UPLOAD_BYTES
@@ -278,15 +278,13 @@ class Service:
 
     def _settings(self, request: AskRequest) -> Config:
         """The service's settings with the request's run settings, each bounded by the service's own."""
-        run = self.config.run
         asked = request.settings.model_dump(exclude_none=True)
-        bounded = {name: min(value, getattr(run, name)) for name, value in asked.items()}
-        return Config.from_layers(self.config.index, self.config.search, replace(run, **bounded))
+        return replace(self.config, **{name: min(value, getattr(self.config, name)) for name, value in asked.items()})
 
     def _prepare(self, request: AskRequest) -> dict:
         """Everything a run needs that can fail before it starts: the checked question, the knowledge
-        base and its generation, the settings, the cache key, and the cached reply or a run slot
-        (429 when every slot is taken). A stream's errors thus come before its 200."""
+        base and its generation, the settings, the cache key, the run's own input checks, and the cached
+        reply or a run slot (429 when every slot is taken). A stream's errors thus come before its 200."""
         question = request.question.strip()
         if not question:
             raise ServiceError(400, "invalid_request", "the question is empty")
@@ -302,6 +300,7 @@ class Service:
             return dict(ready, cached=dict(cached, question=question, cached=True))
         if request.cache:
             self.metrics.cache.labels("miss").inc()
+        new_state(question, config)  # the run's own checks (a question too long for its budget): before a stream's 200
         if not self._runs.acquire(blocking=False):
             raise ServiceError(429, "too_many_requests", f"{self.limits.max_concurrent_runs} questions are being "
                                                          f"answered; retry in a moment", [("Retry-After", "1")])

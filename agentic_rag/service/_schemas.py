@@ -26,7 +26,10 @@ def _filters(value: dict | None) -> dict | None:
 
 
 class RunSettings(_Strict):
-    """Settings a request may lower, never raise, for its own run (the server's are the bounds)."""
+    """Settings a request may lower, never raise, for its own run (the server's are the bounds);
+    strict: `true` or `"2"` is not a number of rounds."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     max_rounds: int | None = Field(None, ge=1)
     token_budget: int | None = Field(None, ge=500)
