@@ -138,31 +138,18 @@ def saved_config(config: Config) -> dict:
 
 
 def config_from_saved(saved: dict) -> Config:
-    """The Config a state's settings describe; a key Config does not know, or a value of the wrong
-    type, is a ConfigurationError naming it."""
-    known = {f.name: f for f in fields(Config)}
-    for key, value in saved.items():
-        if key not in known:
-            raise ConfigurationError(f"the state's config has the unknown setting {key!r}; "
-                                     "pass a state that run_agentic_rag returned")
-        if not _fits(value, known[key]):
-            raise ConfigurationError(f"the state's config has {key} = {value!r}, not a {known[key].type}; "
-                                     "pass a state that run_agentic_rag returned")
+    """The Config a state's settings describe; a key Config does not know, or a value it refuses
+    (Config checks each field's type and range), is a ConfigurationError naming it."""
+    known = {f.name for f in fields(Config)}
+    unknown = next((key for key in saved if key not in known), None)
+    if unknown is not None:
+        raise ConfigurationError(f"the state's config has the unknown setting {unknown!r}; "
+                                 "pass a state that run_agentic_rag returned")
     try:
-        return Config(**{k: tuple(v) if isinstance(v, list) else v for k, v in saved.items()})
+        return Config(**saved)  # lists, as JSON gives them, become tuples in Config itself
     except ConfigurationError as exc:
         raise ConfigurationError(f"the state's config is not valid ({exc}); "
                                  "pass a state that run_agentic_rag returned") from None
-
-
-def _fits(value: object, setting) -> bool:
-    """Whether a saved value has its setting's type (an int does for a float, a list for a tuple)."""
-    if value is None:
-        return "None" in str(setting.type)
-    if isinstance(value, bool) or str(setting.type) == "bool":
-        return isinstance(value, bool) and str(setting.type) == "bool"
-    kind = str(setting.type).split(" | ")[0]
-    return isinstance(value, {"int": int, "float": (int, float), "str": str, "tuple": (list, tuple)}[kind])
 
 
 UPGRADE_FILLS = ("grade_pending", "draft_for", "draft_reply", "fold_grades")  # keys older versions did not save
@@ -180,8 +167,8 @@ def check_state(state: object) -> None:
         raise ConfigurationError(f"the state has no {', '.join(missing)}; {fix}")
     for key, hint in hints.items():
         if key in state and not isinstance(state[key], kinds := _runtime_types(hint)):
-            raise ConfigurationError(f"the state's {key} is a {type(state[key]).__name__}, not a "
-                                     f"{' or '.join(k.__name__ for k in kinds)}; {fix}")
+            raise ConfigurationError(f"the state's {key} should be {' or '.join(k.__name__ for k in kinds)}, "
+                                     f"not {type(state[key]).__name__}; {fix}")
     for key in ("rounds", "evidence", "trace", "citations"):
         if not all(isinstance(item, dict) for item in state[key]):
             raise ConfigurationError(f"the state's {key} holds an item that is not a dict; {fix}")

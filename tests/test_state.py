@@ -111,9 +111,9 @@ BAD_STATES = [  # (how the stopped state is spoiled, what the error names)
     (lambda s: _without(_without(s, "usage"), "trace"), "the state has no trace, usage"),
     (lambda s: _without(s, "evidence"), "the state has no evidence"),
     (lambda s: _without(s, "question"), "the state has no question"),
-    (lambda s: dict(s, rounds="none"), "the state's rounds is a str, not a list"),
+    (lambda s: dict(s, rounds="none"), "the state's rounds should be list, not str"),
     (lambda s: dict(s, rounds=[1]), "the state's rounds holds an item that is not a dict"),
-    (lambda s: dict(s, round="2"), "the state's round is a str, not a int"),
+    (lambda s: dict(s, round="2"), "the state's round should be int, not str"),
     (lambda s: dict(s, phase="answer"), "the state's phase 'answer' is none of route, search"),
     (lambda s: dict(s, draft_reply=None), "in phase 'grade' but holds no draft_reply"),
     (lambda s: dict(s, phase="route", grade_pending=True, rounds=[]), "a grade is pending for no round"),
@@ -122,8 +122,8 @@ BAD_STATES = [  # (how the stopped state is spoiled, what the error names)
     (lambda s: dict(s, phase="verify", grade=None, rounds=[{"round": 1, "route": "vector", "stalled": True}]),
      "its stalled round has no grade to keep"),
     (lambda s: dict(s, config=dict(s["config"], max_round=2)), "unknown setting 'max_round'"),
-    (lambda s: dict(s, config=dict(s["config"], max_rounds="2")), "max_rounds = '2', not a int"),
-    (lambda s: dict(s, config=dict(s["config"], sources="vector")), "sources = 'vector', not a tuple"),
+    (lambda s: dict(s, config=dict(s["config"], max_rounds="2")), "Config.max_rounds = '2' is a str, not an int"),
+    (lambda s: dict(s, config=dict(s["config"], sources="vector")), "Config.sources = 'vector' is not a tuple of str"),
     (lambda s: dict(s, config=dict(s["config"], min_context_score=2.0)), "min_context_score = 2.0 must lie in"),
 ]
 
