@@ -8,13 +8,7 @@ import sys
 import pytest
 
 from agentic_rag.cli import build_parser, main
-from helpers import EXAMPLE_DATA
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
+from helpers import EXAMPLE_DATA, run
 
 
 def test_index_then_search_json(capsys, tmp_path):
@@ -199,13 +193,6 @@ def test_filtered_ask_after_three_small_adds(capsys, tmp_path):
     code, out, err = run(capsys, "ask", "合同A和合同B的违约责任有什么区别？", "--kb", kb, "--json")
     assert code == 0, err
     assert {c["doc_id"] for c in json.loads(out)["citations"]} >= {"contracts/contract-a.md", "contracts/contract-b.md"}
-
-
-@pytest.fixture(scope="module")
-def example_kb_dir(tmp_path_factory):
-    kb = tmp_path_factory.mktemp("ask") / "kb"
-    assert main(["index", str(EXAMPLE_DATA), "--kb", str(kb)]) == 0
-    return str(kb)
 
 
 def test_ask_json_has_every_documented_field(capsys, example_kb_dir):

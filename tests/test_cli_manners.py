@@ -16,15 +16,9 @@ import pytest
 import agentic_rag
 from agentic_rag import Config
 from agentic_rag.cli import main
-from helpers import EXAMPLE_DATA, ROOT
+from helpers import EXAMPLE_DATA, ROOT, run
 
 QUESTION = "登录报错的问题在 2.3.1 版本里修复了吗？"
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def refused(capsys, *argv) -> str:
@@ -36,23 +30,16 @@ def refused(capsys, *argv) -> str:
     return err
 
 
-@pytest.fixture(scope="module")
-def kb(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("manners") / "kb"
-    assert main(["index", str(EXAMPLE_DATA), "--kb", str(folder)]) == 0
-    return str(folder)
-
-
 def test_version_prints_the_package_version():
     done = subprocess.run([sys.executable, "-m", "agentic_rag.cli", "--version"], capture_output=True, text=True,
                           cwd=ROOT, timeout=60)
     assert done.returncode == 0 and done.stdout == f"agentic-rag {agentic_rag.__version__}\n", done
 
 
-def test_search_takes_k_as_a_short_flag(capsys, kb):
-    code, out, _ = run(capsys, "search", QUESTION, "--kb", kb, "-k", "2", "--json")
+def test_search_takes_k_as_a_short_flag(capsys, example_kb_dir):
+    code, out, _ = run(capsys, "search", QUESTION, "--kb", example_kb_dir, "-k", "2", "--json")
     assert code == 0 and len(json.loads(out)) == 2
-    assert run(capsys, "search", QUESTION, "--kb", kb, "--k", "2", "--json")[1] == out
+    assert run(capsys, "search", QUESTION, "--kb", example_kb_dir, "--k", "2", "--json")[1] == out
 
 
 def test_a_mistyped_command_or_option_names_the_one_meant(capsys):
@@ -85,8 +72,8 @@ def _suggested(err: str) -> list[list[str]]:
     return [shlex.split(command) for command in re.findall(r"agentic-rag (index .+)$", err.strip())]
 
 
-def test_kb_naming_a_file_of_a_knowledge_base_suggests_its_folder(capsys, kb):
-    manifest = os.path.join(kb, "manifest.json")
+def test_kb_naming_a_file_of_a_knowledge_base_suggests_its_folder(capsys, example_kb_dir):
+    manifest = os.path.join(example_kb_dir, "manifest.json")
     code, out, err = run(capsys, "search", "违约金", "--kb", manifest)
     assert code == 1 and out == "" and err.count("\n") == 1, err
     fix = re.search(r"give the folder: --kb (\S+)$", err.strip()).group(1)
@@ -172,13 +159,13 @@ def test_ctrl_c_after_whole_lines_adds_no_blank_line(capsys, tmp_path, monkeypat
     assert code == 130 and err.endswith(" ...\nagentic-rag: interrupted; the saved knowledge base is unchanged\n")
 
 
-def test_ctrl_c_during_a_streamed_draft_ends_its_line_first(capsys, kb, monkeypatch):
+def test_ctrl_c_during_a_streamed_draft_ends_its_line_first(capsys, example_kb_dir, monkeypatch):
     def draft_then_interrupt(question, kb, model, tools, config, on_token=None):
         on_token("The draft so")
         raise KeyboardInterrupt
 
     monkeypatch.setattr("agentic_rag.cli.run_agentic_rag", draft_then_interrupt)
-    code, out, err = run(capsys, "ask", QUESTION, "--kb", kb, "--stream")
+    code, out, err = run(capsys, "ask", QUESTION, "--kb", example_kb_dir, "--stream")
     assert code == 130 and out == "The draft so\n" and err.startswith("agentic-rag: interrupted"), (out, err)
 
 
@@ -204,21 +191,21 @@ def test_a_real_sigint_during_index_ends_the_progress_line(tmp_path):
     assert not (tmp_path / "kb" / "manifest.json").exists()
 
 
-def test_search_filters_keep_to_matching_documents(capsys, kb):
-    code, out, _ = run(capsys, "search", QUESTION, "--kb", kb, "--json")
+def test_search_filters_keep_to_matching_documents(capsys, example_kb_dir):
+    code, out, _ = run(capsys, "search", QUESTION, "--kb", example_kb_dir, "--json")
     assert any(not h["doc_id"].startswith("NT-") for h in json.loads(out))  # unfiltered: not only tickets
-    code, out, _ = run(capsys, "search", QUESTION, "--kb", kb, "--json", "--filters", '{"type": "ticket"}')
+    code, out, _ = run(capsys, "search", QUESTION, "--kb", example_kb_dir, "--json", "--filters", '{"type": "ticket"}')
     hits = json.loads(out)
     assert code == 0 and hits and all(h["doc_id"].startswith("NT-") for h in hits), hits
     every = {"type": "ticket", "date": {"gte": "2026-03-20"}, "doc_id": ["NT-1080", "NT-1042"]}
-    code, out, _ = run(capsys, "search", QUESTION, "--kb", kb, "--json", "--filters", json.dumps(every))
+    code, out, _ = run(capsys, "search", QUESTION, "--kb", example_kb_dir, "--json", "--filters", json.dumps(every))
     assert code == 0 and [h["doc_id"] for h in json.loads(out)] == ["NT-1080"], out
 
 
-def test_ask_filters_restrict_every_search_of_the_run(capsys, kb):
-    code, out, _ = run(capsys, "ask", QUESTION, "--kb", kb, "--json")
+def test_ask_filters_restrict_every_search_of_the_run(capsys, example_kb_dir):
+    code, out, _ = run(capsys, "ask", QUESTION, "--kb", example_kb_dir, "--json")
     assert any(c["doc_id"].startswith("release-notes/") for c in json.loads(out)["citations"])
-    code, out, err = run(capsys, "ask", QUESTION, "--kb", kb, "--json", "--filters", '{"type": "ticket"}')
+    code, out, err = run(capsys, "ask", QUESTION, "--kb", example_kb_dir, "--json", "--filters", '{"type": "ticket"}')
     result = json.loads(out)
     assert code == 0 and result["citations"], err
     assert all(c["doc_id"].startswith("NT-") for c in result["citations"]), result["citations"]
@@ -270,10 +257,10 @@ def test_only_the_settings_module_reads_the_environment():
     assert readers == ["_settings.py"], readers
 
 
-def test_serve_refuses_a_metrics_folder_that_is_not_one(capsys, kb, tmp_path, monkeypatch):
+def test_serve_refuses_a_metrics_folder_that_is_not_one(capsys, example_kb_dir, tmp_path, monkeypatch):
     pytest.importorskip("waitress")
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "missing"))
-    code, _, err = run(capsys, "serve", "--kb", kb, "--port", "0")
+    code, _, err = run(capsys, "serve", "--kb", example_kb_dir, "--port", "0")
     assert code == 1 and f"PROMETHEUS_MULTIPROC_DIR={tmp_path / 'missing'} is not a folder" in err, err
 
 

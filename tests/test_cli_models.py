@@ -4,7 +4,7 @@ import json
 import pytest
 
 from agentic_rag.cli import main
-from helpers import EXAMPLE_DATA
+from helpers import EXAMPLE_DATA, run
 from openai_server import FakeOpenAI
 
 
@@ -14,12 +14,6 @@ def server(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     with FakeOpenAI(dim=16) as fake:
         yield fake
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_index_and_ask_with_openai_models(server, capsys, tmp_path):
