@@ -45,6 +45,17 @@ def run(capsys, *argv):
     return code, out.out, out.err
 
 
+def refused(capsys, *argv) -> str:
+    """The one line a bad command line gets (exit code 2)."""
+    import pytest
+
+    with pytest.raises(SystemExit) as stop:
+        main(list(argv))
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1, err
+    return err
+
+
 class DenseHashing(HashingEmbedder):
     """The hashing embedder's vectors in a dense index (hnswlib above exact_search_below), for tests
     of that path without a model's weights; the hashing embedder itself is sparse, never a graph."""

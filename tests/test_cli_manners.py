@@ -14,20 +14,10 @@ import time
 import pytest
 
 import agentic_rag
-from agentic_rag import Config
-from agentic_rag.cli import main
-from helpers import EXAMPLE_DATA, ROOT, run
+from agentic_rag import RunConfig
+from helpers import EXAMPLE_DATA, ROOT, refused, run
 
 QUESTION = "登录报错的问题在 2.3.1 版本里修复了吗？"
-
-
-def refused(capsys, *argv) -> str:
-    """The one line a bad command line gets (exit code 2)."""
-    with pytest.raises(SystemExit) as stop:
-        main(list(argv))
-    err = capsys.readouterr().err
-    assert stop.value.code == 2 and err.count("\n") == 1, err
-    return err
 
 
 def test_version_prints_the_package_version():
@@ -58,7 +48,7 @@ def test_a_mistyped_command_or_option_names_the_one_meant(capsys):
 def test_ask_mode_says_what_it_means_not_ambiguous_option(capsys):
     err = refused(capsys, "ask", "q", "--kb", "d", "--mode", "bm25")
     assert "ambiguous" not in err and "ask has no option --mode" in err, err
-    assert "search --mode: retrievers to use" in err and "did you mean --model?" in err, err
+    assert "search --mode: retrievers to use" in err and "did you mean" not in err, err  # not --model: that runs
 
 
 def test_an_abbreviated_option_is_refused_not_guessed(capsys):
@@ -121,7 +111,7 @@ def test_delete_of_known_and_unknown_ids_deletes_the_known_and_names_the_rest(ca
     kb_dir = str(tmp_path / "kb")
     assert run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb_dir)[0] == 0
     code, out, err = run(capsys, "delete", "contract-a.md", "nope.md", "contract-a.md", "--kb", kb_dir)
-    assert code == 1 and out == "deleted 1 documents\n" and "'nope.md'" in err and "contract-a" not in err, err
+    assert code == 1 and out == "deleted 1 document\n" and "'nope.md'" in err and "contract-a" not in err, err
     code, out, _ = run(capsys, "search", "违约", "--kb", kb_dir, "--json")
     assert {h["doc_id"] for h in json.loads(out)} == {"contract-b.md"}
 
@@ -147,7 +137,9 @@ def test_ctrl_c_during_the_progress_line_starts_its_message_on_a_new_line(capsys
     monkeypatch.setattr(HashingEmbedder, "embed", interrupted_on_the_second_batch)
     code, _, err = run(capsys, "index", str(tmp_path / "notes"), "--kb", str(tmp_path / "kb"))
     assert code == 130
-    assert re.search(r"\rembedding 1024/1500 chunks, [^\n]* left \nagentic-rag: interrupted; ", err), repr(err)
+    # not a terminal: whole lines, no "\r" redraws; the newest progress is written before the message
+    assert re.search(r"embedding 1024/1500 chunks, [^\n]* left\nagentic-rag: interrupted; ", err), repr(err)
+    assert "\r" not in err, repr(err)
 
 
 def test_ctrl_c_after_whole_lines_adds_no_blank_line(capsys, tmp_path, monkeypatch):
@@ -173,7 +165,6 @@ SLOW_EMBEDDER = """import sys, time
 from agentic_rag.kb._embedders import HashingEmbedder
 embed = HashingEmbedder.embed
 HashingEmbedder.embed = lambda self, texts: (time.sleep(0.5), embed(self, texts))[1]  # time to press Ctrl-C
-from agentic_rag.cli import main
 sys.exit(main(sys.argv[1:]))"""
 
 
@@ -187,7 +178,8 @@ def test_a_real_sigint_during_index_ends_the_progress_line(tmp_path):
     process.send_signal(signal.SIGINT)
     seen += process.stderr.read()
     assert process.wait(60) == 130
-    assert re.search(rb"left \nagentic-rag: interrupted; the saved knowledge base is unchanged\n$", seen), seen
+    assert re.search(rb"left\nagentic-rag: interrupted; the saved knowledge base is unchanged\n$", seen), seen
+    assert b"\r" not in seen, seen  # a pipe gets whole lines
     assert not (tmp_path / "kb" / "manifest.json").exists()
 
 
@@ -239,7 +231,10 @@ def test_ask_runs_with_its_own_settings_not_the_knowledge_bases(capsys, tmp_path
     monkeypatch.setattr(cli, "run_agentic_rag", recording)
     assert run(capsys, "ask", "合同A的违约金是多少？", "--kb", kb_dir, "--max-rounds", "2")[0] == 0
     assert run(capsys, "ask", "合同A的违约金是多少？", "--kb", kb_dir)[0] == 0
-    assert given == [Config(max_rounds=2), Config()]  # the index's chunk size is not a run setting
+    # the run layer is the flags over the defaults; the index layer is the knowledge base's (a saved state
+    # describes the knowledge base it ran on)
+    assert [c.run for c in given] == [RunConfig(max_rounds=2), RunConfig()]
+    assert [c.index.chunk_size for c in given] == [300, 300]
 
 
 def _reads_the_environment(source: str) -> bool:
