@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import signal
 import sys
 import time
 from contextlib import contextmanager
@@ -189,11 +190,35 @@ def cmd_serve(args) -> int:
         "no keys (open to anyone who can connect)"
     print(f"serving {safe_url(args.kb)} on http://{args.host}:{server.effective_port} with {args.threads} "
           f"threads, {keys}; Ctrl-C stops", file=sys.stderr, flush=True)
-    try:  # Ctrl-C ends it: main says "stopped", exit code 130
-        server.run()
-    finally:
-        server.close()
+    with _noting_ctrl_c() as pressed:
+        try:
+            server.run()  # returns on Ctrl-C (the server ends its connections first)
+        finally:
+            server.close()
+    if pressed:
+        raise KeyboardInterrupt  # main says "stopped", exit code 130
     return 0
+
+
+@contextmanager
+def _noting_ctrl_c():
+    """A list that gets an item when Ctrl-C (SIGINT) comes while the block runs; the interrupt
+    itself is raised as ever."""
+    pressed: list[int] = []
+
+    def note(signum, frame):
+        pressed.append(signum)
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGINT, note)
+    except ValueError:  # not the main thread: nothing to note
+        yield pressed
+        return
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def cmd_bench(args) -> int:
