@@ -63,25 +63,26 @@ class LineTracker:
 
     def __init__(self, stream):
         self.stream, self.open = stream, False
-        self.redraws = not _isatty(stream)
+        self.whole_lines = not _isatty(stream)
         self.pending: str | None = None  # the newest progress not written yet (no terminal)
         self.written_at, self.ended = 0.0, False  # ended: a progress line was written whole, its "\\n" is due
 
     def write(self, text: str) -> int:
         """Write to the stream, noting whether the text ends its line."""
-        if self.redraws and text.startswith("\r") and "\n" not in text:
+        if not text:  # print(..., end="") writes its end apart: nothing to note or to write
+            return 0
+        if self.whole_lines and text.startswith("\r") and "\n" not in text:
             self.pending, self.open = text[1:].rstrip(), True
             if time.monotonic() - self.written_at >= PROGRESS_EVERY_S:
                 self._write_pending()
             return len(text)
         if self.pending is not None:
             self._write_pending()
-        if self.ended and text.startswith("\n"):  # the progress line's own end: it is written already
-            text = text[1:]
-        self.ended = self.ended and not text
+        if self.ended:  # a "\n" first is the progress line's own end, written already
+            self.ended, text = False, text[1:] if text.startswith("\n") else text
         if text:
             self.open = not text.endswith("\n")
-        return self.stream.write(text)
+        return self.stream.write(text) if text else 0
 
     def _write_pending(self) -> None:
         self.stream.write(self.pending + "\n")

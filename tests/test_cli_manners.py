@@ -165,6 +165,7 @@ SLOW_EMBEDDER = """import sys, time
 from agentic_rag.kb._embedders import HashingEmbedder
 embed = HashingEmbedder.embed
 HashingEmbedder.embed = lambda self, texts: (time.sleep(0.5), embed(self, texts))[1]  # time to press Ctrl-C
+from agentic_rag.cli import main
 sys.exit(main(sys.argv[1:]))"""
 
 
