@@ -223,3 +223,35 @@ def test_progress_written_to_a_file_is_whole_lines(tmp_path):
     assert done.returncode == 0 and "\r" not in err, repr(err)
     assert re.search(r"\nembedding 1500/1500 chunks, [^\n]* left\n$", err), repr(err)
     assert err.count("embedding ") <= 3, repr(err)  # the first, the last, and one each ten seconds between
+
+
+ONE_TERMINAL = """import sys
+from agentic_rag import cli
+
+def draft_then_interrupt(question, kb, model, tools, config, on_token=None):
+    on_token("The draft so")
+    sys.stderr.write("\\rworking")  # a progress line left open on the same terminal
+    raise KeyboardInterrupt
+
+cli.run_agentic_rag = draft_then_interrupt
+sys.exit(cli.main(sys.argv[1:]))"""
+
+
+def test_one_terminal_for_both_streams_gets_one_newline(example_kb_dir):
+    pty = pytest.importorskip("pty")
+    leader, follower = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-c", ONE_TERMINAL, "ask", "q", "--kb", example_kb_dir, "--stream"],
+                               stdout=follower, stderr=follower, cwd=ROOT)
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the child has gone: the terminal is closed
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(leader)
+    assert process.wait(60) == 130
+    assert seen.replace(b"\r\n", b"\n") == b"The draft so\rworking\nagentic-rag: interrupted\n", seen

@@ -137,3 +137,10 @@ def test_embedding_input_type_in_the_models_file_must_be_a_boolean(server, capsy
     code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", str(tmp_path / "kb"),
                        "--embedder", "openai", "--models-config", str(models))
     assert code == 1 and "embedding_input_type" in err and "true or false" in err
+
+
+def test_doctor_counts_one_model_in_the_singular(server, capsys):
+    server.models = ["small-model"]
+    server.chat.extend([json.dumps({"answer": "ok"})])
+    code, out, _ = run(capsys, "doctor", "--model", "small-model", "--base-url", server.url)
+    assert code == 0 and "endpoint answers; 1 model listed" in out, out
