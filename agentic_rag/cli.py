@@ -186,7 +186,7 @@ def cmd_serve(args) -> int:
         raise ConfigurationError(f"--host {args.host}: not an address this machine can listen on; give an IP "
                                  f"address or name of this machine: 127.0.0.1, or 0.0.0.0 for all") from None
     reads, writes = access["read_keys"], access["write_keys"]
-    keys = f"{len(reads)} read and {len(writes)} write keys" if reads or writes else \
+    keys = f"{counted(len(reads), 'read key')} and {counted(len(writes), 'write key')}" if reads or writes else \
         "no keys (open to anyone who can connect)"
     print(f"serving {safe_url(args.kb)} on http://{args.host}:{server.effective_port} with {args.threads} "
           f"threads, {keys}; Ctrl-C stops", file=sys.stderr, flush=True)

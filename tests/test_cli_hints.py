@@ -183,13 +183,18 @@ def test_ctrl_c_on_a_read_only_command_says_only_interrupted(capsys, example_kb_
 def test_ctrl_c_stops_serve_with_130_and_a_message(example_kb_dir):
     pytest.importorskip("waitress")
     process = subprocess.Popen([sys.executable, "-m", "agentic_rag.cli", "serve", "--kb", example_kb_dir, "--port",
-                                "0"], stderr=subprocess.PIPE, cwd=ROOT)
+                                "0"], stderr=subprocess.PIPE, cwd=ROOT,
+                               env=dict(os.environ, AGENTIC_RAG_READ_KEYS="reader-key-0123456789abcdef",
+                                        AGENTIC_RAG_WRITE_KEYS=""))
     seen, deadline = b"", time.monotonic() + 60
     while b"Ctrl-C stops" not in seen and time.monotonic() < deadline:
-        seen += os.read(process.stderr.fileno(), 4096)
+        chunk = os.read(process.stderr.fileno(), 4096)
+        assert chunk, seen  # it ended before serving
+        seen += chunk
     process.send_signal(signal.SIGINT)
     seen += process.stderr.read()
     assert process.wait(60) == 130 and seen.endswith(b"\nagentic-rag: stopped\n"), seen
+    assert b"with 8 threads, 1 read key and 0 write keys;" in seen, seen  # counted as the other outputs
 
 
 READER_GONE = """import os, sys
