@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from types import SimpleNamespace
 
 from ._errors import ConfigurationError
 from .kb._filters import check_filters
@@ -20,6 +21,55 @@ def positive(text: str) -> int:
     return value
 
 
+def port(text: str) -> int:
+    """serve --port: a TCP port, 0 to 65535 (0: the system picks a free one)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port; give 0 to 65535 (0 picks a free one)")
+    return value
+
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    return value
+
+
+def rate(text: str) -> float:
+    """A rate such as bench-rgb's --noise-rate: from 0 to 1."""
+    value = _number(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} must be from 0 to 1")
+    return value
+
+
+def share(text: str) -> float:
+    """A share such as serve's --reading-share: above 0 and below 1."""
+    value = _number(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be above 0 and below 1")
+    return value
+
+
+def at_least(least: int):
+    """A whole number of at least `least`, as a flag's type (--chunk-overlap 0 or more, --chunk-size 50 or more)."""
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value} must be at least {least}")
+        return value
+
+    return whole
+
+
 def seconds(text: str) -> float:
     try:
         value = float(text)
@@ -28,6 +78,25 @@ def seconds(text: str) -> float:
     if not 0 < value < math.inf:  # NaN and infinity too: a timeout is a finite number of seconds
         raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds above 0")
     return value
+
+
+def moment(text: str) -> str:
+    """--now: a date and time as YYYY-MM-DDTHH:MM (kept as given; the date tools read it)."""
+    from datetime import datetime
+
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: write YYYY-MM-DDTHH:MM") from None
+    return text
+
+
+def task_model(text: str) -> str:
+    """--model-for: TASK=MODEL."""
+    task, sep, name = text.partition("=")
+    if not task or not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text!r}: write TASK=MODEL, e.g. --model-for grade=small-model")
+    return text
 
 
 FILTERS_EXAMPLE = """'{"type": "ticket", "date": {"gte": "2026-01-01"}}'"""
@@ -50,13 +119,18 @@ def filters_json(text: str) -> dict:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+# ServerLimits' defaults, for serve's help and flags where the serve extra (waitress) is not installed:
+# serve then says which extra to install rather than that its flags do not exist (a test keeps them equal)
+SERVER_DEFAULTS = SimpleNamespace(header_timeout_s=10.0, body_timeout_s=60.0, idle_timeout_s=30.0, send_timeout_s=30.0,
+                                  max_connections=100, max_per_address=20, reading_share=0.5)
+
+
 def connection_flags(parser):
-    """serve's guards against slow clients, with ServerLimits' defaults (none without the serve
-    extra: then serve says which extra to install)."""
+    """serve's guards against slow clients, with ServerLimits' defaults (the same without the serve extra)."""
     try:
         from .service._server import ServerLimits as given
     except ImportError:
-        return
+        given = SERVER_DEFAULTS
     parser.add_argument("--header-timeout", type=seconds, default=given.header_timeout_s, metavar="S",
                         help="seconds from a request's first byte to the end of its headers, in all; then 408 "
                              "(default %(default)g)")
@@ -73,7 +147,7 @@ def connection_flags(parser):
     parser.add_argument("--max-per-address", type=positive, default=given.max_per_address, metavar="N",
                         help="connections from one client address; more are refused with 429; behind a proxy "
                              "set it to --max-connections (default %(default)s)")
-    parser.add_argument("--reading-share", type=float, default=given.reading_share, metavar="SHARE",
+    parser.add_argument("--reading-share", type=share, default=given.reading_share, metavar="SHARE",
                         help="share of --max-connections that connections still sending a request may hold; "
                              "past it the slowest-sending are closed (default %(default)g)")
 
@@ -92,7 +166,7 @@ def model_flags(parser, chat: bool = True, embedding: bool = False) -> None:
                             help="JSON: model, per_task, temperature, prices, base_url, embedding_*")
     if chat:
         parser.add_argument("--model", help="model to run (default: offline, or AGENTIC_RAG_MODEL)")
-        parser.add_argument("--model-for", action="append", metavar="TASK=MODEL",
+        parser.add_argument("--model-for", action="append", type=task_model, metavar="TASK=MODEL",
                             help="send one task to another model, e.g. grade=small-model (repeatable)")
 
 
@@ -100,7 +174,8 @@ def tool_flags(parser) -> None:
     parser.add_argument("--db", metavar="PATH", help="SQLite shop database for the order and stock tools")
     parser.add_argument("--web-search", metavar="URL", help="SearxNG-style JSON search API (web search is off "
                                                             "without it)")
-    parser.add_argument("--now", metavar="YYYY-MM-DDTHH:MM", help="the date tools' clock (default: the real one)")
+    parser.add_argument("--now", type=moment, metavar="YYYY-MM-DDTHH:MM",
+                        help="the date tools' clock (default: the real one)")
 
 
 def filter_flag(parser) -> None:

@@ -3,6 +3,7 @@ the knowledge base `index` opens or creates, and how the memory of a large index
 from __future__ import annotations
 
 import ctypes
+import re
 import shlex
 from pathlib import Path
 
@@ -14,15 +15,20 @@ from .kb._documents import FILE_SUFFIXES, TEXT_SUFFIXES
 from .kb._postgres import PostgresKnowledgeBase, is_database
 from .kb._store import MANIFEST
 
+_SEGMENT = re.compile(r"^gen-\d{6}$")  # a saved segment's folder, beside the manifest (kb._store)
 INDEXED_SUFFIXES = (*TEXT_SUFFIXES, ".jsonl", *FILE_SUFFIXES)  # a file index reads with nothing beside it
 
 
 def check_kb_path(command: str, kb: str | None) -> None:
     """Refuse a --kb that names a file, with a fix that works: the folder holding it when that folder
     is a knowledge base, else a new folder (`index`), or indexing the file into one."""
-    if not kb or is_database(kb) or not Path(kb).is_file():
+    if not kb or is_database(kb):
         return
     path = Path(kb)
+    if path.is_dir():
+        return _check_kb_folder(command, path)
+    if not path.is_file():
+        return
     if (path.parent / MANIFEST).is_file():
         raise ConfigurationError(f"--kb {kb} is a file of the knowledge base in {path.parent}; give the folder: "
                                  f"--kb {shlex.quote(str(path.parent))}")
@@ -35,6 +41,20 @@ def check_kb_path(command: str, kb: str | None) -> None:
     else:
         fix = f"give the folder agentic-rag index built (agentic-rag index PATH --kb {new} builds one)"
     raise ConfigurationError(f"--kb {kb} is a file, not a knowledge base folder; {fix}")
+
+
+def _check_kb_folder(command: str, path: Path) -> None:
+    """Refuse a --kb that names a segment folder of a knowledge base, or (but for `index`) a folder of
+    documents with no manifest: indexing into it would read the knowledge base's files as documents."""
+    if _SEGMENT.match(path.name) and (path.parent / MANIFEST).is_file():
+        raise ConfigurationError(f"--kb {path} is a segment folder of the knowledge base in {path.parent}; give the "
+                                 f"knowledge base's folder: --kb {shlex.quote(str(path.parent))}")
+    if command == "index" or (path / MANIFEST).exists():
+        return
+    if any(p.suffix.lower() in INDEXED_SUFFIXES and p.is_file() for p in path.rglob("*")):
+        new = shlex.quote(str(_new_folder(path)))
+        raise ConfigurationError(f"--kb {path} is a folder of documents, not a knowledge base (no {MANIFEST}); "
+                                 f"build one from them with: agentic-rag index {shlex.quote(str(path))} --kb {new}")
 
 
 def _new_folder(path: Path) -> Path:

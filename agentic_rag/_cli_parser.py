@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 
 from . import __version__
-from ._cli_flags import connection_flags, filter_flag, model_flags, positive, tool_flags
+from ._cli_flags import at_least, connection_flags, filter_flag, model_flags, port, positive, rate, tool_flags
 from ._config import SEARCH_MODES
 from .kb import EMBEDDERS
 from .kb._files import MAX_FILE_BYTES, MAX_UPLOAD_BYTES
@@ -39,15 +39,16 @@ class _Parser(argparse.ArgumentParser):
         for word in args:
             if word == "--":
                 return
-            if word.startswith("--") and word.split("=", 1)[0] not in self._option_string_actions:
-                option = word.split("=", 1)[0]
+            option = word.split("=", 1)[0]
+            if (word.startswith("--") or _SHORT.fullmatch(word)) and option not in self._option_string_actions:
                 if commands and any(option in parser._option_string_actions for parser in commands.values()):
                     self.error(f"{option} comes after the command: agentic-rag COMMAND {option} ...")
                 self.error(self._unknown_option(option))
             if commands is not None and not word.startswith("-"):  # the command: the rest is its parser's
                 if word not in commands:
-                    self.error(f"{word!r} is not a command{_did_you_mean(word, commands, quote=True)}; the "
-                               f"commands: {', '.join(commands)}")
+                    meant = _did_you_mean(word, commands, quote=True)
+                    self.error(f"{word!r} is not a command" + (f"{meant} The commands: " if meant else
+                                                               "; the commands: ") + ", ".join(commands))
                 return
 
     def _check_value(self, action, value):  # argparse's check of a flag's choices, with the one meant named
@@ -63,13 +64,26 @@ class _Parser(argparse.ArgumentParser):
         elsewhere = [f"{command} {option}: {_first_clause(parser, option)}"
                      for command, parser in self.siblings.items()
                      if command != name and option in parser._option_string_actions]
-        where = f" ({'; '.join(elsewhere)})" if elsewhere else ""
-        return f"{name} has no option {option}{where}{_did_you_mean(option, self._option_string_actions)}"
+        if elsewhere:  # the option exists, for another command: a look-alike of this one's would mislead
+            return f"{name} has no option {option} ({'; '.join(elsewhere)})"
+        return f"{name} has no option {option}{_did_you_mean(option, self._option_string_actions)}"
+
+
+_SHORT = re.compile(r"-[A-Za-z][\w-]*")  # a short option such as -k (not a negative number)
+_NEVER_MEANT = {"--help", "--version"}  # a typo of a setting is not a request for help
+NEAR_TIE = 0.12  # look-alikes this close to the best are named too, the ones as long as the typo first
 
 
 def _did_you_mean(word: str, known, quote: bool = False) -> str:
-    close = difflib.get_close_matches(word, [k for k in known if k.startswith("--") or quote], n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close and quote else f"; did you mean {close[0]}?" if close else ""
+    """'; did you mean --x?' (or '--x or --y?' for a near tie), or '' when nothing is close."""
+    candidates = [k for k in known if (k.startswith("--") or quote) and k not in _NEVER_MEANT]
+    scored = sorted(((difflib.SequenceMatcher(None, word, k).ratio(), k) for k in candidates), reverse=True)
+    scored = [(ratio, k) for ratio, k in scored if ratio >= 0.6]
+    if not scored:
+        return ""
+    near = [k for ratio, k in scored if ratio >= scored[0][0] - NEAR_TIE]
+    near = sorted(near, key=lambda k: len(k) != len(word))[:2]  # stable: by ratio within each length group
+    return f"; did you mean {' or '.join(repr(k) if quote else k for k in near)}?"
 
 
 def _first_clause(parser: argparse.ArgumentParser, option: str) -> str:
@@ -97,8 +111,8 @@ def _index(commands):
                                                                 "files, or folders of them")
     index.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder (created, or added to)")
     index.add_argument("--embedder", choices=sorted(EMBEDDERS) + ["openai"], help="default hashing")
-    index.add_argument("--chunk-size", type=positive, metavar="N", help="characters per chunk (default 800)")
-    index.add_argument("--chunk-overlap", type=int, metavar="N", help="characters repeated (default 100)")
+    index.add_argument("--chunk-size", type=at_least(50), metavar="N", help="characters per chunk (default 800)")
+    index.add_argument("--chunk-overlap", type=at_least(0), metavar="N", help="characters repeated (default 100)")
     index.add_argument("--encoding", metavar="NAME", help="read text files that are not UTF-8 in this encoding, "
                                                          "e.g. gb18030 or cp1252")
     index.add_argument("--vision-model", metavar="NAME", help="describe images that come with no description "
@@ -139,18 +153,18 @@ def _serve(commands):
     serve.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to bind (default %(default)s; TLS belongs to a proxy in front)")
-    serve.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one (default %(default)s)")
-    serve.add_argument("--threads", type=positive, default=8, help="worker threads (default %(default)s)")
-    serve.add_argument("--max-runs", type=positive, default=4, help="questions answered at once; more get 429 "
-                                                                     "(default %(default)s)")
+    serve.add_argument("--port", type=port, default=8000, help="port; 0 picks a free one (default %(default)s)")
+    serve.add_argument("--threads", type=positive, default=8, metavar="N", help="worker threads (default %(default)s)")
+    serve.add_argument("--max-runs", type=positive, default=4, metavar="N",
+                       help="questions answered at once; more get 429 (default %(default)s)")
     serve.add_argument("--max-body", type=positive, default=1_000_000, metavar="BYTES",
                        help="largest request body; files come base64 in POST /v1/documents, a third larger "
                             "(default %(default)s)")
     serve.add_argument("--max-file-size", type=positive, default=MAX_UPLOAD_BYTES, metavar="BYTES",
                        help="largest uploaded file, decoded, and what a .docx may unpack to; more is refused "
                             "(default %(default)s)")
-    serve.add_argument("--cache-size", type=int, default=1024, help="answers kept in memory; 0 turns the cache off "
-                                                                   "(default %(default)s)")
+    serve.add_argument("--cache-size", type=at_least(0), default=1024, metavar="N",
+                       help="answers kept in memory; 0 turns the cache off (default %(default)s)")
     serve.add_argument("--cache-ttl", type=float, default=300.0, help="seconds an answer is kept (default %(default)s)")
     serve.add_argument("--keys-file", metavar="FILE", help="lines 'read KEY' or 'write KEY' (also "
                                                            "AGENTIC_RAG_READ_KEYS, AGENTIC_RAG_WRITE_KEYS)")
@@ -204,8 +218,10 @@ def _bench(commands):
 def _bench_rgb(commands):
     rgb = commands.add_parser("bench-rgb", help="the RGB paper's protocol: passages at a noise rate")
     rgb.add_argument("--file", required=True, help="an RGB .jsonl file, e.g. ../shared/data/rgb/zh_refine.dev.jsonl")
-    rgb.add_argument("--noise-rate", type=float, default=0.4, help="share of negative passages (default %(default)s)")
-    rgb.add_argument("--passages", type=positive, default=5, help="passages per question (default %(default)s)")
+    rgb.add_argument("--noise-rate", type=rate, default=0.4, metavar="RATE",
+                     help="share of negative passages (default %(default)s)")
+    rgb.add_argument("--passages", type=positive, default=5, metavar="N",
+                     help="passages per question (default %(default)s)")
     rgb.add_argument("--limit", type=positive, metavar="N", help="only the first N questions")
     rgb.add_argument("--out", metavar="DIR", help="where to write rgb.json and rgb_results.jsonl")
     model_flags(rgb)

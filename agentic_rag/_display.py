@@ -4,10 +4,17 @@ so that a closing message starts on a line of its own."""
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from contextlib import contextmanager
 
 from ._state import cited_as, format_trace
+
+
+def counted(n: int, noun: str) -> str:
+    """'1 document', '2 documents', '0 chunks'."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def result_json(state: dict, model_name: str) -> dict:
@@ -45,35 +52,89 @@ def print_result(state: dict, trace: bool, streamed: bool) -> None:
           f"${usage['cost_usd']:.4f}; {state['timings_ms']['total']:.0f} ms")
 
 
+PROGRESS_EVERY_S = 10.0  # how often a redrawn progress line is written as a line of its own to a file or pipe
+
+
 class LineTracker:
     """A text stream that remembers whether its last write left a line open (a progress line drawn
-    with "\\r" and no newline, a draft streamed piece by piece)."""
+    with "\\r" and no newline, a draft streamed piece by piece). Where the stream is no terminal a
+    "\\r" redraw would pile up on one line: the progress is written as whole lines instead, one
+    every PROGRESS_EVERY_S and the last one when its line ends."""
 
     def __init__(self, stream):
         self.stream, self.open = stream, False
+        self.whole_lines = not _isatty(stream)
+        self.pending: str | None = None  # the newest progress not written yet (no terminal)
+        self.written_at, self.ended = 0.0, False  # ended: a progress line was written whole, its "\\n" is due
 
     def write(self, text: str) -> int:
         """Write to the stream, noting whether the text ends its line."""
+        if not text:  # print(..., end="") writes its end apart: nothing to note or to write
+            return 0
+        if self.whole_lines and text.startswith("\r") and "\n" not in text:
+            self.pending, self.open = text[1:].rstrip(), True
+            if time.monotonic() - self.written_at >= PROGRESS_EVERY_S:
+                self._write_pending()
+            return len(text)
+        if self.pending is not None:
+            self._write_pending()
+        if self.ended:  # a "\n" first is the progress line's own end, written already
+            self.ended, text = False, text[1:] if text.startswith("\n") else text
         if text:
             self.open = not text.endswith("\n")
-        return self.stream.write(text)
+        return self.stream.write(text) if text else 0
+
+    def _write_pending(self) -> None:
+        self.stream.write(self.pending + "\n")
+        self.pending, self.ended, self.open, self.written_at = None, True, False, time.monotonic()
 
     def __getattr__(self, name: str):
         return getattr(self.stream, name)
 
 
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError, OSError):  # closed, or no file at all
+        return False
+
+
+def _same_terminal() -> bool:
+    """Whether stdout and stderr are one terminal: one newline then ends an open line on both."""
+    try:
+        return os.isatty(1) and os.isatty(2) and os.path.samestat(os.fstat(1), os.fstat(2))
+    except OSError:
+        return False
+
+
+def _discard(stream) -> None:
+    """Point a stream whose reader has gone at /dev/null, so that Python's last flush at exit
+    finds no broken pipe either."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+    except (OSError, ValueError, AttributeError):  # no file descriptor (a test's capture): nothing to flush
+        pass
+
+
 @contextmanager
 def tracked_lines():
     """sys.stdout and sys.stderr as LineTrackers while the block runs; it gets a function that ends
-    every line left open, to call before a message that must start on a line of its own."""
+    every line left open, to call before a message that must start on a line of its own (a stream
+    whose reader has gone is passed over: the message still comes)."""
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = tracked = LineTracker(out), LineTracker(err)
 
     def end_open_lines() -> None:
+        ended = False
         for stream in tracked:
-            if stream.open:
-                stream.write("\n")
-                stream.flush()
+            if stream.open and not (ended and _same_terminal()):
+                try:
+                    stream.write("\n")
+                    stream.flush()
+                    ended = True
+                except OSError:  # BrokenPipeError too: `| head` has gone, nothing to end there
+                    stream.open = False
+                    _discard(stream)
 
     try:
         yield end_open_lines

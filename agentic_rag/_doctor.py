@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ._display import counted
 from ._errors import AgenticRAGError
 from ._openai_api import call_error, make_client
 from ._schemas import Answer
@@ -33,7 +34,7 @@ def run_doctor(settings: dict, kb: str | None = None) -> int:
                                                             "AGENTIC_RAG_API_KEY or OPENAI_API_KEY)")
         try:
             names = [m.id for m in make_client(endpoint).models.list()]
-            report(True, f"endpoint answers; {len(names)} models listed")
+            report(True, f"endpoint answers; {counted(len(names), 'model')} listed")
         except Exception as exc:
             report(False, f"endpoint does not answer: {call_error(exc, 'listing models', endpoint)}",
                    "check --base-url / AGENTIC_RAG_BASE_URL and that the server runs")

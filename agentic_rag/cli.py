@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import signal
 import sys
 import time
 from contextlib import contextmanager
@@ -12,8 +13,8 @@ from pathlib import Path
 
 from . import _cli_parser
 from ._cli_kb import check_kb_path, glibc_memory, open_or_create, skipped
-from ._config import Config
-from ._display import print_result, result_json, tracked_lines
+from ._config import Config, RunConfig
+from ._display import counted, print_result, result_json, tracked_lines
 from ._errors import AgenticRAGError, ConfigurationError, RetrievalError
 from ._loop import run_agentic_rag
 from ._settings import ask_tools, load_kb, make_cli_embedder, make_describer, make_model, model_settings, serve_settings
@@ -64,14 +65,14 @@ def cmd_index(args) -> int:
             raise ConfigurationError(f"no documents found in {', '.join(args.paths)}; index .txt, .md, .jsonl, .pdf, "
                                      f".docx, .html or image files")
         read = len(loaded.documents)
-        print(f"chunking and embedding {read} documents with {kb.embedder.name} ...", file=sys.stderr)
+        print(f"chunking and embedding {counted(read, 'document')} with {kb.embedder.name} ...", file=sys.stderr)
         result = kb.add_documents(loaded.documents, progress=True)
         loaded.documents.clear()  # their text is in the chunks now: not held through the save
         glibc_memory(trim=True)
         kb.save(kb_dir)
-    print(f"indexed {read} documents ({result.added} new, {result.replaced} replaced, "
-          f"{result.unchanged} unchanged) into {result.chunks} new chunks; knowledge base now holds "
-          f"{kb.document_count} documents, {len(kb)} chunks; skipped {skipped(loaded)}; "
+    print(f"indexed {counted(read, 'document')} ({result.added} new, {result.replaced} replaced, "
+          f"{result.unchanged} unchanged) into {counted(result.chunks, 'new chunk')}; knowledge base now holds "
+          f"{counted(kb.document_count, 'document')}, {counted(len(kb), 'chunk')}; skipped {skipped(loaded)}; "
           f"{time.perf_counter() - start:.1f} s -> {safe_url(kb_dir)}")
     return 0
 
@@ -79,6 +80,9 @@ def cmd_index(args) -> int:
 def cmd_search(args) -> int:
     kb = load_kb(args.kb, model_settings(args))
     hits = kb.search(args.query, k=args.k, mode=args.mode, filters=args.filters)
+    if not hits:  # said on stderr, so that stdout stays what was asked for (--json: [])
+        print("no hits: no chunk matches --filters " + json.dumps(args.filters, ensure_ascii=False) if args.filters
+              else "no hits: no chunk matches the query", file=sys.stderr)
     if args.json:
         print(json.dumps([hit.model_dump() for hit in hits], ensure_ascii=False, indent=2))
         return 0
@@ -96,16 +100,20 @@ def cmd_delete(args) -> int:
         wanted = list(dict.fromkeys(args.doc_ids))
         held = kb.held_documents(wanted)
         missing = [doc_id for doc_id in wanted if doc_id not in held]
+        # a chunk id (DOC#N, as search prints it) names the document meant: suggested, never guessed
+        meant = kb.held_documents(doc_id.rpartition("#")[0] for doc_id in missing if "#" in doc_id)
+        deleted = 0
         if held:  # one delete, one transaction; with nothing deleted nothing is saved: the folder stays as it was
-            kb.delete_documents(held)
+            deleted = kb.delete_documents(held)
             kb.save(args.kb)
-    if len(missing) < len(wanted):
-        print(f"deleted {len(wanted) - len(missing)} documents")
+    if deleted:
+        print(f"deleted {counted(deleted, 'document')}")
     if missing:
         named = ", ".join(repr(doc_id) for doc_id in missing[:5]) + (f" and {len(missing) - 5} more"
                                                                     if len(missing) > 5 else "")
-        raise ConfigurationError(f"not in the knowledge base, so not deleted: {named}; search --json shows each "
-                                 f"hit's doc_id")
+        hint = f"a chunk id names its document before the #: did you mean {', '.join(meant)}?" if meant else \
+            "search --json shows each hit's doc_id"
+        raise ConfigurationError(f"not in the knowledge base, so not deleted: {named}; {hint}")
     return 0
 
 
@@ -119,8 +127,8 @@ def cmd_compact(args) -> int:
         kb = load_kb(args.kb, model_settings(args))
         before = store.segments(json.loads((kb_dir / store.MANIFEST).read_text(encoding="utf-8")))
         kb.save(kb_dir, compact=True)
-    print(f"compacted {len(before)} segment{'s' if len(before) != 1 else ''} into one: {kb.document_count} "
-          f"documents, {len(kb)} chunks; {time.perf_counter() - start:.1f} s -> {kb_dir}")
+    print(f"compacted {counted(len(before), 'segment')} into one: {counted(kb.document_count, 'document')}, "
+          f"{counted(len(kb), 'chunk')}; {time.perf_counter() - start:.1f} s -> {kb_dir}")
     return 0
 
 
@@ -129,10 +137,11 @@ def cmd_ask(args) -> int:
     settings = model_settings(args)
     model = make_model(settings)
     kb = load_kb(args.kb, settings)
-    # the run's own settings: the flags given over the defaults (the knowledge base's config holds how it
-    # was indexed, not how a question is answered)
-    config = Config(**{k: v for k, v in (("max_rounds", args.max_rounds), ("token_budget", args.budget))
+    # the run's own settings are the flags given over the defaults; its index and search layers are the
+    # knowledge base's, so that a saved state describes the knowledge base it ran on
+    run = RunConfig(**{k: v for k, v in (("max_rounds", args.max_rounds), ("token_budget", args.budget))
                        if v is not None})
+    config = Config.from_layers(index=kb.config.index, search=kb.config.search, run=run)
     view = kb.restricted(args.filters) if args.filters else kb  # every search of the run keeps to them
     stream = (lambda piece: print(piece, end="", flush=True)) if args.stream else None
     state = run_agentic_rag(args.question, view, model, tools, config, on_token=stream)
@@ -173,18 +182,43 @@ def cmd_serve(args) -> int:
         fix = "choose another --port (or stop what uses it)" if exc.errno == errno.EADDRINUSE else \
             "check --host (an address of this machine: 127.0.0.1, or 0.0.0.0 for all) and --port"
         raise ConfigurationError(f"cannot listen on {args.host}:{args.port}: {exc.strerror}; {fix}") from None
+    except ValueError:  # waitress's word for a host it cannot resolve or bind ("Invalid host/port specified")
+        raise ConfigurationError(f"--host {args.host}: not an address this machine can listen on; give an IP "
+                                 f"address or name of this machine: 127.0.0.1, or 0.0.0.0 for all") from None
     reads, writes = access["read_keys"], access["write_keys"]
-    keys = f"{len(reads)} read and {len(writes)} write keys" if reads or writes else \
+    keys = f"{counted(len(reads), 'read key')} and {counted(len(writes), 'write key')}" if reads or writes else \
         "no keys (open to anyone who can connect)"
     print(f"serving {safe_url(args.kb)} on http://{args.host}:{server.effective_port} with {args.threads} "
           f"threads, {keys}; Ctrl-C stops", file=sys.stderr, flush=True)
-    try:
-        server.run()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.close()
+    with _noting_ctrl_c() as pressed:
+        try:
+            server.run()  # returns on Ctrl-C (the server ends its connections first)
+        finally:
+            server.close()
+    if pressed:
+        raise KeyboardInterrupt  # main says "stopped", exit code 130
     return 0
+
+
+@contextmanager
+def _noting_ctrl_c():
+    """A list that gets an item when Ctrl-C (SIGINT) comes while the block runs; the interrupt
+    itself is raised as ever."""
+    pressed: list[int] = []
+
+    def note(signum, frame):
+        pressed.append(signum)
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGINT, note)
+    except ValueError:  # not the main thread: nothing to note
+        yield pressed
+        return
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def cmd_bench(args) -> int:
@@ -240,12 +274,17 @@ def main(argv: list[str] | None = None) -> int:
         except AgenticRAGError as exc:
             return _fail(end_open_lines, str(exc))
         except KeyboardInterrupt:
-            return _fail(end_open_lines, "interrupted; the saved knowledge base is unchanged", 130, "")
+            return _fail(end_open_lines, _INTERRUPTED.get(args.command, "interrupted"), 130, "")
         except BrokenPipeError:  # the reader went away (| head): stop quietly
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 141
         except OSError as exc:  # a file outside the knowledge base (whose own failures say its folder): one line too
             return _fail(end_open_lines, _os_error(exc))
+
+
+_INTERRUPTED = {"index": "interrupted; the saved knowledge base is unchanged", "serve": "stopped",
+                "delete": "interrupted; the saved knowledge base is unchanged",
+                "compact": "interrupted; the saved knowledge base is unchanged"}  # the others only read
 
 
 def _fail(end_open_lines, message: str, code: int = 1, kind: str = "error: ") -> int:

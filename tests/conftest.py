@@ -32,6 +32,16 @@ def example_kb():
     return kb
 
 
+@pytest.fixture(scope="module")
+def example_kb_dir(tmp_path_factory):
+    """A folder holding the example data indexed by `agentic-rag index`, once per test module."""
+    from agentic_rag.cli import main
+
+    kb = tmp_path_factory.mktemp("example-kb") / "kb"
+    assert main(["index", str(EXAMPLE_DATA), "--kb", str(kb)]) == 0
+    return str(kb)
+
+
 @pytest.fixture(scope="session")
 def example_kb_e5():
     """The example knowledge base embedded with e5 (a few seconds), built once and shared read-only."""

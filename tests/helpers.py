@@ -1,4 +1,5 @@
-"""Constants the tests share: project paths and the tiny mixed Chinese/English corpus.
+"""What the tests share: project paths, the tiny mixed Chinese/English corpus, and `run`, the command
+line run in-process.
 
 Test modules import these from here (`from helpers import ROOT`); conftest.py keeps only the
 fixtures and pytest hooks, because pytest loads conftest itself and importing it as a module
@@ -7,6 +8,7 @@ for conftest.py and openai_server.py.
 """
 from pathlib import Path
 
+from agentic_rag.cli import main
 from agentic_rag.kb import Document, HashingEmbedder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,6 +36,24 @@ PARAPHRASES = [
     ("a customer could not invite one more colleague because the team is full", "NT-1189"),
     ("which days are goods not dispatched during the spring festival", "warehouse/holidays-2026.md"),
 ]
+
+
+def run(capsys, *argv):
+    """Run the real command line in this process: (exit code, stdout, stderr)."""
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def refused(capsys, *argv) -> str:
+    """The one line a bad command line gets (exit code 2)."""
+    import pytest
+
+    with pytest.raises(SystemExit) as stop:
+        main(list(argv))
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1, err
+    return err
 
 
 class DenseHashing(HashingEmbedder):

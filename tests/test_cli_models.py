@@ -4,7 +4,7 @@ import json
 import pytest
 
 from agentic_rag.cli import main
-from helpers import EXAMPLE_DATA
+from helpers import EXAMPLE_DATA, run
 from openai_server import FakeOpenAI
 
 
@@ -14,12 +14,6 @@ def server(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     with FakeOpenAI(dim=16) as fake:
         yield fake
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def test_index_and_ask_with_openai_models(server, capsys, tmp_path):
@@ -143,3 +137,10 @@ def test_embedding_input_type_in_the_models_file_must_be_a_boolean(server, capsy
     code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", str(tmp_path / "kb"),
                        "--embedder", "openai", "--models-config", str(models))
     assert code == 1 and "embedding_input_type" in err and "true or false" in err
+
+
+def test_doctor_counts_one_model_in_the_singular(server, capsys):
+    server.models = ["small-model"]
+    server.chat.extend([json.dumps({"answer": "ok"})])
+    code, out, _ = run(capsys, "doctor", "--model", "small-model", "--base-url", server.url)
+    assert code == 0 and "endpoint answers; 1 model listed" in out, out

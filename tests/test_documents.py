@@ -224,6 +224,6 @@ def test_a_jsonl_line_nested_too_deep_is_one_skipped_line_not_a_traceback(tmp_pa
     assert told[f"{tmp_path / 'docs' / 'rows.jsonl'}:1"].startswith("bad line (RecursionError: ")
     assert main(["index", str(tmp_path / "docs"), "--kb", str(tmp_path / "kb")]) == 0
     out, err = capsys.readouterr()
-    assert "indexed 1 documents" in out and "skipped 0 files and 1 jsonl line;" in out
+    assert "indexed 1 document " in out and "skipped 0 files and 1 jsonl line;" in out
     assert err.count("bad line (RecursionError: ") == 1 and len(err.strip().splitlines()) <= 3
     assert "Traceback" not in err

@@ -185,7 +185,7 @@ def test_every_command_and_the_service_take_a_database_url(pg_url, capsys):
     reply = capsys.readouterr().out
     assert '"stop_reason"' in reply and "nimbus-2.3.1" in reply
     assert main(["delete", "nimbus-2.3.1.md", "--kb", pg_url]) == 0
-    assert "deleted 1 documents" in capsys.readouterr().out
+    assert "deleted 1 document\n" in capsys.readouterr().out
     assert main(["compact", "--kb", pg_url]) == 0 and "nothing to compact" in capsys.readouterr().out
     app = create_app(OfflineModel(), kb=PostgresKnowledgeBase(pg_url))
     environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/healthz", "wsgi.input": None}

@@ -62,9 +62,20 @@ def listed(paths, suffixes: tuple[str, ...], skipped: list) -> list[tuple[Path, 
         for path in sorted(root.rglob("*")):  # rglob never follows a link to a folder
             relative = path.relative_to(root)
             hidden = any(part.startswith(".") for part in relative.parts)
-            if path.suffix.lower() in suffixes and not hidden and not _is_folder(path):
+            if path.suffix.lower() in suffixes and not hidden and not _is_folder(path) \
+                    and not _in_segment(path.parent, root):
                 files.append((path, relative.as_posix(), real))
     return files
+
+
+def _in_segment(folder: Path, root: Path) -> bool:
+    """Whether `folder` is, or lies in, a knowledge base's segment folder (gen-NNNNNN beside its
+    manifest.json) under `root`: a knowledge base kept among its documents is not read as documents."""
+    while folder != root and folder != folder.parent:
+        if folder.name.startswith("gen-") and folder.name[4:].isdigit() and (folder.parent / "manifest.json").is_file():
+            return True
+        folder = folder.parent
+    return False
 
 
 def _is_folder(path: Path) -> bool:
