@@ -1,8 +1,9 @@
-"""What the command line shows: the `ask --json` object, the printed answer with its sources, and
-its output streams, which remember whether a line is left open (a progress line, a streamed draft)
-so that a closing message starts on a line of its own."""
+"""What the command line shows: the `ask --json` object, the printed answer with its sources, an
+OS error in one line, and its output streams, which remember whether a line is left open (a
+progress line, a streamed draft) so that a closing message starts on a line of its own."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -10,6 +11,7 @@ import time
 from contextlib import contextmanager
 
 from ._state import cited_as, format_trace
+from .kb._store import os_cause
 
 
 def counted(n: int, noun: str) -> str:
@@ -140,3 +142,17 @@ def tracked_lines():
         yield end_open_lines
     finally:
         sys.stdout, sys.stderr = out, err
+
+
+_OS_FIXES = {errno.ENOSPC: "free space on its disk", errno.EDQUOT: "free space within the disk quota",
+             errno.EFBIG: "raise the file size limit (ulimit -f)", errno.EROFS: "remount it read-write",
+             errno.EACCES: "fix its permissions", errno.EPERM: "fix its permissions",
+             errno.ENOENT: "check the path", errno.ENOTDIR: "check the path",
+             errno.ECONNREFUSED: "start the server it names or fix the address"}
+
+
+def os_error_line(exc: OSError) -> str:
+    """What failed, in one line, and the fix where its errno says it; only what failed otherwise."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    fix = _OS_FIXES.get(exc.errno)
+    return f"{os_cause(exc)}{where}" + (f"; {fix}, then retry" if fix else "")

@@ -14,7 +14,7 @@ from pathlib import Path
 from . import _cli_parser
 from ._cli_kb import check_kb_path, glibc_memory, open_or_create, skipped
 from ._config import Config, RunConfig
-from ._display import counted, print_result, result_json, tracked_lines
+from ._display import counted, os_error_line, print_result, result_json, tracked_lines
 from ._errors import AgenticRAGError, ConfigurationError, RetrievalError
 from ._loop import run_agentic_rag
 from ._settings import ask_tools, load_kb, make_cli_embedder, make_describer, make_model, model_settings, serve_settings
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 141
         except OSError as exc:  # a file outside the knowledge base (whose own failures say its folder): one line too
-            return _fail(end_open_lines, _os_error(exc))
+            return _fail(end_open_lines, os_error_line(exc))
 
 
 _INTERRUPTED = {"index": "interrupted; the saved knowledge base is unchanged", "serve": "stopped",
@@ -293,20 +293,6 @@ def _fail(end_open_lines, message: str, code: int = 1, kind: str = "error: ") ->
     end_open_lines()
     print(f"agentic-rag: {kind}{message}", file=sys.stderr)
     return code
-
-
-_OS_FIXES = {errno.ENOSPC: "free space on its disk", errno.EDQUOT: "free space within the disk quota",
-             errno.EFBIG: "raise the file size limit (ulimit -f)", errno.EROFS: "remount it read-write",
-             errno.EACCES: "fix its permissions", errno.EPERM: "fix its permissions",
-             errno.ENOENT: "check the path", errno.ENOTDIR: "check the path",
-             errno.ECONNREFUSED: "start the server it names or fix the address"}
-
-
-def _os_error(exc: OSError) -> str:
-    """What failed, in one line, and the fix where its errno says it; only what failed otherwise."""
-    where = f" ({exc.filename})" if exc.filename else ""
-    fix = _OS_FIXES.get(exc.errno)
-    return f"{store.os_cause(exc)}{where}" + (f"; {fix}, then retry" if fix else "")
 
 
 if __name__ == "__main__":
