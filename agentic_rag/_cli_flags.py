@@ -11,22 +11,30 @@ from ._errors import ConfigurationError
 from .kb._filters import check_filters
 
 
-def positive(text: str) -> int:
+def _whole(text: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
+
+
+def at_least(least: int):
+    """A whole number of at least `least`, as a flag's type (--chunk-overlap 0 or more, --chunk-size 50 or more)."""
+    def whole(text: str) -> int:
+        value = _whole(text)
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value} must be at least {least}")
+        return value
+
+    return whole
+
+
+positive = at_least(1)
 
 
 def port(text: str) -> int:
     """serve --port: a TCP port, 0 to 65535 (0: the system picks a free one)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    value = _whole(text)
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"{value} is not a port; give 0 to 65535 (0 picks a free one)")
     return value
@@ -54,20 +62,6 @@ def share(text: str) -> float:
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"{text} must be above 0 and below 1")
     return value
-
-
-def at_least(least: int):
-    """A whole number of at least `least`, as a flag's type (--chunk-overlap 0 or more, --chunk-size 50 or more)."""
-    def whole(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"{value} must be at least {least}")
-        return value
-
-    return whole
 
 
 def seconds(text: str) -> float:

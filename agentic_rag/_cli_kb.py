@@ -3,7 +3,6 @@ the knowledge base `index` opens or creates, and how the memory of a large index
 from __future__ import annotations
 
 import ctypes
-import re
 import shlex
 from pathlib import Path
 
@@ -13,9 +12,8 @@ from ._settings import load_kb, make_cli_embedder, make_model, model_settings
 from .kb import KnowledgeBase
 from .kb._documents import FILE_SUFFIXES, TEXT_SUFFIXES
 from .kb._postgres import PostgresKnowledgeBase, is_database
-from .kb._store import MANIFEST
+from .kb._store import MANIFEST, is_segment_folder
 
-_SEGMENT = re.compile(r"^gen-\d{6}$")  # a saved segment's folder, beside the manifest (kb._store)
 INDEXED_SUFFIXES = (*TEXT_SUFFIXES, ".jsonl", *FILE_SUFFIXES)  # a file index reads with nothing beside it
 
 
@@ -46,7 +44,7 @@ def check_kb_path(command: str, kb: str | None) -> None:
 def _check_kb_folder(command: str, path: Path) -> None:
     """Refuse a --kb that names a segment folder of a knowledge base, or (but for `index`) a folder of
     documents with no manifest: indexing into it would read the knowledge base's files as documents."""
-    if _SEGMENT.match(path.name) and (path.parent / MANIFEST).is_file():
+    if is_segment_folder(path):
         raise ConfigurationError(f"--kb {path} is a segment folder of the knowledge base in {path.parent}; give the "
                                  f"knowledge base's folder: --kb {shlex.quote(str(path.parent))}")
     if command == "index" or (path / MANIFEST).exists():

@@ -71,7 +71,8 @@ class _Parser(argparse.ArgumentParser):
 
 _SHORT = re.compile(r"-[A-Za-z][\w-]*")  # a short option such as -k (not a negative number)
 _NEVER_MEANT = {"--help", "--version"}  # a typo of a setting is not a request for help
-NEAR_TIE = 0.12  # look-alikes this close to the best are named too, the ones as long as the typo first
+NEAR_TIE = 0.12  # look-alikes this close to the best are named too, the ones as long as the typo first,
+SECOND_AT_LEAST = 0.75  # when they are this like the typo
 
 
 def _did_you_mean(word: str, known, quote: bool = False) -> str:
@@ -79,9 +80,10 @@ def _did_you_mean(word: str, known, quote: bool = False) -> str:
     candidates = [k for k in known if (k.startswith("--") or quote) and k not in _NEVER_MEANT]
     scored = sorted(((difflib.SequenceMatcher(None, word, k).ratio(), k) for k in candidates), reverse=True)
     scored = [(ratio, k) for ratio, k in scored if ratio >= 0.6]
-    if not scored:
+    best = max((difflib.SequenceMatcher(None, word, k).ratio() for k in _NEVER_MEANT), default=0.0)
+    if not scored or best >= scored[0][0]:  # --hepl: help was meant, not whatever comes next
         return ""
-    near = [k for ratio, k in scored if ratio >= scored[0][0] - NEAR_TIE]
+    near = [k for ratio, k in scored if ratio >= max(scored[0][0] - NEAR_TIE, SECOND_AT_LEAST)] or [scored[0][1]]
     near = sorted(near, key=lambda k: len(k) != len(word))[:2]  # stable: by ratio within each length group
     return f"; did you mean {' or '.join(repr(k) if quote else k for k in near)}?"
 

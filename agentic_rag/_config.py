@@ -12,6 +12,7 @@ one from them. Every field is checked against its declared type and range on con
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, fields
 
 from ._errors import ConfigurationError
@@ -47,9 +48,9 @@ def _type_problem(declared: str, value, default) -> str | None:
     got, or_none = type(value).__name__, " or None" if optional else ""
     got = ("an " if got[0] in "aeiou" else "a ") + got
     example = f", e.g. {default!r}" if default is not None else ""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)  # numpy's numbers too
     if kind == "int":
-        fits, problem, fix = number and isinstance(value, int), f"is {got}, not an int", "a whole number"
+        fits, problem, fix = number and isinstance(value, numbers.Integral), f"is {got}, not an int", "a whole number"
     elif kind == "float":
         fits, problem, fix = number and _finite(value), f"is {got}, not a number", "a finite number"
         if number:
@@ -74,6 +75,8 @@ def _validate(settings, label: str, layers) -> None:
         value = getattr(settings, f.name)
         if (problem := _type_problem(f.type, value, f.default)) is not None:
             raise ConfigurationError(f"{label}.{f.name} = {_shown(value)} {problem}")
+        if type(value) not in (int, float, bool, str, tuple, list, type(None)):  # numpy's int64, float32, ...
+            object.__setattr__(settings, f.name, int(value) if isinstance(value, numbers.Integral) else float(value))
     if isinstance(getattr(settings, "sources", ()), list):  # a tuple, so that the settings hash
         object.__setattr__(settings, "sources", tuple(settings.sources))
     for f in checked:

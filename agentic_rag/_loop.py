@@ -198,14 +198,12 @@ def _prepare(question: str, kb: KnowledgeBase, model: Model, config: Config | Ru
 def _settings(config: Config | RunConfig | None, state: dict | None) -> Config:
     """The run's settings: the given Config, or a RunConfig with the other layers as the state saved
     them (else their defaults); none given, the state's own (a resumed run keeps its settings)."""
-    saved = config_from_saved(state["config"]) if state is not None else Config()
-    if config is None:
-        return saved
-    if isinstance(config, RunConfig):
-        return Config.from_layers(index=saved.index, search=saved.search, run=config)
-    if not isinstance(config, Config):
+    if isinstance(config, Config):
+        return config  # given whole: the saved settings are not read
+    if config is not None and not isinstance(config, RunConfig):
         raise ConfigurationError(f"config must be an agentic_rag.Config or RunConfig, not {type(config).__name__}")
-    return config
+    saved = config_from_saved(state["config"]) if state is not None else Config()
+    return saved if config is None else Config.from_layers(index=saved.index, search=saved.search, run=config)
 
 
 def _grader_is_generator(model: Model) -> bool:

@@ -119,7 +119,7 @@ def new_state(question: str, config: Config | None = None) -> AgentState:
     tokens = count_tokens(question)
     if tokens > config.token_budget // 4:  # every call carries the question: a quarter of the budget at most
         raise ConfigurationError(f"the question has {tokens} tokens, more than a quarter of the token budget "
-                                 f"({config.token_budget}); shorten it or raise the budget (--budget)")
+                                 f"({config.token_budget}); shorten it or raise token_budget (ask --budget)")
     return AgentState(
         question=question, config=saved_config(config),
         phase="route", round=0, route=None, rounds=[],
@@ -148,8 +148,8 @@ def config_from_saved(saved: dict) -> Config:
     try:
         return Config(**saved)  # lists, as JSON gives them, become tuples in Config itself
     except ConfigurationError as exc:
-        raise ConfigurationError(f"the state's config is not valid ({exc}); "
-                                 "pass a state that run_agentic_rag returned") from None
+        raise ConfigurationError(f"the state's config is not valid ({exc}); resume it with "
+                                 "config=Config(...), or pass a state that run_agentic_rag returned") from None
 
 
 UPGRADE_FILLS = ("grade_pending", "draft_for", "draft_reply", "fold_grades")  # keys older versions did not save

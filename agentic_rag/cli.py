@@ -101,7 +101,8 @@ def cmd_delete(args) -> int:
         held = kb.held_documents(wanted)
         missing = [doc_id for doc_id in wanted if doc_id not in held]
         # a chunk id (DOC#N, as search prints it) names the document meant: suggested, never guessed
-        meant = kb.held_documents(doc_id.rpartition("#")[0] for doc_id in missing if "#" in doc_id)
+        meant = [doc_id for doc_id in kb.held_documents(d.rpartition("#")[0] for d in missing if "#" in d)
+                 if doc_id not in held]
         deleted = 0
         if held:  # one delete, one transaction; with nothing deleted nothing is saved: the folder stays as it was
             deleted = kb.delete_documents(held)

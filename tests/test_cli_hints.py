@@ -37,8 +37,17 @@ def test_index_leaves_out_a_knowledge_base_kept_in_the_folder_indexed(capsys, tm
     assert code == 0 and "indexed 3 documents (1 new, 0 replaced, 2 unchanged)" in out, out
     code, out, _ = run(capsys, "index", str(tmp_path), "--kb", str(data))  # from the folder above, too
     assert code == 0 and "indexed 3 documents (3 new," in out, out  # the same three, under data/
-    assert _doc_ids(capsys, str(data)) <= {"contract-a.md", "contract-b.md", "contract-c.md",
+    assert _doc_ids(capsys, str(data)) == {"contract-a.md", "contract-b.md", "contract-c.md",
                                            "data/contract-a.md", "data/contract-b.md", "data/contract-c.md"}
+
+
+def test_a_folder_named_like_a_segment_that_no_manifest_lists_is_indexed(capsys, tmp_path):
+    data = tmp_path / "data"
+    (data / "gen-000001").mkdir(parents=True)
+    (data / "manifest.json").write_text('{"name": "a web app manifest"}', encoding="utf-8")
+    (data / "gen-000001" / "notes.md").write_text("# Notes\n\nThe contract penalty is 2%.", encoding="utf-8")
+    code, out, _ = run(capsys, "index", str(data), "--kb", str(tmp_path / "kb"))
+    assert code == 0 and "indexed 1 document " in out, out
 
 
 def test_kb_naming_a_folder_of_documents_suggests_another_folder_that_works(capsys, tmp_path):
@@ -110,6 +119,14 @@ def test_an_option_of_another_command_gets_no_look_alike(capsys):
 def test_help_and_version_are_never_the_option_meant(capsys):
     err = refused(capsys, "search", "q", "--kb", "d", "--halp", "1")
     assert "--help" not in err.split("(see")[0], err
+    for typo in ("--hepl", "--verison"):  # help or version was meant: no other option is offered instead
+        err = refused(capsys, "ask", "q", "--kb", "d", typo)
+        assert f"ask has no option {typo} (see" in err and "did you mean" not in err, err
+
+
+def test_a_weak_second_look_alike_is_not_named(capsys):
+    err = refused(capsys, "ask", "q", "--kb", "d", "--jsno")
+    assert "did you mean --json?" in err, err
 
 
 def test_a_near_tie_names_both_the_one_as_long_first(capsys):
@@ -136,8 +153,8 @@ def test_delete_of_a_chunk_id_names_its_document(capsys, tmp_path):
     code, out, err = run(capsys, "delete", chunk_id, "--kb", kb)
     doc_id = chunk_id.rpartition("#")[0]
     assert code == 1 and out == "" and f"did you mean {doc_id}?" in err, err
-    code, out, _ = run(capsys, "delete", doc_id, "--kb", kb)
-    assert code == 0 and out == "deleted 1 document\n", out
+    code, out, err = run(capsys, "delete", doc_id, chunk_id, "--kb", kb)  # the document goes: not suggested again
+    assert code == 1 and out == "deleted 1 document\n" and "did you mean" not in err, err
 
 
 def test_one_document_is_counted_in_the_singular(capsys, tmp_path):

@@ -181,3 +181,13 @@ def test_the_front_is_declared_in_its_module_as_type_checkers_read_it():
     front = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Config")
     declared = [line.target.id for line in front.body if isinstance(line, ast.AnnAssign)]
     assert declared == list(asdict(Config())) == [f.name for f in fields(Config)]
+
+
+def test_numpy_numbers_are_taken_as_plain_ones():
+    import numpy as np
+
+    config = Config(max_rounds=np.int64(2), min_faithfulness=np.float32(0.5), token_budget=np.int32(30_000))
+    assert type(config.max_rounds) is int and type(config.min_faithfulness) is float and config.max_rounds == 2
+    assert json.loads(json.dumps(asdict(config)))["token_budget"] == 30_000 and hash(config) is not None
+    with pytest.raises(ConfigurationError, match="max_rounds = np.float64.2.0. is a float64, not an int"):
+        Config(max_rounds=np.float64(2))

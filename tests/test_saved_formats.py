@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from agentic_rag import KnowledgeBase, OfflineModel, run_agentic_rag
+from agentic_rag import Config, ConfigurationError, KnowledgeBase, OfflineModel, run_agentic_rag
 from agentic_rag._state import format_trace
 from helpers import ROOT
 
@@ -56,3 +56,12 @@ def test_a_state_saved_mid_run_resumes_to_the_end_its_run_had(question, n, resum
     assert resumed["phase"] == "done" and resumed["question"] == question
     assert _outcome(resumed) == run["expected"]
     json.dumps(resumed)
+
+
+def test_a_state_whose_saved_settings_this_version_refuses_resumes_with_settings_given(example_kb, example_tools):
+    run = RUNS[0]
+    state = dict(run["states"][0], config=dict(run["states"][0]["config"], deadline_s=float("inf")))  # once taken
+    with pytest.raises(ConfigurationError, match="deadline_s = inf is not a finite number.*resume it with config="):
+        run_agentic_rag(run["question"], example_kb, OfflineModel(), example_tools, state=state)
+    resumed = run_agentic_rag(run["question"], example_kb, OfflineModel(), example_tools, config=Config(), state=state)
+    assert _outcome(resumed) == run["expected"] and resumed["config"]["deadline_s"] == Config().deadline_s

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from .._errors import ConfigurationError
 from ._loaders import Unreadable, too_large
+from ._store import is_segment_folder
 
 MAX_FILE_BYTES = 100_000_000  # a file past this is skipped before it is read (index --max-file-size)
 # the service's bound on one uploaded file, decoded, and on what a .docx may unpack to (serve
@@ -69,10 +70,11 @@ def listed(paths, suffixes: tuple[str, ...], skipped: list) -> list[tuple[Path, 
 
 
 def _in_segment(folder: Path, root: Path) -> bool:
-    """Whether `folder` is, or lies in, a knowledge base's segment folder (gen-NNNNNN beside its
-    manifest.json) under `root`: a knowledge base kept among its documents is not read as documents."""
+    """Whether `folder` is, or lies in, a knowledge base's segment folder (gen-NNNNNN, listed by the
+    manifest.json beside it) under `root`: a knowledge base kept among its documents is not read as
+    documents."""
     while folder != root and folder != folder.parent:
-        if folder.name.startswith("gen-") and folder.name[4:].isdigit() and (folder.parent / "manifest.json").is_file():
+        if is_segment_folder(folder):
             return True
         folder = folder.parent
     return False

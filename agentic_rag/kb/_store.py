@@ -221,6 +221,11 @@ def segments(manifest: dict) -> list[dict]:
     return [*manifest.get("earlier", []), newest]
 
 
+def is_segment_folder(path: Path) -> bool:
+    """Whether `path` is a segment folder (gen-NNNNNN) that the knowledge base manifest beside it lists."""
+    return bool(_GENERATION.match(path.name)) and path.name in _segment_names(path.parent)
+
+
 def _segment_names(directory: Path) -> set[str]:
     try:
         return {s["generation"] for s in segments(json.loads((directory / MANIFEST).read_text(encoding="utf-8")))}
