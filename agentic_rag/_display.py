@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import sys
 import time
@@ -63,11 +64,11 @@ class LineTracker:
     "\\r" redraw would pile up on one line: the progress is written as whole lines instead, one
     every PROGRESS_EVERY_S and the last one when its line ends."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, progress: bool = False):
         self.stream, self.open = stream, False
-        self.whole_lines = not _isatty(stream)
+        self.whole_lines = progress and not _isatty(stream)  # progress is drawn on stderr; stdout is left as written
         self.pending: str | None = None  # the newest progress not written yet (no terminal)
-        self.written_at, self.ended = 0.0, False  # ended: a progress line was written whole, its "\\n" is due
+        self.written_at, self.ended = -math.inf, False  # ended: a progress line was written whole, its "\\n" is due
 
     def write(self, text: str) -> int:
         """Write to the stream, noting whether the text ends its line."""
@@ -124,7 +125,7 @@ def tracked_lines():
     every line left open, to call before a message that must start on a line of its own (a stream
     whose reader has gone is passed over: the message still comes)."""
     out, err = sys.stdout, sys.stderr
-    sys.stdout, sys.stderr = tracked = LineTracker(out), LineTracker(err)
+    sys.stdout, sys.stderr = tracked = LineTracker(out), LineTracker(err, progress=True)
 
     def end_open_lines() -> None:
         ended = False

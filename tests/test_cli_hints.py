@@ -277,3 +277,19 @@ def test_one_terminal_for_both_streams_gets_one_newline(example_kb_dir):
     os.close(leader)
     assert process.wait(60) == 130
     assert seen.replace(b"\r\n", b"\n") == b"The draft so\rworking\nagentic-rag: interrupted\n", seen
+
+
+def test_only_the_progress_stream_is_written_as_whole_lines_when_not_a_terminal():
+    import io
+
+    from agentic_rag._display import LineTracker
+
+    out = io.StringIO()
+    LineTracker(out).write("\rdraft piece")  # an answer streamed to a pipe keeps its bytes
+    assert out.getvalue() == "\rdraft piece"
+    err = io.StringIO()
+    progress = LineTracker(err, progress=True)
+    progress.write("\rembedding 32/64 chunks")  # the first one is written at once, even just after boot
+    progress.write("\rembedding 64/64 chunks")
+    progress.write("\n")
+    assert err.getvalue() == "embedding 32/64 chunks\nembedding 64/64 chunks\n"
