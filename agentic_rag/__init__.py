@@ -36,7 +36,6 @@ from ._schemas import (
     Triples,
 )
 from ._state import STOP_REASONS, AgentState, Evidence, Round, cited_as, format_trace, new_evidence, new_state
-from .eval import run_bench
 from .kb import (
     AddResult,
     Document,
@@ -106,12 +105,16 @@ _SERVICE = ("create_app", "ServiceLimits")
 
 
 def __getattr__(name: str):
-    """The HTTP service's names, loaded when first asked for: they need the serve extra
-    (pip install 'agentic-rag[serve]'), which importing agentic_rag does not."""
+    """Names loaded when first asked for: the HTTP service's, which need the serve extra (pip install
+    'agentic-rag[serve]') that importing agentic_rag does not, and the benchmark runner."""
     if name in _SERVICE:
         from . import service
 
         return getattr(service, name)
+    if name == "run_bench":  # the benchmark runner, loaded only by those who run it
+        from .eval import run_bench
+
+        return run_bench
     raise AttributeError(f"module 'agentic_rag' has no attribute {name!r}")
 
 

@@ -3,6 +3,7 @@ rule that documented code imports from `agentic_rag` only."""
 import configparser
 import importlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -89,6 +90,18 @@ def test_importing_agentic_rag_does_not_load_the_openai_sdk():
     code = "import agentic_rag, sys; print('openai' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert result.stdout.strip() == "False"
+
+
+def test_importing_agentic_rag_loads_neither_hnswlib_nor_the_benchmarks_until_used():
+    """hnswlib is loaded when a dense index first builds or loads its graph, the benchmarks when asked for."""
+    code = ("import agentic_rag, sys; print(sorted(m for m in ('hnswlib', 'agentic_rag.eval') if m in sys.modules)); "
+            "from agentic_rag import KnowledgeBase, Config, Document, run_bench; from helpers import DenseHashing; "
+            "kb = KnowledgeBase(DenseHashing(), Config(exact_search_below=2)); "
+            "kb.add_documents([Document(f'd{i}', f'text number {i}') for i in range(3)]); "
+            "print(sorted(m for m in ('hnswlib', 'agentic_rag.eval') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT / "tests")})
+    assert result.stdout.split("\n")[:2] == ["[]", "['agentic_rag.eval', 'hnswlib']"], result.stdout
 
 
 def test_the_backend_protocol_asks_for_every_method_a_caller_may_use(tiny_kb):

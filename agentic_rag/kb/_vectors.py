@@ -14,14 +14,25 @@ Both save as arrays of the rows asked for (`arrays`), read back by `add_arrays`.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import hnswlib
 import numpy as np
 
 from ._csr import group, parts_of
 from ._filters import fit_mask
 
+if TYPE_CHECKING:
+    import hnswlib
+
 _MAX_BLOCKS = 8  # SparseIndex: additions kept as separate blocks until there are this many
+
+
+def _hnswlib():
+    """hnswlib, imported once a graph is first built or loaded: a knowledge base that never holds
+    enough dense vectors for one (and importing agentic_rag) does not load it."""
+    import hnswlib
+
+    return hnswlib
 
 
 def _grow(alive: np.ndarray, needed: int) -> np.ndarray:
@@ -78,7 +89,7 @@ class DenseIndex:
     def _build_hnsw(self) -> None:
         """A graph of the live rows, built off to the side and then put in place: searches meanwhile
         use the old one (or exact search), never a half-built one."""
-        graph = hnswlib.Index(space="cosine", dim=self.dimension)
+        graph = _hnswlib().Index(space="cosine", dim=self.dimension)
         graph.init_index(max_elements=max(1024, 2 * len(self.alive)), M=self.m,
                          ef_construction=self.ef_construction, random_seed=self.seed)
         graph.set_ef(self.ef)
@@ -140,7 +151,7 @@ class DenseIndex:
         self.alive = _grow(self.alive, int(rows.max(initial=-1)) + 1)
         self.vectors = np.zeros((len(self.alive), self.dimension), np.float32)
         self.vectors[rows], self.alive[rows] = vectors, True
-        self.hnsw = hnswlib.Index(space="cosine", dim=self.dimension)
+        self.hnsw = _hnswlib().Index(space="cosine", dim=self.dimension)
         self.hnsw.load_index(str(graph), max_elements=max(len(self.alive), 1))
         self.hnsw.set_ef(self.ef)
 
