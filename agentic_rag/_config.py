@@ -239,8 +239,14 @@ class Config:
         _validate(self, "Config", tuple(LAYERS.values()))
 
     def _layer(self, name: str):
-        layer = LAYERS[name]
-        return layer(**{f.name: getattr(self, f.name) for f in fields(layer)})
+        """The layer called `name`, built (and checked) once: a search asks for its settings every time.
+        Kept outside the fields, so equality, hashing, repr and asdict do not see it."""
+        layers = self.__dict__.get("_layers")
+        if layers is None:
+            layers = {key: layer(**{f.name: getattr(self, f.name) for f in fields(layer)})
+                      for key, layer in LAYERS.items()}
+            object.__setattr__(self, "_layers", layers)
+        return layers[name]
 
     @property
     def index(self) -> IndexConfig:

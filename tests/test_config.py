@@ -70,6 +70,14 @@ def test_the_front_round_trips_replaces_and_hashes():
         config.max_rounds = 5
 
 
+
+def test_a_layer_is_built_once_and_changes_nothing_a_config_shows():
+    config, fresh = Config(max_rounds=2), Config(max_rounds=2)
+    assert config.search is config.search and config.run is config.run  # a search asks each time: built once
+    assert config == fresh and hash(config) == hash(fresh) and repr(config) == repr(fresh)
+    assert asdict(config) == asdict(fresh) and pickle.loads(pickle.dumps(config)) == fresh
+
+
 def test_each_layer_names_itself_and_the_bad_field():
     with pytest.raises(ConfigurationError, match=r"^IndexConfig\.chunk_size = 10 must be at least 50$"):
         IndexConfig(chunk_size=10)

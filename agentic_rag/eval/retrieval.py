@@ -13,7 +13,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from .._config import Config
@@ -130,7 +130,7 @@ def _table(results: list[dict], modes: list[str]) -> list[str]:
 def write_report(results: list[dict], out: Path, config: Config) -> None:
     """report.json (everything) and report.md (one table row per set, embedder and mode)."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.json").write_text(json.dumps({"config": config.__dict__, "results": results}, indent=2))
+    (out / "report.json").write_text(json.dumps({"config": asdict(config), "results": results}, indent=2))
     modes = list(dict.fromkeys(mode for r in results for mode in r["modes"]))
     halves = {r["half"] for r in results}
     split = f" of --half {halves.pop()}" if len(halves) == 1 and None not in halves else ""

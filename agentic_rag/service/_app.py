@@ -14,7 +14,7 @@ import time
 import uuid
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from pydantic import BaseModel, ValidationError
@@ -292,7 +292,7 @@ class Service:
             raise ServiceError(400, "invalid_request", f"the question has {len(question)} characters; the limit "
                                                        f"is {self.limits.max_question_chars}")
         (kb, generation), config = self.current(), self._settings(request)
-        key = cache_key(question, request.filters, vars(config), self.model_name, generation)
+        key = cache_key(question, request.filters, asdict(config), self.model_name, generation)
         ready = {"question": question, "kb": kb, "generation": generation, "config": config, "key": key,
                  "filters": request.filters, "store": request.cache}
         if request.cache and (cached := self.cache.get(key)) is not None:
