@@ -52,12 +52,12 @@ def grade(state: AgentState, run: Run) -> str:
     shown, draft = state["evidence"][:run.config.evidence_k], GradedAnswer(**state["draft_reply"])
     state["draft_reply"] = None
     folded = folded_grade(draft, run.config.min_context_score) if run.folds else None
-    if folded is None and run.folds:  # the model gave no grade: ask for it apart, now and for the rest of the run
-        run.fold_grades = state["fold_grades"] = False
-    if folded is None:
-        folded = grade_evidence(state, run, shown)
-    else:
+    if folded is not None:
         record(state, "verify", f"verify:{folded.score:.2f}", folded.model_dump(), 0.0, 0)
+    else:
+        if run.folds:  # the model gave no grade: ask for it apart, now and for the rest of the run
+            run.fold_grades = state["fold_grades"] = False
+        folded = grade_evidence(state, run, shown)
     if after_grade(state, run, folded) == "route":
         state["draft_for"] = [e["id"] for e in shown]  # the draft stands for this evidence
         return "route"
