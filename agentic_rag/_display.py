@@ -110,7 +110,7 @@ def _same_terminal() -> bool:
         return False
 
 
-def _discard(stream) -> None:
+def discard(stream) -> None:
     """Point a stream whose reader has gone at /dev/null, so that Python's last flush at exit
     finds no broken pipe either."""
     try:
@@ -137,7 +137,7 @@ def tracked_lines():
                     ended = True
                 except OSError:  # BrokenPipeError too: `| head` has gone, nothing to end there
                     stream.open = False
-                    _discard(stream)
+                    discard(stream)
 
     try:
         yield end_open_lines

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import signal
 import sys
 import time
@@ -14,7 +13,7 @@ from pathlib import Path
 from . import _cli_parser
 from ._cli_kb import check_kb_path, glibc_memory, open_or_create, skipped
 from ._config import Config, RunConfig
-from ._display import counted, os_error_line, print_result, result_json, tracked_lines
+from ._display import counted, discard, os_error_line, print_result, result_json, tracked_lines
 from ._errors import AgenticRAGError, ConfigurationError, RetrievalError
 from ._loop import run_agentic_rag
 from ._settings import ask_tools, load_kb, make_cli_embedder, make_describer, make_model, model_settings, serve_settings
@@ -277,15 +276,14 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             return _fail(end_open_lines, _INTERRUPTED.get(args.command, "interrupted"), 130, "")
         except BrokenPipeError:  # the reader went away (| head): stop quietly
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            discard(sys.stdout)
             return 141
         except OSError as exc:  # a file outside the knowledge base (whose own failures say its folder): one line too
             return _fail(end_open_lines, os_error_line(exc))
 
 
-_INTERRUPTED = {"index": "interrupted; the saved knowledge base is unchanged", "serve": "stopped",
-                "delete": "interrupted; the saved knowledge base is unchanged",
-                "compact": "interrupted; the saved knowledge base is unchanged"}  # the others only read
+_INTERRUPTED = {"serve": "stopped", **dict.fromkeys(("index", "delete", "compact"),  # the others only read
+                                                   "interrupted; the saved knowledge base is unchanged")}
 
 
 def _fail(end_open_lines, message: str, code: int = 1, kind: str = "error: ") -> int:
