@@ -8,7 +8,7 @@ import math
 from types import SimpleNamespace
 
 from ._errors import ConfigurationError
-from .kb._filters import check_filters
+from .kb.indexes._filters import check_filters
 
 
 def _whole(text: str) -> int:

@@ -10,10 +10,10 @@ from ._config import Config
 from ._errors import ConfigurationError
 from ._settings import load_kb, make_cli_embedder, make_model, model_settings
 from .kb import KnowledgeBase
-from .kb._documents import SUFFIXES
-from .kb._loaders import IMAGE_SUFFIXES
-from .kb._postgres import PostgresKnowledgeBase, is_database
-from .kb._store import MANIFEST, is_segment_folder
+from .kb.backends._postgres import PostgresKnowledgeBase, is_database
+from .kb.backends._store import MANIFEST, is_segment_folder
+from .kb.ingestion._documents import SUFFIXES
+from .kb.ingestion._loaders import IMAGE_SUFFIXES
 
 # what index reads with nothing beside it: every type it reads but images, which need a description
 INDEXED_SUFFIXES = tuple(suffix for suffix in SUFFIXES if suffix not in IMAGE_SUFFIXES)

@@ -13,7 +13,7 @@ from . import __version__
 from ._cli_flags import at_least, connection_flags, filter_flag, model_flags, port, positive, rate, tool_flags
 from ._config import SEARCH_MODES
 from .kb import EMBEDDERS
-from .kb._files import MAX_FILE_BYTES, MAX_UPLOAD_BYTES
+from .kb.ingestion._files import MAX_FILE_BYTES, MAX_UPLOAD_BYTES
 
 
 class _Parser(argparse.ArgumentParser):

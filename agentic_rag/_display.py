@@ -12,7 +12,7 @@ import time
 from contextlib import contextmanager
 
 from ._state import cited_as, format_trace
-from .kb._store import os_cause
+from .kb.backends._store import os_cause
 
 
 def counted(n: int, noun: str) -> str:

@@ -8,9 +8,9 @@ from ._display import counted
 from ._errors import AgenticRAGError
 from ._openai_api import call_error, make_client
 from ._schemas import Answer
-from .kb._openai_embedder import OpenAIEmbedder
-from .kb._postgres import PostgresKnowledgeBase, is_database, safe_url
-from .kb._store import MANIFEST
+from .kb.backends._postgres import PostgresKnowledgeBase, is_database, safe_url
+from .kb.backends._store import MANIFEST
+from .kb.embedders._openai import OpenAIEmbedder
 from .models._openai_client import OpenAIChatModel
 from .models._protocol import ModelRequest
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from ._errors import ConfigurationError
 from ._openai_api import endpoint_from_env
 from .kb import KnowledgeBase, make_embedder
-from .kb._postgres import PostgresKnowledgeBase, is_database
-from .kb._store import MANIFEST
+from .kb.backends._postgres import PostgresKnowledgeBase, is_database
+from .kb.backends._store import MANIFEST
 from .models._factory import build_model, read_models_file
 from .tools import CALCULATOR, shop_tools
 
@@ -57,7 +57,7 @@ def make_cli_embedder(name: str, settings: dict):
     """An embedder by name; `openai` calls the configured endpoint with the embedding settings, and a
     saved `openai:MODEL[+input_type][+query=NAME]` with the options it was built with."""
     if name == "openai" or name.startswith("openai:"):
-        from .kb._openai_embedder import OpenAIEmbedder, parse_openai_embedder_name
+        from .kb.embedders._openai import OpenAIEmbedder, parse_openai_embedder_name
 
         options = parse_openai_embedder_name(name) if name.startswith("openai:") else {
             "model": settings["embedding_model"], "query_model": settings.get("embedding_query_model"),

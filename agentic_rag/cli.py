@@ -17,9 +17,9 @@ from ._display import counted, discard, os_error_line, print_result, result_json
 from ._errors import AgenticRAGError, ConfigurationError, RetrievalError
 from ._loop import run_agentic_rag
 from ._settings import ask_tools, load_kb, make_cli_embedder, make_describer, make_model, model_settings, serve_settings
-from .kb import _store as store
 from .kb import load_documents
-from .kb._postgres import is_database, safe_url
+from .kb.backends import _store as store
+from .kb.backends._postgres import is_database, safe_url
 from .models import OfflineModel
 
 LOCK_WAIT_S = 10.0  # how long index or delete waits for another writer on the same --kb before giving up

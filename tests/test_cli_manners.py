@@ -124,7 +124,7 @@ def _many_notes(folder, count=1500):
 
 def test_ctrl_c_during_the_progress_line_starts_its_message_on_a_new_line(capsys, tmp_path, monkeypatch):
     _many_notes(tmp_path / "notes")  # more chunks than one batch: the progress line is drawn
-    from agentic_rag.kb._embedders import HashingEmbedder
+    from agentic_rag.kb.embedders._embedders import HashingEmbedder
 
     calls, embed = [], HashingEmbedder.embed
 
@@ -162,7 +162,7 @@ def test_ctrl_c_during_a_streamed_draft_ends_its_line_first(capsys, example_kb_d
 
 
 SLOW_EMBEDDER = """import sys, time
-from agentic_rag.kb._embedders import HashingEmbedder
+from agentic_rag.kb.embedders._embedders import HashingEmbedder
 embed = HashingEmbedder.embed
 HashingEmbedder.embed = lambda self, texts: (time.sleep(0.5), embed(self, texts))[1]  # time to press Ctrl-C
 from agentic_rag.cli import main

@@ -8,8 +8,8 @@ import pytest
 
 from agentic_rag import ConfigurationError, Document, load_documents
 from agentic_rag.cli import main
-from agentic_rag.kb._files import _checked, kernel_file_system, read_inside
-from agentic_rag.kb._loaders import Unreadable
+from agentic_rag.kb.ingestion._files import _checked, kernel_file_system, read_inside
+from agentic_rag.kb.ingestion._loaders import Unreadable
 
 SECRET = "root:x:0:0:the-secret-line"
 

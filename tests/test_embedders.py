@@ -9,7 +9,7 @@ import pytest
 
 import agentic_rag.kb
 from agentic_rag import ConfigurationError, E5Embedder, HashingEmbedder, KnowledgeBase, make_embedder
-from agentic_rag.kb._embedders import embed_batches
+from agentic_rag.kb.embedders._embedders import embed_batches
 
 
 def test_hashing_is_normalised_deterministic_and_lexical():

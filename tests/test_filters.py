@@ -1,7 +1,7 @@
 import pytest
 
 from agentic_rag import ConfigurationError
-from agentic_rag.kb._filters import check_filters, filter_mask, matches
+from agentic_rag.kb.indexes._filters import check_filters, filter_mask, matches
 
 FIELDS = {"type": "ticket", "date": "2026-03-10", "priority": "3", "doc_id": "NT-1"}
 

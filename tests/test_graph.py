@@ -1,7 +1,7 @@
 from agentic_rag import Config, KnowledgeBase
 from agentic_rag.kb import Document
-from agentic_rag.kb._graph import KnowledgeGraph
-from agentic_rag.kb._names import names
+from agentic_rag.kb.indexes._graph import KnowledgeGraph
+from agentic_rag.text._names import names
 
 CORPUS = [
     Document("acme", "Acme Corporation was founded by Wile Coyote in Phoenix. It makes rocket skates.", title="Acme"),

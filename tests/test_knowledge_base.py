@@ -5,7 +5,7 @@ import pytest
 
 from agentic_rag import Config, ConfigurationError, HashingEmbedder, KnowledgeBase, RetrievalError
 from agentic_rag.kb import Document, load_documents, tokenize
-from agentic_rag.kb._embedders import SEMANTIC_FUSION
+from agentic_rag.kb.embedders._embedders import SEMANTIC_FUSION
 from helpers import EXAMPLE_DATA, PARAPHRASES, DenseHashing
 
 

@@ -2,7 +2,7 @@
 names, answer types and the shape of a question (direct, comparison, nested)."""
 import pytest
 
-from agentic_rag._lexical import (
+from agentic_rag.text._lexical import (
     absent_terms,
     adds_needed,
     answer_type,
@@ -13,7 +13,7 @@ from agentic_rag._lexical import (
     is_nested,
     key_terms,
 )
-from agentic_rag.kb._names import names
+from agentic_rag.text._names import names
 
 
 @pytest.mark.parametrize("question", ["的", "a", "??", "1", "2.3.1", "为什么？", "What?", "   "])

@@ -12,9 +12,9 @@ from agentic_rag import Config, ImageDescriber, KnowledgeBase, OfflineModel, loa
 from agentic_rag._errors import ConfigurationError
 from agentic_rag.cli import main
 from agentic_rag.eval.hostile_files import CASES, _cell, empty_paragraphs, figure_captions, sparse, write_docx, zip_bomb
-from agentic_rag.kb._chunking import document_chunks
-from agentic_rag.kb._documents import Document, from_pieces, read_file
-from agentic_rag.kb._loaders import Unreadable
+from agentic_rag.kb.ingestion._chunking import document_chunks
+from agentic_rag.kb.ingestion._documents import Document, from_pieces, read_file
+from agentic_rag.kb.ingestion._loaders import Unreadable
 from agentic_rag.models import Endpoint
 from helpers import EXAMPLE_DATA, ROOT
 from openai_server import FakeOpenAI
@@ -342,7 +342,7 @@ def test_files_past_the_size_limit_are_skipped_unread_saying_the_limit(tmp_path,
 
 
 def test_a_figure_gives_its_one_caption_to_its_images_and_captions_copied_are_bounded():
-    from agentic_rag.kb._html import read_html
+    from agentic_rag.kb.ingestion._html import read_html
 
     page = ("<figure><figcaption>Dock 2</figcaption><img src='a.png' alt='Cold store'><img src='b.png'></figure>"
             "<figure><img src='c.png'><figcaption>First</figcaption><figcaption>Second</figcaption></figure>"

@@ -26,7 +26,7 @@ from agentic_rag import (
     run_agentic_rag,
 )
 from agentic_rag.kb import Document
-from agentic_rag.kb._openai_embedder import openai_embedder_name, parse_openai_embedder_name
+from agentic_rag.kb.embedders._openai import openai_embedder_name, parse_openai_embedder_name
 from agentic_rag.models._meter import margin
 from agentic_rag.models._protocol import budget_tokens, prompt_tokens, shown
 from agentic_rag.steps import verify_sufficiency

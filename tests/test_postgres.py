@@ -20,7 +20,7 @@ from agentic_rag import (
     SearchConfig,
 )
 from agentic_rag.kb import Document
-from agentic_rag.kb._postgres import PostgresKnowledgeBase
+from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
 from helpers import ROOT, TINY
 
 QUERIES = ["认证失败", "authentication timeout 2.3.1", "shipping after 15:00", "Team plan"]
@@ -90,7 +90,7 @@ def test_a_layer_alone_sets_its_settings_and_the_saved_chunking_the_rest(pg_url)
 _WRITER = """
 import sys
 from agentic_rag.kb import Document
-from agentic_rag.kb._postgres import PostgresKnowledgeBase
+from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
 url, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 kb = PostgresKnowledgeBase(url)
 for i in range(count):
@@ -126,7 +126,7 @@ def test_two_processes_writing_at_once_lose_nothing(pg_url):
 
 def test_a_crash_in_the_middle_of_a_batch_leaves_nothing_of_it(pg_url):
     PostgresKnowledgeBase(pg_url).add_documents(TINY[:1])
-    code = ("import sys, time\nfrom agentic_rag.kb import Document\nfrom agentic_rag.kb import _postgres as p\n"
+    code = ("import sys, time\nfrom agentic_rag.kb import Document\nfrom agentic_rag.kb.backends import _postgres as p\n"
             "kb = p.PostgresKnowledgeBase(sys.argv[1])\n"
             "real = p._edges\n"
             "def slow(*a):\n    print('inside', flush=True); time.sleep(0.05); return real(*a)\n"
@@ -212,7 +212,7 @@ def test_both_backends_implement_the_protocol(pg_url, tiny_kb):
 def test_a_bulk_load_rebuilds_the_vector_index_after_it(pg_url):
     import psycopg
 
-    from agentic_rag.kb import _postgres
+    from agentic_rag.kb.backends import _postgres
     from helpers import DenseHashing
 
     pg = PostgresKnowledgeBase(pg_url, DenseHashing(64))
@@ -227,7 +227,7 @@ def test_a_bulk_load_rebuilds_the_vector_index_after_it(pg_url):
 def test_an_older_schema_is_migrated_step_by_step(pg_url, monkeypatch):
     import psycopg
 
-    from agentic_rag.kb import _postgres
+    from agentic_rag.kb.backends import _postgres
 
     PostgresKnowledgeBase(pg_url).add_documents(TINY[:2])
     monkeypatch.setattr(_postgres, "SCHEMA_VERSION", 2)
@@ -254,7 +254,7 @@ def test_a_costly_filter_is_refused_as_the_embedded_knowledge_base_refuses_it(pg
 
 
 def test_filters_on_odd_metadata_and_bad_text_behave_as_the_embedded_knowledge_base(pg_url):
-    from agentic_rag.kb._postgres import safe_url
+    from agentic_rag.kb.backends._postgres import safe_url
 
     docs = [Document("a", "zebra notes", metadata={"flag": True, "e": "1e5", "n": "1" + "0" * 400}),
             Document("b", "zebra notes", metadata={"flag": False, "e": "+3", "n": "2"}),
@@ -290,7 +290,7 @@ def test_doctor_checks_a_database_and_never_prints_its_password(pg_url, capsys):
 
 def test_a_pdf_in_the_database_keeps_its_pages_and_the_answer_cites_one(pg_url):
     from agentic_rag import run_agentic_rag
-    from agentic_rag.kb._documents import read_file
+    from agentic_rag.kb.ingestion._documents import read_file
 
     spec = read_file("spec.pdf", (ROOT / "tests" / "fixtures" / "docs" / "shared-mime-info-spec.pdf").read_bytes(),
                      "spec.pdf")

@@ -16,7 +16,7 @@ import pytest
 
 from agentic_rag import KnowledgeBase, OfflineModel, RunConfig, ScriptedModel
 from agentic_rag.kb import load_documents
-from agentic_rag.kb._store import writer_lock
+from agentic_rag.kb.backends._store import writer_lock
 from agentic_rag.service import ServiceLimits, create_app, keys_from
 from agentic_rag.service._server import create_server
 from helpers import EXAMPLE_DATA, ROOT

@@ -1,5 +1,5 @@
 from agentic_rag import tokenize
-from agentic_rag.kb._tokenize import normalize
+from agentic_rag.text._tokenize import normalize
 
 
 def test_version_forms_all_become_one_token():

@@ -1,7 +1,7 @@
 import numpy as np
 
-from agentic_rag.kb._embedders import HashingEmbedder
-from agentic_rag.kb._vectors import DenseIndex, SparseIndex
+from agentic_rag.kb.embedders._embedders import HashingEmbedder
+from agentic_rag.kb.indexes._vectors import DenseIndex, SparseIndex
 
 
 def _unit(n, dim=16, seed=0):

@@ -12,13 +12,13 @@ from .._config import Config
 from .._loop import run_agentic_rag
 from .._state import format_trace
 from ..kb import Embedder, KnowledgeBase, make_embedder
-from ..kb._store import FORMAT_VERSION
-from ..kb._tokenize import TOKENIZER_SETTINGS
+from ..kb.backends._store import FORMAT_VERSION
 from ..models._meter import Meter
 from ..models._protocol import Model
 from ..steps import check_faithfulness, generate_answer, verify_citations
 from ..steps._search import hit_evidence
 from ..steps._verify import question_weights
+from ..text._tokenize import TOKENIZER_SETTINGS
 from ._datasets import Question, load_set
 from ._report import summarize, write_reports
 

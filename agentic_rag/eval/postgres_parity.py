@@ -22,8 +22,8 @@ from pathlib import Path
 
 from .._config import IndexConfig
 from ..kb import Document, KnowledgeBase
-from ..kb._embedders import HashingEmbedder
-from ..kb._postgres import PostgresKnowledgeBase
+from ..kb.backends._postgres import PostgresKnowledgeBase
+from ..kb.embedders._embedders import HashingEmbedder
 from ._datasets import load_set
 from ._metrics import mrr_at_k, percentile, recall_at_k
 from ._report import write_report

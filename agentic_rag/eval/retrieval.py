@@ -18,8 +18,8 @@ from pathlib import Path
 
 from .._config import Config
 from ..kb import KnowledgeBase, make_embedder
-from ..kb._fusion import FUSIONS
-from ..kb._tokenize import tokenize
+from ..kb.indexes._fusion import FUSIONS
+from ..text._tokenize import tokenize
 from ._bench import cached_kb, half_of
 from ._datasets import load_set
 from ._metrics import all_relevant_at_k, bootstrap_ci, mrr_at_k, percentile, recall_at_k

@@ -35,11 +35,11 @@ import numpy as np
 from .._config import IndexConfig, SearchConfig
 from .._errors import ConfigurationError
 from ..kb import Document, KnowledgeBase
-from ..kb._bm25 import BM25
-from ..kb._embedders import HashingEmbedder
-from ..kb._store import read_generation
-from ..kb._tokenize import tokenize
-from ..kb._vectors import DenseIndex, SparseIndex
+from ..kb.backends._store import read_generation
+from ..kb.embedders._embedders import HashingEmbedder
+from ..kb.indexes._bm25 import BM25
+from ..kb.indexes._vectors import DenseIndex, SparseIndex
+from ..text._tokenize import tokenize
 from ._metrics import percentile
 from ._report import write_report
 

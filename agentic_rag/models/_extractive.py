@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 
-from .._lexical import (
+from .._schemas import Answer, Faithfulness, Grade
+from ..text._lexical import (
     GREETING,
     absent_terms,
     answer_type,
@@ -18,8 +19,7 @@ from .._lexical import (
     missing_parts,
     sentences,
 )
-from .._schemas import Answer, Faithfulness, Grade
-from ..kb._tokenize import has_cjk, tokenize
+from ..text._tokenize import has_cjk, tokenize
 
 _CLAUSE = re.compile(r"(?<=[，,;；:：])")
 # absent key terms with this share of the question's weight: off the subject. With the other refusal

@@ -6,8 +6,8 @@ from pydantic import BaseModel
 
 from .._errors import ModelError
 from .._schemas import GradedAnswer, Triples
-from ..kb._chunking import split_sentences
-from ..kb._names import names
+from ..text._names import names
+from ..text._sentences import split_sentences
 from . import _extractive as extractive
 from . import _planning as planning
 from ._protocol import ModelRequest

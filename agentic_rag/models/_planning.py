@@ -4,7 +4,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from .._lexical import (
+from .._schemas import Decomposition, Rewrite, RouteDecision, SubQuery
+from ..text._lexical import (
     COMPARISON,
     bridge_entities,
     entities,
@@ -14,8 +15,7 @@ from .._lexical import (
     relative_clause,
     same_text,
 )
-from .._schemas import Decomposition, Rewrite, RouteDecision, SubQuery
-from ..kb._tokenize import tokenize
+from ..text._tokenize import tokenize
 
 
 def route(inputs: dict) -> RouteDecision:

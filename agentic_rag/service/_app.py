@@ -25,10 +25,10 @@ from .._errors import AgenticRAGError, ConfigurationError, RetrievalError, Stora
 from .._loop import run_agentic_rag
 from .._state import cited_as, new_state
 from ..kb import Document, KnowledgeBase
-from ..kb._documents import read_file
-from ..kb._files import MAX_UPLOAD_BYTES
-from ..kb._loaders import IMAGE_SUFFIXES, Unreadable, unpacked_size
-from ..kb._store import writer_lock
+from ..kb.backends._store import writer_lock
+from ..kb.ingestion._documents import read_file
+from ..kb.ingestion._files import MAX_UPLOAD_BYTES
+from ..kb.ingestion._loaders import IMAGE_SUFFIXES, Unreadable, unpacked_size
 from ._cache import AnswerCache, cache_key
 from ._metrics import Metrics
 from ._schemas import AskRequest, ChatRequest, DocumentsRequest, SearchRequest, WriteReply

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, 
 
 from .._config import SEARCH_MODES
 from .._errors import ConfigurationError
-from ..kb._filters import check_filters
+from ..kb.indexes._filters import check_filters
 
 
 class _Strict(BaseModel):

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .._lexical import bridge_entities
 from .._schemas import SubQuery
 from .._state import Evidence
 from ..kb import KnowledgeBase
+from ..text._lexical import bridge_entities
 from ._search import SearchOutcome, vector_search
 
 # two names, three hits each: measured on the multi-hop dev sets (hotpotqa, musique)

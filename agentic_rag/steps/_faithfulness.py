@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from .._errors import ModelOutputError
-from .._lexical import cited_support, evidence_texts, missing_parts, sentences
 from .._schemas import Answer, Faithfulness
 from ..models._protocol import Model
+from ..text._lexical import cited_support, evidence_texts, missing_parts, sentences
 from ._ask import ask
 
 SUPPORTED, UNSUPPORTED = 0.8, 0.3  # lexical support at or above / below which no model is asked

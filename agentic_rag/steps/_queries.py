@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from .._errors import ModelOutputError
-from .._lexical import same_text
 from .._schemas import Decomposition, Rewrite, SubQuery
 from ..models._protocol import Model
+from ..text._lexical import same_text
 from ._ask import ask
 
 

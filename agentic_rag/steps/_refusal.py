@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .._config import RunConfig
-from ..kb._tokenize import has_cjk
+from ..text._tokenize import has_cjk
 
 
 def refusal_reason(stop_reason: str, grade: dict | None, has_evidence: bool, config: RunConfig) -> str | None:

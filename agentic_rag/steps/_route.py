@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 
 from .._errors import ModelOutputError
-from .._lexical import entities, has_content, is_comparison, is_direct, is_nested, key_terms
 from .._schemas import RouteDecision
 from ..models._protocol import Model
+from ..text._lexical import entities, has_content, is_comparison, is_direct, is_nested, key_terms
 from ..tools._registry import ToolRegistry
 from ._ask import ask
 

@@ -7,12 +7,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .._errors import ConfigurationError
-from .._lexical import bridge_entities
 from .._schemas import SubQuery
 from .._state import Evidence, new_evidence
 from ..kb import KnowledgeBase
-from ..kb._filters import MAX_FILTER_VALUES, check_filters
 from ..kb._hit import Hit
+from ..kb.indexes._filters import MAX_FILTER_VALUES, check_filters
+from ..text._lexical import bridge_entities
 
 
 @dataclass

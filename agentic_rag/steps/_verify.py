@@ -5,10 +5,10 @@ import re
 from collections.abc import Iterable
 
 from .._errors import ModelOutputError
-from .._lexical import absent_terms, answer_type, coverage, entities, evidence_texts, has_answer_type, key_terms
 from .._schemas import Grade, GradedAnswer
-from ..kb._tokenize import tokenize
 from ..models._protocol import Model
+from ..text._lexical import absent_terms, answer_type, coverage, entities, evidence_texts, has_answer_type, key_terms
+from ..text._tokenize import tokenize
 from ._ask import ask
 
 

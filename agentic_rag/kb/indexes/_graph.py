@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ._chunking import split_sentences
-from ._names import names
+from ...text._names import names
+from ...text._sentences import split_sentences
 
 MAX_NAMES = 12  # per sentence: a list of fifty names is a table, not a relation
 

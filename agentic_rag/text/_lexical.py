@@ -1,14 +1,14 @@
 """The lexical layer the steps' deterministic checks and the offline model share: a question's key
 terms, entities, expected answer type and shape (greeting, comparison, nested), and how well a
-sentence is supported by evidence. Built on the knowledge base's tokenizer and name finder."""
+sentence is supported by evidence. Built on the tokenizer and name finder beside it."""
 from __future__ import annotations
 
 import re
 from collections import Counter
 
-from .kb._chunking import split_sentences
-from .kb._names import mentions
-from .kb._tokenize import CJK, STOPWORDS, has_cjk, normalize, tokenize
+from ._names import mentions
+from ._sentences import split_sentences
+from ._tokenize import CJK, STOPWORDS, has_cjk, normalize, tokenize
 
 # words that shape a question but carry none of its content
 _QUESTION_WORDS = frozenset("""

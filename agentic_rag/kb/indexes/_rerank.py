@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ._chunking import split_sentences
-from ._hit import Hit
-from ._tokenize import tokenize
+from ...text._sentences import split_sentences
+from ...text._tokenize import tokenize
+from .._hit import Hit
 
 
 class Reranker(Protocol):

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .._errors import ConfigurationError
+from ..._errors import ConfigurationError
 
 _RANGE = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le}
 _LISTS = (list, tuple, set, frozenset)

@@ -1,41 +1,20 @@
-"""Recursive splitting: paragraphs, lines, sentence ends (Chinese and English), spaces."""
+"""Chunking: a text cut at the coarsest boundary that fits (paragraphs, lines, sentence ends,
+clauses, spaces) and merged into overlapping chunks; a document's chunks never cross a page or section."""
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
-# Each level cuts right after its separator, so punctuation stays at the end of its piece.
-_LEVELS = (
-    re.compile(r"\n[ \t]*\n\s*"),                                   # paragraphs
-    re.compile(r"\n\s*"),                                           # lines
-    re.compile(r"[。！？；]+[”’」』）)\"']*\s*|[.!?;]+[\"')\]]*(?:\s+|$)"),  # sentence ends
-    re.compile(r"[，、,：:]\s*|\s+"),                                # clauses, then spaces
-)
-
-
-def _cuts(text: str, pattern: re.Pattern) -> Iterator[str]:
-    """The text cut right after each match of the pattern, piece by piece."""
-    start = 0
-    for match in pattern.finditer(text):
-        if match.end() > start:
-            yield text[start:match.end()]
-            start = match.end()
-    if start < len(text):
-        yield text[start:]
-
-
-def _cut_after(text: str, pattern: re.Pattern) -> list[str]:
-    return list(_cuts(text, pattern))
+from ...text._sentences import LEVELS, cuts
 
 
 def _split(text: str, size: int, level: int = 0) -> Iterator[str]:
     """Pieces of at most `size` characters, each cut at the coarsest boundary that allows it."""
     if len(text) <= size:
         yield text
-    elif level == len(_LEVELS):
+    elif level == len(LEVELS):
         yield from (text[i:i + size] for i in range(0, len(text), size))
     else:
-        for piece in _cuts(text, _LEVELS[level]):
+        for piece in cuts(text, LEVELS[level]):
             yield from _split(piece, size, level + 1)
 
 
@@ -72,14 +51,3 @@ def document_chunks(document, size: int = 800, overlap: int = 100) -> Iterator[t
     for (start, meta), end in zip(parts, ends, strict=True):
         for chunk in iter_chunks(document.text[start:end], size, overlap):
             yield chunk, {**document.metadata, **meta}
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences (Chinese and English ends) in order. A line break inside a paragraph joins its
-    lines (hard-wrapped text) unless the next line starts a list item, a heading or a table row."""
-    pieces = []
-    for paragraph in _cut_after(text, _LEVELS[0]):
-        lines = re.sub(r"\n(?![ \t]*(?:[-*•#|>]|\d+[.)、]))[ \t]*", " ", paragraph.strip())
-        for line in lines.split("\n"):
-            pieces.extend(s for s in _cut_after(line, _LEVELS[2]) if s.strip())
-    return pieces

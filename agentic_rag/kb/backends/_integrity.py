@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import RetrievalError
+from ..._errors import RetrievalError
 
 # what a damaged file raises while it is parsed (RecursionError: JSON nested past Python's stack)
 LOAD_ERRORS = (ValueError, KeyError, TypeError, IndexError, AttributeError, OSError, RuntimeError, EOFError,

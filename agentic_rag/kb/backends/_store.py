@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._errors import ConfigurationError, RetrievalError, StorageError
+from ..._errors import ConfigurationError, RetrievalError, StorageError
 from . import _lock
 
 FORMAT_VERSION = 4  # 3: delta segments, vectors.npz (float16 or sparse); 4: .npz compressed, BM25 rows as gaps

@@ -11,13 +11,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .._config import SEARCH_MODES, Config, IndexConfig, SearchConfig, as_config
-from .._errors import ConfigurationError, RetrievalError
-from . import _store as store
-from ._bm25 import BM25, batch_postings
-from ._chunking import document_chunks
-from ._documents import Document
-from ._embedders import (
+from ..._config import SEARCH_MODES, Config, IndexConfig, SearchConfig, as_config
+from ..._errors import ConfigurationError, RetrievalError
+from ...text._tokenize import TOKENIZER_SETTINGS, tokenize
+from .._hit import Hit
+from ..embedders._embedders import (
     REMOVED,
     SEMANTIC_FUSION,
     Embedder,
@@ -27,10 +25,15 @@ from ._embedders import (
     embed_query,
     make_embedder,
 )
-from ._filters import MAX_FILTER_VALUES, check_filters, filter_mask, filter_values, matches
-from ._fusion import reciprocal_rank_fusion, score_fusion
-from ._graph import KnowledgeGraph
-from ._hit import Hit
+from ..indexes._bm25 import BM25, batch_postings
+from ..indexes._filters import MAX_FILTER_VALUES, check_filters, filter_mask, filter_values, matches
+from ..indexes._fusion import reciprocal_rank_fusion, score_fusion
+from ..indexes._graph import KnowledgeGraph
+from ..indexes._rerank import LexicalReranker, Reranker
+from ..indexes._vectors import DenseIndex, SparseIndex, VectorIndex
+from ..ingestion._chunking import document_chunks
+from ..ingestion._documents import Document
+from . import _store as store
 from ._integrity import (
     LOAD_ERRORS,
     check_bm25,
@@ -43,10 +46,7 @@ from ._integrity import (
     check_vocab,
     reading,
 )
-from ._rerank import LexicalReranker, Reranker
 from ._rwlock import ReadWriteLock
-from ._tokenize import TOKENIZER_SETTINGS, tokenize
-from ._vectors import DenseIndex, SparseIndex, VectorIndex
 
 
 @dataclass

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
-from ._documents import Document
-from ._hit import Hit
+from .._hit import Hit
+from ..ingestion._documents import Document
 
 
 @runtime_checkable

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from .._errors import RetrievalError
+from ..._errors import RetrievalError
 
 LOCK, QUEUE = ".lock", ".lock-queue"
 POLL_S = 0.02  # how often a waiting writer asks again: a small delay per turn, no busy loop

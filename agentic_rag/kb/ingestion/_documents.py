@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 from urllib.parse import unquote
 
-from .._errors import ConfigurationError
+from ..._errors import ConfigurationError
 from ._files import MAX_FILE_BYTES, inside, listed, read_inside, too_large
 from ._html import decode_html, read_html
 from ._loaders import IMAGE_SUFFIXES, Unreadable, markdown_images, read_docx, read_pdf

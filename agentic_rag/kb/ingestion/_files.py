@@ -13,9 +13,9 @@ import stat
 import sys
 from pathlib import Path
 
-from .._errors import ConfigurationError
+from ..._errors import ConfigurationError
+from ..backends._store import is_segment_folder
 from ._loaders import Unreadable, too_large
-from ._store import is_segment_folder
 
 MAX_FILE_BYTES = 100_000_000  # a file past this is skipped before it is read (index --max-file-size)
 # the service's bound on one uploaded file, decoded, and on what a .docx may unpack to (serve

@@ -26,17 +26,17 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from .._config import Config, IndexConfig, SearchConfig, as_config
-from .._errors import ConfigurationError, RetrievalError
-from ._chunking import document_chunks
-from ._documents import Document
-from ._embedders import Embedder, embed_batches, embed_query, make_embedder
-from ._filters import check_filters
-from ._graph import KnowledgeGraph, _key
-from ._hit import Hit
-from ._knowledge_base import AddResult, SearchPlan, _index_text, fusion_of, saved_chunking
-from ._names import names
-from ._tokenize import TOKENIZER_SETTINGS, tokenize
+from ..._config import Config, IndexConfig, SearchConfig, as_config
+from ..._errors import ConfigurationError, RetrievalError
+from ...text._names import names
+from ...text._tokenize import TOKENIZER_SETTINGS, tokenize
+from .._hit import Hit
+from ..embedders._embedders import Embedder, embed_batches, embed_query, make_embedder
+from ..indexes._filters import check_filters
+from ..indexes._graph import KnowledgeGraph, _key
+from ..ingestion._chunking import document_chunks
+from ..ingestion._documents import Document
+from ._embedded import AddResult, SearchPlan, _index_text, fusion_of, saved_chunking
 
 SCHEMA_VERSION = 1
 # version -> the function (given a connection in a transaction) that brings version - 1 up to it
@@ -447,7 +447,7 @@ class PostgresKnowledgeBase:
             "(SELECT count(*) FROM (SELECT DISTINCT a, b FROM ar_edges) e)").fetchone())
 
     def restricted(self, filters: dict):
-        from ._knowledge_base import RestrictedView
+        from ._embedded import RestrictedView
 
         return RestrictedView(self, [check_filters(filters)])
 

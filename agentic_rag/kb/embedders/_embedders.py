@@ -13,8 +13,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .._errors import ConfigurationError
-from ._tokenize import tokenize
+from ..._errors import ConfigurationError
+from ...text._tokenize import tokenize
 
 
 @runtime_checkable
