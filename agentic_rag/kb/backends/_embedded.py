@@ -279,6 +279,9 @@ class KnowledgeBase:
         search keeps to them (and a route's own filters narrow further). For a service request's filters."""
         return RestrictedView(self, [check_filters(filters)])
 
+    def close(self) -> None:
+        """Nothing to release: it holds no connection or file open between calls (the protocol asks for it)."""
+
     def generation(self, directory: str | Path) -> str | None:
         """The generation this knowledge base was loaded from or last saved in `directory`, if any."""
         saved = self._saved.get(os.path.realpath(directory))
