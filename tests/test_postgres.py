@@ -126,7 +126,8 @@ def test_two_processes_writing_at_once_lose_nothing(pg_url):
 
 def test_a_crash_in_the_middle_of_a_batch_leaves_nothing_of_it(pg_url):
     PostgresKnowledgeBase(pg_url).add_documents(TINY[:1])
-    code = ("import sys, time\nfrom agentic_rag.kb import Document\nfrom agentic_rag.kb.backends import _postgres as p\n"
+    code = ("import sys, time\nfrom agentic_rag.kb import Document\n"
+            "from agentic_rag.kb.backends import _postgres as p\n"
             "kb = p.PostgresKnowledgeBase(sys.argv[1])\n"
             "real = p._edges\n"
             "def slow(*a):\n    print('inside', flush=True); time.sleep(0.05); return real(*a)\n"

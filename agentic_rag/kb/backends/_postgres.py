@@ -36,7 +36,8 @@ from ..indexes._filters import check_filters
 from ..indexes._graph import KnowledgeGraph, _key
 from ..ingestion._chunking import document_chunks
 from ..ingestion._documents import Document
-from ._embedded import AddResult, SearchPlan, _index_text, fusion_of, saved_chunking
+from ._core import index_text, saved_chunking
+from ._embedded import AddResult, SearchPlan, fusion_of
 
 SCHEMA_VERSION = 1
 # version -> the function (given a connection in a transaction) that brings version - 1 up to it
@@ -227,7 +228,7 @@ class PostgresKnowledgeBase:
                        metadata=metadata)
                   for doc in todo for i, (text, metadata) in enumerate(document_chunks(doc, index.chunk_size,
                                                                                        index.chunk_overlap))]
-        texts = [_index_text({"title": c["title"], "text": c["text"]}) for c in chunks]
+        texts = [index_text({"title": c["title"], "text": c["text"]}) for c in chunks]
         vectors = np.concatenate([batch for _, batch in embed_batches(self.embedder, texts, progress)]) \
             if texts else np.zeros((0, self.embedder.dimension), np.float32)
 

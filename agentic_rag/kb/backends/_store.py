@@ -22,12 +22,9 @@ import json
 import os
 import re
 import shutil
-import zipfile
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-
-import numpy as np
 
 from ..._errors import ConfigurationError, RetrievalError, StorageError
 from . import _lock
@@ -324,12 +321,3 @@ def _value_problem(manifest: dict) -> str | None:
     if not isinstance(manifest.get("graph", "names"), str) or not isinstance(manifest.get("delta", False), bool):
         return "'graph' is not a name or 'delta' not true or false"
     return None
-
-
-def write_npz(path: Path, arrays: dict) -> None:
-    """Write arrays as one .npz file, deflated at level 1 (np.load reads it as any .npz; sorted row
-    gaps and small counts shrink several times over, in about a second for a 100 MB index)."""
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
-        for name, array in arrays.items():
-            with archive.open(f"{name}.npy", "w", force_zip64=True) as out:
-                np.lib.format.write_array(out, np.asanyarray(array), allow_pickle=False)

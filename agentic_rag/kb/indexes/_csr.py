@@ -1,7 +1,11 @@
 """Grouping by key into compressed sparse rows, a part at a time: the inverted indexes (BM25 postings
 by term, sparse vectors by dimension) and their saved forms (vectors by row) are built by placing
-each entry in its key's next free slot, so no sort of everything is ever held at once."""
+each entry in its key's next free slot, so no sort of everything is ever held at once. Their arrays
+are saved as one deflated .npz file each (write_npz)."""
 from __future__ import annotations
+
+import zipfile
+from pathlib import Path
 
 import numpy as np
 
@@ -34,3 +38,12 @@ def group(parts: list[tuple[np.ndarray, ...]], keys: int, dtypes: tuple) -> tupl
             out[place] = value[order]
         free[key[first]] += run
     return (indptr, *outs)
+
+
+def write_npz(path: Path, arrays: dict) -> None:
+    """Write arrays as one .npz file, deflated at level 1 (np.load reads it as any .npz; sorted row
+    gaps and small counts shrink several times over, in about a second for a 100 MB index)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
+        for name, array in arrays.items():
+            with archive.open(f"{name}.npy", "w", force_zip64=True) as out:
+                np.lib.format.write_array(out, np.asanyarray(array), allow_pickle=False)

@@ -9,16 +9,22 @@ SparseIndex (the hashing embedder: about 50 non-zero dimensions of 2,048): rows 
 dimensions they hold, searched exactly by adding up query weight x row weight over the query's
 dimensions. No graph to build, nothing approximate, a twentieth of the memory.
 
-Both save as arrays of the rows asked for (`arrays`), read back by `add_arrays`.
+Each saves and loads itself: `files` gives the writers of a segment's vector files (vectors.npz,
+and the dense index's hnswlib graph, hnsw.bin, in a full save), `load` reads them back, each
+checked before it is used.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._csr import group, parts_of
+from ..._config import IndexConfig, SearchConfig
+from ..backends._integrity import check_hnsw, check_vectors
+from ._csr import group, parts_of, write_npz
 from ._filters import fit_mask
 
 if TYPE_CHECKING:
@@ -137,6 +143,16 @@ class DenseIndex:
     def arrays(self, rows: list[int]) -> dict[str, np.ndarray]:
         """The given rows' vectors for saving: float16, which loses nothing they hold."""
         return {"rows": np.asarray(rows, np.int64), "vectors": self.vectors_of(rows).astype(np.float16)}
+
+    def files(self, rows: list[int], whole: bool) -> dict[str, Callable[[Path], None]]:
+        """The writers of a segment's vector files for these rows: vectors.npz, and in a whole save the
+        graph (hnsw.bin, rebuilt first if deleted nodes are a fifth of it) so a load need not build it."""
+        writers = {"vectors.npz": lambda path: write_npz(path, self.arrays(rows))}
+        if whole:
+            self.compact()
+            if self.hnsw is not None:
+                writers["hnsw.bin"] = lambda path: self.hnsw.save_index(str(path))
+        return writers
 
     def add_arrays(self, arrays: dict, graph: Path | None = None) -> None:
         """Add rows saved by `arrays`; with the hnswlib graph saved with them (`graph`), read it
@@ -264,6 +280,10 @@ class SparseIndex:
         indptr, dims, weights = group(parts, len(wanted), (self._dim_type, np.float32))  # each row's dims ascending
         return {"rows": wanted, "indptr": indptr, "dims": dims, "weights": weights}
 
+    def files(self, rows: list[int], whole: bool) -> dict[str, Callable[[Path], None]]:
+        """The writer of a segment's vectors.npz for these rows (a sparse index has no graph to save)."""
+        return {"vectors.npz": lambda path: write_npz(path, self.arrays(rows))}
+
     def add_arrays(self, arrays: dict, graph: Path | None = None) -> None:
         """Add rows saved by `arrays`, or dense ones (`vectors`, as format 2 saved them); `graph`:
         none is saved, the argument is DenseIndex's."""
@@ -294,4 +314,42 @@ class SparseIndex:
         return _best(found, scores[found], k) if k > 0 else []
 
 
+
 VectorIndex = DenseIndex | SparseIndex
+
+
+def vector_index(dimension: int, sparse: bool, index: IndexConfig, search: SearchConfig) -> VectorIndex:
+    """A sparse index for vectors with few non-zero dimensions, else a dense one with these settings."""
+    if sparse:
+        return SparseIndex(dimension)
+    return DenseIndex(dimension, index.hnsw_m, index.hnsw_ef_construction, search.hnsw_ef,
+                      index.exact_search_below, index.seed)
+
+
+def load_vectors(index: VectorIndex, segment: Path, files: list[str], rows: list[int], total: int,
+                 reading: Callable[[str], AbstractContextManager] = lambda what: nullcontext()) -> None:
+    """Add the vectors a segment saved for `rows` (of `total` rows) to `index`, each file checked
+    before it is used, and hnsw.bin read instead of building the graph again when `files` (the
+    segment's verified files) list it; `reading(name)` names the file a failure came from."""
+    name = "vectors.npy" if "vectors.npy" in files else "vectors.npz"
+    with reading(str(segment / name)):
+        arrays = saved_arrays(segment, rows, total)
+    with reading(f"{segment / name} (or the chunks.jsonl beside it)"):
+        check_vectors(arrays, index.dimension, rows)
+    graph = segment / "hnsw.bin" if "hnsw.bin" in files else None
+    with reading(f"{graph} (or the vectors.npz beside it)" if graph else str(segment / "vectors.npz")):
+        if graph is not None:
+            check_hnsw(graph, index.dimension, rows, arrays["vectors"])
+        index.add_arrays(arrays, graph)
+
+
+def saved_arrays(segment: Path, live: list[int], rows: int) -> dict:
+    """A segment's vectors as its index saved them (vectors.npz), or, written by format 2, the
+    `live` rows of its float32 matrix of `rows` rows (vectors.npy)."""
+    if (segment / "vectors.npz").is_file():
+        with np.load(segment / "vectors.npz", allow_pickle=False) as arrays:
+            return dict(arrays)
+    vectors = np.load(segment / "vectors.npy", mmap_mode="r", allow_pickle=False)
+    if len(vectors) != rows:
+        raise ValueError(f"vectors.npy has {len(vectors)} rows, expected {rows}")
+    return {"rows": np.array(live, np.int64), "vectors": np.asarray(vectors[live], np.float32)}
