@@ -8,7 +8,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 import numpy as np
 
@@ -34,12 +34,12 @@ from ._integrity import (
     reading,
 )
 
-if TYPE_CHECKING:
-    from ._embedded import KnowledgeBase
-
 # a save writes one full segment instead of a delta when the folder holds more delta segments than
 # MAX_DELTAS, or more rows in them than MAX_DELTA_ROWS and a quarter of all (a load replays them)
 MAX_DELTAS, MAX_DELTA_ROWS = 8, 1000
+
+
+Loaded = TypeVar("Loaded", bound="SegmentPersistence")
 
 
 class SegmentPersistence:
@@ -136,9 +136,9 @@ class SegmentPersistence:
         }
 
     @classmethod
-    def load(cls, directory: str | Path, embedder: Embedder | None = None,
+    def load(cls: type[Loaded], directory: str | Path, embedder: Embedder | None = None,
              config: Config | IndexConfig | SearchConfig | None = None, reranker: Reranker | None = None,
-             extract_triples=None) -> KnowledgeBase:
+             extract_triples=None) -> Loaded:
         """Open a saved knowledge base; the embedder must match the one it was built with, and the
         config's chunking the one it was chunked with (a SearchConfig or None takes the saved chunking)."""
         directory = Path(directory)
