@@ -378,6 +378,29 @@ def test_a_write_waiting_on_another_writer_gets_409_and_changes_nothing(served):
     assert status == 409 and reply["error"]["type"] == "conflict" and (folder / "manifest.json").read_text() == before
 
 
+def test_a_write_conflict_is_known_by_its_class_not_by_its_words(kb_dir, tmp_path):
+    import shutil
+
+    from agentic_rag import RetrievalError, WriteConflict
+    from agentic_rag.service import ServiceError
+
+    folder = tmp_path / "changed since" / "kb"            # words the service once looked for in a message
+    shutil.copytree(kb_dir, folder)
+    app = create_app(OfflineModel(), kb_dir=folder)
+
+    def conflict(kb):
+        raise WriteConflict("another writer, in words of its own")
+
+    def damaged(kb):
+        raise RetrievalError(f"{folder}/gen-000001/bm25.npz is corrupted")
+
+    with pytest.raises(ServiceError) as refused:
+        app._write(conflict)
+    assert (refused.value.status, refused.value.kind) == (409, "conflict")
+    with pytest.raises(RetrievalError, match="is corrupted"):  # not a conflict, though it says "changed since"
+        app._write(damaged)
+
+
 def test_keys_come_from_the_environment_and_a_file(tmp_path):
     file = tmp_path / "keys"
     file.write_text("# service keys\nread " + "a" * 16 + "\nwrite " + "b" * 16 + "\n")
