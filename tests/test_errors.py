@@ -3,11 +3,15 @@ it caught before; and a PostgreSQL connection that drops for good, against a rea
 import pytest
 
 from agentic_rag import (
+    AgenticRAGError,
+    ConfigurationError,
     ConnectionLost,
     RetrievalError,
     StorageError,
     WriteConflict,
 )
+from agentic_rag.kb.ingestion._loaders import Unreadable
+from agentic_rag.service._app import ServiceError, _NotJSON
 from helpers import TINY
 
 
@@ -15,6 +19,9 @@ def test_each_class_sits_where_its_callers_catch_it():
     for conflict in (WriteConflict, ConnectionLost):       # `except RetrievalError` catches both, as before
         assert issubclass(conflict, RetrievalError) and not issubclass(conflict, StorageError)
     assert not issubclass(WriteConflict, ConnectionLost) and not issubclass(ConnectionLost, WriteConflict)
+    for private in (Unreadable, ServiceError):              # caught where they are raised, now in the tree too
+        assert issubclass(private, AgenticRAGError) and not issubclass(private, (ConfigurationError, RetrievalError))
+    assert issubclass(_NotJSON, ConfigurationError) and issubclass(_NotJSON, ValueError)  # JSON's parser's kind
 
 
 def _drop_own_connection(db):

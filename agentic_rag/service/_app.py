@@ -49,7 +49,7 @@ class ServiceLimits:
     max_file_bytes: int = MAX_UPLOAD_BYTES  # one uploaded file, decoded, or unpacked (.docx); more is refused
 
 
-class ServiceError(Exception):
+class ServiceError(AgenticRAGError):
     """A reply other than 200: HTTP status, error type and a one-line message."""
 
     def __init__(self, status: int, kind: str, message: str, headers: Iterable[tuple[str, str]] = ()):
@@ -475,8 +475,8 @@ class Service:
         return 200, openapi(), []
 
 
-class _NotJSON(ValueError):
-    """A constant Python's parser takes that JSON has not."""
+class _NotJSON(ConfigurationError, ValueError):
+    """A constant Python's parser takes that JSON has not (a ValueError, as the parser's own errors are)."""
 
 
 def _not_json(constant: str):
