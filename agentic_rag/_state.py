@@ -203,6 +203,7 @@ def _runtime_types(hint: object) -> tuple[type, ...]:
     return (dict,) if typing.is_typeddict(origin) else (int, float) if origin is float else (origin,)
 
 
+# how earlier versions began state["error"]: the class's name, after these words when a hook raised
 _ERROR_TYPE = re.compile(r"(?:the on_step hook raised )?([A-Za-z_]\w*): ")
 
 
