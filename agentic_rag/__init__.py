@@ -15,12 +15,14 @@ from ._errors import (
     AgenticRAGError,
     BudgetExceeded,
     ConfigurationError,
+    ConnectionLost,
     DeadlineExceeded,
     ModelError,
     ModelOutputError,
     RetrievalError,
     StorageError,
     ToolError,
+    WriteConflict,
 )
 from ._loop import run_agentic_rag
 from ._schemas import (
@@ -142,7 +144,7 @@ __all__ = [
     "named_query", "sql_tool", "web_search_tool",
     # errors
     "AgenticRAGError", "ConfigurationError", "RetrievalError", "ModelError", "ModelOutputError", "BudgetExceeded",
-    "DeadlineExceeded", "StorageError", "ToolError",
+    "DeadlineExceeded", "StorageError", "WriteConflict", "ConnectionLost", "ToolError",
     # evaluation
     "run_bench",
     # the HTTP service (the serve extra)

@@ -35,6 +35,16 @@ class RetrievalError(AgenticRAGError):
     """The knowledge base cannot serve a search: missing, empty, corrupted or mismatched."""
 
 
+class WriteConflict(RetrievalError):
+    """A write met another writer: a process holds the folder's writer lock past the wait, or saved
+    the folder since this knowledge base was loaded. Nothing was written; reload and retry."""
+
+
+class ConnectionLost(RetrievalError):
+    """The connection to PostgreSQL dropped and the one retry could not bring it back (it dropped
+    again, or the server could not be reached); a write cut off so may or may not have been saved."""
+
+
 class ToolError(AgenticRAGError):
     """A tool was unknown, given bad arguments, or failed."""
 

@@ -215,7 +215,8 @@ def _grader_is_generator(model: Model) -> bool:
 
 def _fail(state: AgentState, exc: Exception, where: str = "") -> None:
     """End the run on a failure: no answer is returned (an unchecked draft stays in draft_answer only)."""
-    message = f"{where}{exc.__class__.__name__}: {exc}"
-    state.update(stop_reason="error", phase="done", error=message, answer="", citations=[], abstained=True,
-                 abstain_reason=f"the run failed: {message}")
-    _phases.record(state, "error", "error", {"message": f"{where}{exc}"}, 0.0, 0)
+    kind = exc.__class__.__name__  # the name alone: a module path is private and may move
+    message = f"{where}{kind}: {exc}"
+    state.update(stop_reason="error", phase="done", error=message, error_type=kind, answer="", citations=[],
+                 abstained=True, abstain_reason=f"the run failed: {message}")
+    _phases.record(state, "error", "error", {"message": f"{where}{exc}", "error_type": kind}, 0.0, 0)

@@ -1,6 +1,7 @@
 """The run state: one plain, JSON-serialisable dict per run, its evidence items, and a one-line trace."""
 from __future__ import annotations
 
+import re
 import types
 import typing
 from dataclasses import asdict, fields
@@ -105,7 +106,8 @@ class AgentState(TypedDict):
     abstain_reason: str
     stop_reason: str | None     # one of STOP_REASONS, once retrieval has stopped
     resume_reason: str | None   # the stop reason a hook's stop interrupted, restored on resume
-    error: str | None
+    error: str | None           # what failed, "ExceptionName: message", when stop_reason is error
+    error_type: str | None      # that exception's class name (ExceptionName), else None
     trace: list[dict]           # events: round, step, summary, detail, ms, tokens
     timings_ms: dict            # milliseconds per step, and total
     usage: dict                 # model_calls, prompt_tokens, completion_tokens, cost_usd, by_task
@@ -129,7 +131,7 @@ def new_state(question: str, config: Config | None = None) -> AgentState:
         draft_answer="",
         draft_reply=None, draft_for=[], answer="", citations=[],
         removed_citations=[], faithfulness=None, abstained=False, abstain_reason="", stop_reason=None,
-        resume_reason=None, error=None, trace=[], timings_ms={}, usage=new_usage())
+        resume_reason=None, error=None, error_type=None, trace=[], timings_ms={}, usage=new_usage())
 
 
 def saved_config(config: Config) -> dict:
@@ -152,7 +154,7 @@ def config_from_saved(saved: dict) -> Config:
                                  "config=Config(...), or pass a state that run_agentic_rag returned") from None
 
 
-UPGRADE_FILLS = ("grade_pending", "draft_for", "draft_reply", "fold_grades")  # keys older versions did not save
+UPGRADE_FILLS = ("grade_pending", "draft_for", "draft_reply", "fold_grades", "error_type")  # not saved before
 
 
 def check_state(state: object) -> None:
@@ -201,11 +203,16 @@ def _runtime_types(hint: object) -> tuple[type, ...]:
     return (dict,) if typing.is_typeddict(origin) else (int, float) if origin is float else (origin,)
 
 
+# how earlier versions began state["error"]: the class's name, after these words when a hook raised
+_ERROR_TYPE = re.compile(r"(?:the on_step hook raised )?([A-Za-z_]\w*): ")
+
+
 def upgrade_state(state: dict) -> dict:
     """A saved state in the shape this version runs, changed in place: states saved before the
     typed round keys marked a pending grade as `grade: None` in the last round and a kept draft's
     evidence as `drafted` in the round that kept it (the latest such round counts); a state saved
-    before fold_grades was kept had it off when its trace shows a draft graded apart."""
+    before fold_grades was kept had it off when its trace shows a draft graded apart; one saved
+    before error_type was kept takes it from its error message."""
     rounds = state["rounds"]
     if "fold_grades" not in state:
         state["fold_grades"] = not graded_apart_after_a_draft(state["trace"])
@@ -215,6 +222,9 @@ def upgrade_state(state: dict) -> dict:
         drafted = [r["drafted"] for r in rounds if "drafted" in r]
         state["draft_for"] = list(drafted[-1]) if drafted else []
     state.setdefault("draft_reply", None)
+    if "error_type" not in state:  # the class was only in the message then, which starts with its name
+        found = _ERROR_TYPE.match(state["error"] or "")
+        state["error_type"] = found.group(1) if found else None
     for entry in rounds:
         entry.pop("drafted", None)
         if "grade" in entry and entry["grade"] is None:

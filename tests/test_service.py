@@ -378,6 +378,51 @@ def test_a_write_waiting_on_another_writer_gets_409_and_changes_nothing(served):
     assert status == 409 and reply["error"]["type"] == "conflict" and (folder / "manifest.json").read_text() == before
 
 
+def test_a_write_conflict_is_known_by_its_class_not_by_its_words(kb_dir, tmp_path):
+    import shutil
+
+    from agentic_rag import RetrievalError, WriteConflict
+    from agentic_rag.service import ServiceError
+
+    folder = tmp_path / "changed since" / "kb"            # words the service once looked for in a message
+    shutil.copytree(kb_dir, folder)
+    app = create_app(OfflineModel(), kb_dir=folder)
+
+    def conflict(kb):
+        raise WriteConflict("another writer, in words of its own")
+
+    def damaged(kb):
+        raise RetrievalError(f"{folder}/gen-000001/bm25.npz is corrupted")
+
+    with pytest.raises(ServiceError) as refused:
+        app._write(conflict)
+    assert (refused.value.status, refused.value.kind) == (409, "conflict")
+    with pytest.raises(RetrievalError, match="is corrupted"):  # not a conflict, though it says "changed since"
+        app._write(damaged)
+
+
+def test_the_services_own_errors_joined_the_tree_and_reply_as_before(served):
+    import base64
+
+    from agentic_rag import AgenticRAGError, ConfigurationError
+    from agentic_rag.kb.ingestion._loaders import Unreadable
+    from agentic_rag.service import ServiceError
+    from agentic_rag.service._app import _NotJSON
+
+    assert issubclass(ServiceError, AgenticRAGError) and issubclass(Unreadable, AgenticRAGError)
+    assert issubclass(_NotJSON, ConfigurationError)
+    server, _ = served                                     # each is answered where it was, not as a 500
+    status, _, reply = server.request("GET", "/v1/nowhere", key=READ)                      # a ServiceError
+    assert (status, reply["error"]) == (404, {"type": "not_found", "message": "no such endpoint; see /openapi.json"})
+    status, _, reply = server.request("POST", "/v1/documents", raw=b'{"documents": NaN}', key=WRITE)  # _NotJSON
+    assert (status, reply["error"]["message"]) == (400, "the body is not UTF-8 JSON (NaN is not a JSON number; "
+                                                        "send a number or null)")
+    upload = {"id": "bare", "filename": "notes.xyz", "file": base64.b64encode(b"x").decode()}  # Unreadable
+    status, _, reply = server.request("POST", "/v1/documents", {"documents": [upload]}, key=WRITE)
+    assert (status, reply["error"]["type"]) == (400, "invalid_request")
+    assert reply["error"]["message"].startswith("document 'bare' (notes.xyz): unsupported file type; use one of ")
+
+
 def test_keys_come_from_the_environment_and_a_file(tmp_path):
     file = tmp_path / "keys"
     file.write_text("# service keys\nread " + "a" * 16 + "\nwrite " + "b" * 16 + "\n")

@@ -93,6 +93,38 @@ def test_upgrade_keeps_the_latest_kept_draft_and_leaves_a_current_state_alone():
     assert upgrade_state(json.loads(json.dumps(current))) == current
 
 
+def test_upgrade_takes_the_error_type_from_an_older_states_error():
+    from agentic_rag._state import upgrade_state
+
+    for error, kind in ((None, None), ("ModelError: the server answered 500", "ModelError"),
+                        ("the on_step hook raised ValueError: the hook's own bug", "ValueError"),
+                        ("no class named here", None)):
+        old = _without(dict(new_state("q"), error=error), "error_type")   # saved before error_type was kept
+        assert upgrade_state(old)["error_type"] == kind, error
+    failed = dict(new_state("q"), error="KeyError: 'x'", error_type="KeyError")
+    assert upgrade_state(json.loads(json.dumps(failed))) == failed
+
+
+def test_a_failed_run_records_the_class_of_what_failed_beside_its_message(tiny_kb):
+    from agentic_rag import ModelError, OfflineModel, ScriptedModel, run_agentic_rag
+
+    model = ScriptedModel({"generate": [ModelError("the server answered 500")]})
+    state = run_agentic_rag("When do orders paid on weekends ship?", tiny_kb, model)
+    assert (state["stop_reason"], state["error"]) == ("error", "ModelError: the server answered 500")
+    assert state["error_type"] == "ModelError" and state["trace"][-1]["step"] == "error"
+    assert state["trace"][-1]["detail"] == {"message": "the server answered 500", "error_type": "ModelError"}
+
+    def hook(event, state):
+        if event["step"] == "verify":
+            raise LookupError("the hook's own bug")
+
+    state = run_agentic_rag("When do orders paid on weekends ship?", tiny_kb, OfflineModel(), on_step=hook)
+    assert state["error"] == "the on_step hook raised LookupError: the hook's own bug"
+    assert state["error_type"] == "LookupError" and state["trace"][-1]["detail"]["error_type"] == "LookupError"
+    answered = run_agentic_rag("When do orders paid on weekends ship?", tiny_kb, OfflineModel())
+    assert answered["stop_reason"] != "error" and answered["error"] is None and answered["error_type"] is None
+
+
 def _stopped(tiny_kb, at="generate"):
     from agentic_rag import OfflineModel, run_agentic_rag
 
@@ -114,6 +146,7 @@ BAD_STATES = [  # (how the stopped state is spoiled, what the error names)
     (lambda s: dict(s, rounds="none"), "the state's rounds should be list, not str"),
     (lambda s: dict(s, rounds=[1]), "the state's rounds holds an item that is not a dict"),
     (lambda s: dict(s, round="2"), "the state's round should be int, not str"),
+    (lambda s: dict(s, error_type=3), "the state's error_type should be str or NoneType, not int"),
     (lambda s: dict(s, phase="answer"), "the state's phase 'answer' is none of route, search"),
     (lambda s: dict(s, draft_reply=None), "in phase 'grade' but holds no draft_reply"),
     (lambda s: dict(s, phase="route", grade_pending=True, rounds=[]), "a grade is pending for no round"),

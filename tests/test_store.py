@@ -17,6 +17,7 @@ from agentic_rag import (
     RunConfig,
     SearchConfig,
     StorageError,
+    WriteConflict,
 )
 from agentic_rag.kb import Document, HashingEmbedder
 from agentic_rag.kb.backends import _store as store
@@ -207,11 +208,12 @@ def test_a_save_never_replaces_a_generation_it_did_not_load(tiny_kb, tmp_path):
     first.add_documents([Document("zebra", "a note about zebras")])
     first.save(kb_dir)                                   # gen-000002
     second.delete_documents(["pricing"])
-    with pytest.raises(RetrievalError, match=r"changed since this knowledge base was loaded \(gen-000001, now "
-                                             r"gen-000002\).*reload it and retry"):
+    with pytest.raises(WriteConflict, match=r"changed since this knowledge base was loaded \(gen-000001, now "
+                                            r"gen-000002\).*reload it and retry"):
         second.save(kb_dir)
-    with pytest.raises(RetrievalError, match="already holds a knowledge base .* not loaded from"):
+    with pytest.raises(RetrievalError, match="already holds a knowledge base .* not loaded from") as fresh:
         KnowledgeBase().save(kb_dir)                     # a fresh one must not clobber it either
+    assert not isinstance(fresh.value, WriteConflict)    # a save into the wrong folder: retrying cannot help
     again = KnowledgeBase.load(kb_dir)
     assert again.search("zebras", k=1)[0].doc_id == "zebra" and again.document_count == 6
     first.add_documents([Document("okapi", "a note about okapis")])
@@ -239,7 +241,7 @@ def test_second_writer_is_refused_while_the_lock_is_held(tiny_kb, tmp_path):
     holder.start()
     held.wait(5)
     try:
-        with pytest.raises(RetrievalError, match="another process is writing"):
+        with pytest.raises(WriteConflict, match="another process is writing"):
             tiny_kb.save(tmp_path / "kb")
     finally:
         release.set()

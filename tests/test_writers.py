@@ -30,7 +30,7 @@ try:
         kb.save(kb_dir)
     print("saved", flush=True)
 except AgenticRAGError as exc:
-    print(f"refused: {exc}", flush=True)
+    print(f"refused: {type(exc).__name__}: {exc}", flush=True)
 """
 
 
@@ -104,13 +104,13 @@ def test_refused_writers_leave_no_thread_or_descriptor_behind(kb_dir):
     import os
     import threading
 
-    from agentic_rag import RetrievalError, writer_lock
+    from agentic_rag import WriteConflict, writer_lock
 
     writer = _start_writer(kb_dir, locked=True)  # holds the lock until told to go on
     try:
         before = (threading.active_count(), len(os.listdir("/proc/self/fd")))
         for _ in range(10):
-            with pytest.raises(RetrievalError, match="another process is writing"):
+            with pytest.raises(WriteConflict, match="another process is writing"):
                 with writer_lock(kb_dir, wait_s=0.1):
                     pass
         assert (threading.active_count(), len(os.listdir("/proc/self/fd"))) == before
@@ -125,7 +125,7 @@ def test_a_save_after_another_process_saved_is_refused(kb_dir, capsys):
     assert main(["delete", "contract-a.md", "--kb", str(kb_dir)]) == 0   # saves gen-000002 meanwhile
     capsys.readouterr()
     out = _finish(writer)
-    assert out.startswith("refused: ") and "changed since this knowledge base was loaded" in out
+    assert out.startswith("refused: WriteConflict: ") and "changed since this knowledge base was loaded" in out
     assert "(gen-000001, now gen-000002)" in out and "reload it and retry" in out
     ids = _doc_ids(kb_dir)
     assert "contract-a.md" not in ids and "writer-add" not in ids   # the delete stays; nothing came back

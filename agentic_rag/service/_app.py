@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from .._config import Config, as_config
 from .._display import result_json
-from .._errors import AgenticRAGError, ConfigurationError, RetrievalError, StorageError
+from .._errors import AgenticRAGError, ConfigurationError, RetrievalError, StorageError, WriteConflict
 from .._loop import run_agentic_rag
 from .._state import cited_as, new_state
 from ..kb import Document, KnowledgeBase
@@ -49,7 +49,7 @@ class ServiceLimits:
     max_file_bytes: int = MAX_UPLOAD_BYTES  # one uploaded file, decoded, or unpacked (.docx); more is refused
 
 
-class ServiceError(Exception):
+class ServiceError(AgenticRAGError):
     """A reply other than 200: HTTP status, error type and a one-line message."""
 
     def __init__(self, status: int, kind: str, message: str, headers: Iterable[tuple[str, str]] = ()):
@@ -146,10 +146,8 @@ class Service:
                     self._kb = self._load(self.kb_dir)
                     raise
             return dict(result, generation=kb.generation(self.kb_dir))
-        except RetrievalError as exc:
-            if "another process is writing" in str(exc) or "changed since" in str(exc):
-                raise ServiceError(409, "conflict", "another writer is at work or saved meanwhile; retry") from None
-            raise
+        except WriteConflict:
+            raise ServiceError(409, "conflict", "another writer is at work or saved meanwhile; retry") from None
         except StorageError as exc:  # the server's disk, not the request: nothing was saved, nothing is lost
             log.error("a write was not saved: %s", exc)
             status, kind = (507, "insufficient_storage") if exc.errno in _FULL else (503, "unavailable")
@@ -477,8 +475,8 @@ class Service:
         return 200, openapi(), []
 
 
-class _NotJSON(ValueError):
-    """A constant Python's parser takes that JSON has not."""
+class _NotJSON(ConfigurationError, ValueError):
+    """A constant Python's parser takes that JSON has not (a ValueError, as the parser's own errors are)."""
 
 
 def _not_json(constant: str):

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..._errors import RetrievalError
+from ..._errors import WriteConflict
 
 LOCK, QUEUE = ".lock", ".lock-queue"
 POLL_S = 0.02  # how often a waiting writer asks again: a small delay per turn, no busy loop
@@ -53,8 +53,8 @@ def writer_lock(directory: Path, wait_s: float = 0.0, on_wait: Callable[[], None
                 fcntl.flock(queue, fcntl.LOCK_UN)
         if not got:
             waited = f" (waited {wait_s:g} s)" if wait_s else ""
-            raise RetrievalError(f"another process is writing the knowledge base at {directory}{waited}; "
-                                 f"wait for it to finish, then retry")
+            raise WriteConflict(f"another process is writing the knowledge base at {directory}{waited}; "
+                                f"wait for it to finish, then retry")
         held.add(key)
         try:
             yield

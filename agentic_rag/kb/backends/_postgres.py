@@ -27,7 +27,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ..._config import Config, IndexConfig, SearchConfig, as_config
-from ..._errors import ConfigurationError, RetrievalError
+from ..._errors import ConfigurationError, ConnectionLost, RetrievalError
 from ...text._names import names
 from ...text._tokenize import TOKENIZER_SETTINGS, tokenize
 from .._hit import Hit
@@ -116,7 +116,8 @@ class PostgresKnowledgeBase:
             try:
                 connection = self._psycopg.connect(self.url, autocommit=False)
             except (self._psycopg.OperationalError, self._psycopg.ProgrammingError) as exc:
-                raise RetrievalError(f"cannot connect to {safe_url(self.url)}: {_first_line(exc)}") from None
+                error = RetrievalError if connection is None else ConnectionLost  # open before: it dropped
+                raise error(f"cannot connect to {safe_url(self.url)}: {_first_line(exc)}") from None
             self._local.connection = connection
         return connection
 
@@ -187,7 +188,7 @@ class PostgresKnowledgeBase:
             except self._psycopg.OperationalError as exc:
                 db.close()
                 if attempt == 2:
-                    raise RetrievalError(f"the connection to {safe_url(self.url)} dropped: {_first_line(exc)}; "
+                    raise ConnectionLost(f"the connection to {safe_url(self.url)} dropped: {_first_line(exc)}; "
                                          f"check the server and retry") from None
 
     def _write(self, work):
@@ -211,7 +212,7 @@ class PostgresKnowledgeBase:
             except self._psycopg.OperationalError as exc:
                 db.close()
                 if committing or attempt == 2:
-                    raise RetrievalError(f"the connection to {safe_url(self.url)} dropped during a write: "
+                    raise ConnectionLost(f"the connection to {safe_url(self.url)} dropped during a write: "
                                          f"{_first_line(exc)}; it may or may not have been saved: check, then "
                                          f"retry") from None
 

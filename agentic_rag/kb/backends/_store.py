@@ -26,7 +26,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..._errors import ConfigurationError, RetrievalError, StorageError
+from ..._errors import ConfigurationError, RetrievalError, StorageError, WriteConflict
 from . import _lock
 
 FORMAT_VERSION = 4  # 3: delta segments, vectors.npz (float16 or sparse); 4: .npz compressed, BM25 rows as gaps
@@ -155,8 +155,8 @@ def _check_expected(directory: Path, expected: dict | None) -> None:
         raise RetrievalError(f"{directory} already holds a knowledge base ({now}) that this one was not "
                              f"loaded from; load it (KnowledgeBase.load) to change it, or save into a new folder")
     now = now if now != expected["generation"] else f"{now}, another knowledge base built there since"
-    raise RetrievalError(f"{directory} changed since this knowledge base was loaded ({expected['generation']}, "
-                         f"now {now}): another writer saved it; reload it and retry")
+    raise WriteConflict(f"{directory} changed since this knowledge base was loaded ({expected['generation']}, "
+                        f"now {now}): another writer saved it; reload it and retry")
 
 
 def save_generation(directory: Path, writers: dict[str, Callable[[Path], None]], manifest: dict,

@@ -10,6 +10,8 @@ import re
 import zipfile
 from collections.abc import Iterator
 
+from ..._errors import AgenticRAGError
+
 DOCS_EXTRA = "pip install 'agentic-rag[docs]'"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
 # no bracket in alt text, no < or ( in a link: each scan stops where the next image could start, so
@@ -22,8 +24,9 @@ ENCRYPTED = "encrypted PDF: decrypt it first (e.g. qpdf --decrypt --password=...
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"  # WordprocessingML's namespace
 
 
-class Unreadable(Exception):
-    """Why a file cannot be indexed, in one line that says what to do."""
+class Unreadable(AgenticRAGError):
+    """Why a file cannot be indexed, in one line that says what to do. Caught where files are read:
+    loading skips the file with this reason, and the service answers 400 with it."""
 
 
 def too_large(size: int, max_bytes: int, what: str = "") -> str:

@@ -1,0 +1,51 @@
+"""The error tree: where each class sits, so that an `except` written for a parent still catches what
+it caught before; and a PostgreSQL connection that drops for good, against a real server."""
+import pytest
+
+from agentic_rag import (
+    AgenticRAGError,
+    ConfigurationError,
+    ConnectionLost,
+    RetrievalError,
+    StorageError,
+    WriteConflict,
+)
+from agentic_rag.kb.ingestion._loaders import Unreadable
+from agentic_rag.service._app import ServiceError, _NotJSON
+from helpers import TINY
+
+
+def test_each_class_sits_where_its_callers_catch_it():
+    for conflict in (WriteConflict, ConnectionLost):       # `except RetrievalError` catches both, as before
+        assert issubclass(conflict, RetrievalError) and not issubclass(conflict, StorageError)
+    assert not issubclass(WriteConflict, ConnectionLost) and not issubclass(ConnectionLost, WriteConflict)
+    for private in (Unreadable, ServiceError):              # caught where they are raised, now in the tree too
+        assert issubclass(private, AgenticRAGError) and not issubclass(private, (ConfigurationError, RetrievalError))
+    assert issubclass(_NotJSON, ConfigurationError) and issubclass(_NotJSON, ValueError)  # JSON's parser's kind
+
+
+def _drop_own_connection(db):
+    db.execute("SELECT pg_terminate_backend(pg_backend_pid())")  # the server drops it mid-statement, every time
+
+
+def test_a_connection_that_drops_again_on_its_retry_is_connection_lost(pg_url):
+    import psycopg
+
+    from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
+
+    pg = PostgresKnowledgeBase(pg_url)
+    pg.add_documents(TINY)
+    with pytest.raises(ConnectionLost, match=r"the connection to postgresql://.* dropped: .*check the server"):
+        pg._read(_drop_own_connection)
+    with pytest.raises(ConnectionLost, match="dropped during a write: .*may or may not have been saved"):
+        pg._write(_drop_own_connection)
+    assert pg.document_count == len(TINY)                  # it reconnects for the next call
+    with psycopg.connect(pg_url, autocommit=True) as db:  # drop it, then make the server unreachable
+        db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                   "AND pid <> pg_backend_pid()")
+    pg.url = "postgresql://nobody:secret@127.0.0.1:1/none"
+    with pytest.raises(ConnectionLost, match=r"cannot connect to postgresql://nobody:\*\*\*@127.0.0.1:1/"):
+        pg.search("Team plan", k=2)
+    with pytest.raises(RetrievalError, match="cannot connect to") as refused:  # never connected: not lost
+        PostgresKnowledgeBase("postgresql://nobody:secret@127.0.0.1:1/none")
+    assert not isinstance(refused.value, ConnectionLost)
