@@ -10,7 +10,8 @@ from ._config import Config
 from ._errors import ConfigurationError
 from ._settings import load_kb, make_cli_embedder, make_model, model_settings
 from .kb import KnowledgeBase
-from .kb.backends._postgres import PostgresKnowledgeBase, is_database
+from .kb.backends._open import is_database
+from .kb.backends._postgres import PostgresKnowledgeBase
 from .kb.backends._store import MANIFEST, is_segment_folder
 from .kb.ingestion._documents import SUFFIXES
 from .kb.ingestion._loaders import IMAGE_SUFFIXES

@@ -8,7 +8,8 @@ from ._display import counted
 from ._errors import AgenticRAGError
 from ._openai_api import call_error, make_client
 from ._schemas import Answer
-from .kb.backends._postgres import PostgresKnowledgeBase, is_database, safe_url
+from .kb.backends._open import is_database
+from .kb.backends._postgres import PostgresKnowledgeBase, safe_url
 from .kb.backends._store import MANIFEST
 from .kb.embedders._openai import OpenAIEmbedder
 from .models._openai_client import OpenAIChatModel

@@ -9,7 +9,8 @@ from pathlib import Path
 from ._errors import ConfigurationError
 from ._openai_api import endpoint_from_env
 from .kb import KnowledgeBase, make_embedder
-from .kb.backends._postgres import PostgresKnowledgeBase, is_database
+from .kb.backends._open import is_database
+from .kb.backends._postgres import PostgresKnowledgeBase
 from .kb.backends._store import MANIFEST
 from .models._factory import build_model, read_models_file
 from .tools import CALCULATOR, shop_tools

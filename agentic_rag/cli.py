@@ -19,7 +19,8 @@ from ._loop import run_agentic_rag
 from ._settings import ask_tools, load_kb, make_cli_embedder, make_describer, make_model, model_settings, serve_settings
 from .kb import load_documents
 from .kb.backends import _store as store
-from .kb.backends._postgres import is_database, safe_url
+from .kb.backends._open import is_database
+from .kb.backends._postgres import safe_url
 from .models import OfflineModel
 
 LOCK_WAIT_S = 10.0  # how long index or delete waits for another writer on the same --kb before giving up
