@@ -17,7 +17,8 @@ from agentic_rag import (
     RetrievalError,
     open_kb,
 )
-from helpers import TINY
+from agentic_rag.cli import main
+from helpers import EXAMPLE_DATA, TINY
 
 
 def _ids(kb, query="认证失败"):
@@ -91,6 +92,13 @@ def test_a_file_is_refused_with_the_folder_to_give(tmp_path, tiny_kb):
     tiny_kb.save(tmp_path / "kb")
     with pytest.raises(ConfigurationError, match=f"give the folder holding it: {re.escape(str(tmp_path / 'kb'))}$"):
         open_kb(tmp_path / "kb" / "manifest.json")
+
+
+def test_the_command_line_refuses_another_url_before_making_a_folder(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["index", str(EXAMPLE_DATA / "policies"), "--kb", "mysql://db/kb"]) == 1
+    assert "mysql://db/kb: not a knowledge base's address" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_postgresql_url_opens_the_database_making_its_schema(pg_url):
