@@ -118,6 +118,15 @@ def test_a_postgresql_url_opens_the_database_making_its_schema(pg_url):
     assert open_kb(pg_url, graph_method="names").graph_method == "names"
 
 
+def test_the_command_line_asks_a_database_for_what_it_cannot_do_and_is_refused(capsys, pg_url):
+    assert main(["index", str(EXAMPLE_DATA / "policies"), "--kb", pg_url, "--graph-model", "small-model"]) == 1
+    assert "a graph by a model (extract_triples, --graph-model) is not offered" in capsys.readouterr().err
+    assert open_kb(pg_url).document_count == 0  # nothing was written
+    assert main(["compact", "--kb", "postgresql://nobody:s3cret@127.0.0.1:1/kb"]) == 1  # opened before it says
+    err = capsys.readouterr().err                                                      # there is nothing to do
+    assert "cannot connect to postgresql://nobody:***@127.0.0.1:1/kb" in err and "s3cret" not in err
+
+
 # -- the protocol -----------------------------------------------------------------------------------
 
 
