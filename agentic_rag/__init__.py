@@ -56,6 +56,7 @@ from .kb import (
     chunk_text,
     load_documents,
     make_embedder,
+    open_kb,
     tokenize,
     writer_lock,
 )
@@ -126,8 +127,8 @@ __all__ = [
     "run_agentic_rag", "Config", "IndexConfig", "SearchConfig", "RunConfig", "new_state", "AgentState",
     "STOP_REASONS", "format_trace", "cited_as", "Evidence", "new_evidence", "Round",
     # knowledge bases
-    "KnowledgeBase", "PostgresKnowledgeBase", "KnowledgeBaseBackend", "AddResult", "Hit", "Document", "LoadResult",
-    "load_documents", "chunk_text", "tokenize",
+    "KnowledgeBase", "PostgresKnowledgeBase", "KnowledgeBaseBackend", "open_kb", "AddResult", "Hit", "Document",
+    "LoadResult", "load_documents", "chunk_text", "tokenize",
     "writer_lock", "Embedder", "SymmetricEmbedder", "HashingEmbedder", "E5Embedder", "OpenAIEmbedder",
     "make_embedder", "LexicalReranker", "Reranker",
     # models

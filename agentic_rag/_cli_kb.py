@@ -8,9 +8,9 @@ from pathlib import Path
 
 from ._config import Config
 from ._errors import ConfigurationError
-from ._settings import load_kb, make_cli_embedder, make_model, model_settings
-from .kb import KnowledgeBase
-from .kb.backends._postgres import PostgresKnowledgeBase, is_database
+from ._settings import make_cli_embedder, make_model, model_settings, saved_cli_embedder
+from .kb import KnowledgeBaseBackend
+from .kb.backends._open import check_address, is_database, open_kb, saved_embedder
 from .kb.backends._store import MANIFEST, is_segment_folder
 from .kb.ingestion._documents import SUFFIXES
 from .kb.ingestion._loaders import IMAGE_SUFFIXES
@@ -22,8 +22,9 @@ INDEXED_SUFFIXES = tuple(suffix for suffix in SUFFIXES if suffix not in IMAGE_SU
 def check_kb_path(command: str, kb: str | None) -> None:
     """Refuse a --kb that names a file, with a fix that works: the folder holding it when that folder
     is a knowledge base, else a new folder (`index`), or indexing the file into one."""
-    if not kb or is_database(kb):
+    if not kb or is_database(kb):  # a string's check, before anything is opened
         return
+    check_address(kb)  # no other URL
     path = Path(kb)
     if path.is_dir():
         return _check_kb_folder(command, path)
@@ -66,31 +67,24 @@ def _new_folder(path: Path) -> Path:
     return candidate
 
 
-def open_or_create(kb_dir, args) -> KnowledgeBase:
+def open_or_create(kb_dir, args) -> KnowledgeBaseBackend:
     """The knowledge base `index` adds to: the one saved in kb_dir, or a new one with the flags'
     embedder, chunking and graph; flags that disagree with a saved one are refused."""
     chunking = {k: v for k, v in (("chunk_size", args.chunk_size), ("chunk_overlap", args.chunk_overlap))
                 if v is not None}
     settings = model_settings(args)
-    if is_database(kb_dir):
-        if args.graph_model:
-            raise ConfigurationError("--graph-model is not offered for a PostgreSQL knowledge base yet; its graph "
-                                     "joins the names that share a sentence")
-        return PostgresKnowledgeBase(kb_dir, make_cli_embedder(args.embedder, settings) if args.embedder else None,
-                                     Config(**chunking) if chunking else None)
-    kb_dir = Path(kb_dir)
     extract, method = None, "names"
     if args.graph_model:  # a language model reads each chunk into triples for the graph
         from .steps import triple_extractor
 
         extract, method = triple_extractor(make_model(dict(settings, name=args.graph_model, per_task={}))), \
             f"model:{args.graph_model}"
-    if not (kb_dir / MANIFEST).exists():
-        return KnowledgeBase(make_cli_embedder(args.embedder or "hashing", settings), Config(**chunking),
-                             extract_triples=extract, graph_method=method)
-    embedder = make_cli_embedder(args.embedder, settings) if args.embedder else None
-    kb = KnowledgeBase.load(kb_dir, embedder, extract_triples=extract) if embedder or extract \
-        else load_kb(str(kb_dir), settings)
+    embedder = make_cli_embedder(args.embedder, settings) if args.embedder else saved_cli_embedder(kb_dir, settings)
+    # a saved folder is opened with its own chunking, checked below against the flags (named in the
+    # message); a new one, or a database (which checks them itself), is opened with them
+    saved_folder = saved_embedder(kb_dir) is not None
+    kb = open_kb(kb_dir, embedder, None if saved_folder or not chunking else Config(**chunking), create=True,
+                 extract_triples=extract, graph_method=method)
     if kb.graph_method != method and (extract or kb.graph_method != "names"):
         raise ConfigurationError(f"{kb_dir} built its graph with {kb.graph_method}; index with the same "
                                  f"{'--graph-model' if kb.graph_method != 'names' else 'setting (no --graph-model)'}")

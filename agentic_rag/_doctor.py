@@ -1,15 +1,12 @@
 """`agentic-rag doctor`: check the model configuration and say what is wrong and how to fix it."""
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from ._display import counted
 from ._errors import AgenticRAGError
 from ._openai_api import call_error, make_client
 from ._schemas import Answer
-from .kb.backends._postgres import PostgresKnowledgeBase, is_database, safe_url
-from .kb.backends._store import MANIFEST
+from .kb.backends._open import open_kb, saved_embedder
+from .kb.backends._postgres import safe_url
 from .kb.embedders._openai import OpenAIEmbedder
 from .models._openai_client import OpenAIChatModel
 from .models._protocol import ModelRequest
@@ -58,11 +55,7 @@ def run_doctor(settings: dict, kb: str | None = None) -> int:
     if kb:
         shown = safe_url(kb)
         try:
-            if is_database(kb):
-                database = PostgresKnowledgeBase(kb)
-                built = {"name": database.embedder.name, "dimension": database.embedder.dimension}
-            else:
-                built = json.loads((Path(kb) / MANIFEST).read_text(encoding="utf-8"))["embedder"]
+            built = saved_embedder(kb) or _built_with(open_kb(kb))  # a folder's manifest: nothing to load
             same = dimension is None or built["dimension"] == dimension
             report(same, f"knowledge base {shown}: built with {built['name']} ({built['dimension']} dimensions)"
                    + ("" if same else f", but the embedding model gives {dimension}"),
@@ -71,3 +64,11 @@ def run_doctor(settings: dict, kb: str | None = None) -> int:
             report(False, f"knowledge base {shown} cannot be read ({exc})", "agentic-rag index PATH --kb DIR")
     print("all checks passed" if not problems else f"{problems} problem(s) found")
     return 0 if not problems else 1
+
+
+def _built_with(kb) -> dict:
+    """The name and dimension of the embedder an opened knowledge base was built with."""
+    try:
+        return {"name": kb.embedder.name, "dimension": kb.embedder.dimension}
+    finally:
+        kb.close()

@@ -2,15 +2,13 @@
 from flags, a models file and the environment. The only module that reads environment variables."""
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from ._errors import ConfigurationError
 from ._openai_api import endpoint_from_env
-from .kb import KnowledgeBase, make_embedder
-from .kb.backends._postgres import PostgresKnowledgeBase, is_database
-from .kb.backends._store import MANIFEST
+from .kb import make_embedder
+from .kb.backends._open import open_kb, saved_embedder
 from .models._factory import build_model, read_models_file
 from .tools import CALCULATOR, shop_tools
 
@@ -71,17 +69,14 @@ def make_cli_embedder(name: str, settings: dict):
 def load_kb(path: str, settings: dict):
     """Open a saved knowledge base with the embedder it was built with: a folder, or a PostgreSQL
     database named by its URL (postgresql://...)."""
-    if is_database(path):
-        return PostgresKnowledgeBase(path)
-    manifest = Path(path) / MANIFEST
-    built = ""
-    if manifest.is_file():
-        try:
-            built = json.loads(manifest.read_text(encoding="utf-8"))["embedder"]["name"]
-        except (OSError, ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested too deep
-            built = ""  # KnowledgeBase.load reports the damage
-    embedder = make_cli_embedder(built, settings) if isinstance(built, str) and built.startswith("openai:") else None
-    return KnowledgeBase.load(path, embedder)
+    return open_kb(path, saved_cli_embedder(path, settings))
+
+
+def saved_cli_embedder(path: str, settings: dict):
+    """The embedder to open a folder built with `openai:...` with (its endpoint is the settings');
+    None for any other, which the knowledge base makes from the name it saved."""
+    built = (saved_embedder(path) or {}).get("name", "")
+    return make_cli_embedder(built, settings) if built.startswith("openai:") else None
 
 
 def ask_tools(args) -> list:

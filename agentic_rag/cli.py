@@ -19,7 +19,8 @@ from ._loop import run_agentic_rag
 from ._settings import ask_tools, load_kb, make_cli_embedder, make_describer, make_model, model_settings, serve_settings
 from .kb import load_documents
 from .kb.backends import _store as store
-from .kb.backends._postgres import is_database, safe_url
+from .kb.backends._open import is_database
+from .kb.backends._postgres import safe_url
 from .models import OfflineModel
 
 LOCK_WAIT_S = 10.0  # how long index or delete waits for another writer on the same --kb before giving up
@@ -28,7 +29,8 @@ LOCK_WAIT_S = 10.0  # how long index or delete waits for another writer on the s
 @contextmanager
 def _writing(kb_dir, create: bool):
     """Hold the folder's writer lock from load to save, so two writers never lose each other's changes
-    (a PostgreSQL knowledge base: every write is a transaction of its own, nothing to hold)."""
+    (a PostgreSQL knowledge base: every write is a transaction of its own, nothing to hold). Decided
+    by the --kb value, not the knowledge base: the lock is taken before it is opened."""
     if is_database(kb_dir):
         yield
         return
@@ -119,12 +121,12 @@ def cmd_delete(args) -> int:
 
 def cmd_compact(args) -> int:
     start = time.perf_counter()
-    if is_database(args.kb):
-        print("nothing to compact: a PostgreSQL knowledge base keeps no segments (VACUUM is the server's)")
-        return 0
-    kb_dir = Path(args.kb)
-    with _writing(kb_dir, create=False):
+    with _writing(args.kb, create=False):
         kb = load_kb(args.kb, model_settings(args))
+        if not kb.saves_to_folder:
+            print("nothing to compact: a PostgreSQL knowledge base keeps no segments (VACUUM is the server's)")
+            return 0
+        kb_dir = Path(args.kb)
         before = store.segments(json.loads((kb_dir / store.MANIFEST).read_text(encoding="utf-8")))
         kb.save(kb_dir, compact=True)
     print(f"compacted {counted(len(before), 'segment')} into one: {counted(kb.document_count, 'document')}, "
@@ -171,9 +173,10 @@ def cmd_serve(args) -> int:
     access = serve_settings(args)  # the keys and the metrics folder: the environment's too
     limits = ServiceLimits(max_concurrent_runs=args.max_runs, max_body_bytes=args.max_body,
                            max_file_bytes=args.max_file_size)
-    database = is_database(args.kb)  # shared by every worker already: no folder to watch or lock
-    app = create_app(make_model(settings), kb_dir=None if database else args.kb,
-                     kb=load_kb(args.kb, settings) if database else None, tools=ask_tools(args),
+    model, tools = make_model(settings), ask_tools(args)
+    kb = load_kb(args.kb, settings)
+    # a folder is watched for other writers' saves and locked to write; a database is shared already
+    app = create_app(model, kb_dir=args.kb if kb.saves_to_folder else None, kb=kb, tools=tools,
                      model_name=settings["name"], cache_size=args.cache_size, cache_ttl_s=args.cache_ttl,
                      limits=limits, loader=lambda path: load_kb(str(path), settings), **access)
     try:  # bodies past the limit are refused before they are read; slow clients are cut off (see _server)

@@ -107,7 +107,7 @@ class Service:
         longer holds what it was loaded from (another process saved, or it was built again)."""
         if self.kb_dir is None:  # in memory, or a database (which names its own generation)
             kb = self._kb
-            return kb, f"memory-{self._memory_generation}" if isinstance(kb, KnowledgeBase) else kb.generation()
+            return kb, f"memory-{self._memory_generation}" if kb.saves_to_folder else kb.generation(None)
         kb = self._kb
         if not kb.holds_saved(self.kb_dir):
             with self._reload:

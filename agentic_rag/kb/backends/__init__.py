@@ -1,3 +1,4 @@
 """Knowledge bases behind one protocol (_protocol): the embedded one (_embedded) with its segment
 persistence (_store, its locks _lock and _rwlock, and the checks every saved file passes,
-_integrity), and PostgreSQL with pgvector (_postgres)."""
+_integrity), PostgreSQL with pgvector (_postgres), and one way to open either by where it lives
+(_open)."""

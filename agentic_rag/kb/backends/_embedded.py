@@ -63,6 +63,7 @@ def _batches(items: Iterable, size: int) -> Iterator[list]:
 
 class KnowledgeBase(SegmentPersistence):
     """Chunks with a BM25 index and a vector index; thread-safe, one read-write lock for all."""
+    saves_to_folder = True  # its changes last once save(folder) writes them (KnowledgeBaseBackend)
 
     def __init__(self, embedder: Embedder | None = None, config: Config | IndexConfig | SearchConfig | None = None,
                  reranker: Reranker | None = None, extract_triples=None, graph_method: str | None = None):

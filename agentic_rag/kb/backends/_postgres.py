@@ -44,9 +44,6 @@ SCHEMA_VERSION = 1
 MIGRATIONS: dict = {}
 
 
-def is_database(kb: str | object) -> bool:
-    """Whether a --kb value names a PostgreSQL database (a URL) rather than a folder."""
-    return isinstance(kb, str) and kb.startswith(("postgresql://", "postgres://"))
 MAX_HNSW_DIMENSIONS = 2000  # pgvector 0.6
 
 
@@ -92,6 +89,7 @@ class PostgresKnowledgeBase:
     """The knowledge base in PostgreSQL: the embedded KnowledgeBase's interface (add, replace and
     delete documents; hybrid, BM25 and vector search with filters; graph search; term weights),
     safe to use from several threads, processes and hosts at once."""
+    saves_to_folder = False  # every write is committed as it is made (KnowledgeBaseBackend)
 
     def __init__(self, url: str, embedder: Embedder | None = None,
                  config: Config | IndexConfig | SearchConfig | None = None):

@@ -3,16 +3,27 @@ KnowledgeBase and PostgresKnowledgeBase both implement it, and so may a backend 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
+from ..._config import Config
 from .._hit import Hit
+from ..embedders._embedders import Embedder
 from ..ingestion._documents import Document
 
 
 @runtime_checkable
 class KnowledgeBaseBackend(Protocol):
     """Documents in (added, replaced by id, deleted; which ids are held), chunks out (hybrid, BM25 or vector search with
-    filters; graph search), the term weights the judges use, and its size."""
+    filters; graph search), the term weights the judges use, its size, what it was built with (embedder,
+    settings, graph), and how its changes last: saved to a folder, or committed as they are made."""
+
+    config: Config        # the index layer it was chunked with, the search layer its searches take
+    embedder: Embedder    # the one it was built with
+    graph_method: str     # how its graph joins names: "names" (sharing a sentence) or "model:NAME"
+    # True: changes last once save(folder) writes them, and a writer holds the folder's lock from
+    # load to save (the embedded one); False: every change is committed as it is made (a database)
+    saves_to_folder: bool
 
     def add_documents(self, documents: Iterable[Document], progress: bool = False, reuse_from=()):
         """Index documents; a known id with changed content replaces that document's chunks (AddResult)."""
@@ -39,6 +50,16 @@ class KnowledgeBaseBackend(Protocol):
     def restricted(self, filters: dict):
         """A view whose searches keep to `filters`."""
 
+    def save(self, directory: str | Path, compact: bool = False) -> Path | None:
+        """Make its changes last in `directory` (the folder written), or nothing when they already have (None)."""
+
+    def generation(self, directory: str | Path | None) -> str | None:
+        """What it holds, as a name that changes with every saved change: of `directory` when it saves
+        to a folder (None if never loaded from or saved there), its own otherwise (`directory` unused)."""
+
+    def close(self) -> None:
+        """Release what it holds open (a connection); nothing to do for one that holds nothing."""
+
     def __len__(self) -> int:
         """Live chunks."""
 
@@ -49,3 +70,7 @@ class KnowledgeBaseBackend(Protocol):
     @property
     def graph_size(self) -> tuple[int, int]:
         """(nodes, edges) of the knowledge graph."""
+
+    @property
+    def fusion(self) -> tuple[str, float]:
+        """Hybrid search's (fusion method, vector weight)."""

@@ -1,0 +1,98 @@
+"""One way to open a knowledge base by where it lives: a folder holds the embedded KnowledgeBase,
+a postgresql:// URL names a PostgresKnowledgeBase.
+
+    kb = open_kb("kb")                                   # a folder agentic-rag index (or kb.save) wrote
+    kb = open_kb("postgresql://rag@db.internal/kb")      # the schema is made if missing
+    kb = open_kb("new-kb", create=True); kb.add_documents(docs); kb.save("new-kb")
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import TypeGuard
+
+from ..._config import Config, IndexConfig, SearchConfig
+from ..._errors import ConfigurationError
+from ..embedders._embedders import Embedder
+from ._embedded import KnowledgeBase
+from ._postgres import PostgresKnowledgeBase, safe_url
+from ._protocol import KnowledgeBaseBackend
+from ._store import MANIFEST, check_target
+
+DATABASE_SCHEMES = ("postgresql://", "postgres://")  # the two libpq takes
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_WHERE = "give a folder (str or Path) or a postgresql:// URL"
+
+
+def is_database(kb: object) -> TypeGuard[str]:
+    """Whether a knowledge base's path or URL (a --kb value) names a PostgreSQL database, not a folder."""
+    return isinstance(kb, str) and kb.startswith(DATABASE_SCHEMES)
+
+
+def open_kb(path_or_url: str | os.PathLike, embedder: Embedder | None = None,
+            config: Config | IndexConfig | SearchConfig | None = None, *, create: bool = False,
+            extract_triples=None, graph_method: str | None = None) -> KnowledgeBaseBackend:
+    """The knowledge base saved in a folder or held in a PostgreSQL database (by its URL).
+
+    A folder holding one is loaded (KnowledgeBase.load: the embedder and the config's chunking
+    must be the ones it was built with; None takes them from it). A folder holding none (missing
+    or empty) is a RetrievalError ("no knowledge base at ...") unless `create`, which gives a new,
+    empty KnowledgeBase that `kb.save(folder)` writes there: a mistyped folder is never taken for
+    a new one. A database is opened and its schema made if missing, `create` or not: a mistyped
+    URL names no database, and connecting fails. `extract_triples` and `graph_method` (its name,
+    saved with it) build a new embedded knowledge base's graph with a model; a saved one keeps the
+    graph it was built with (`kb.graph_method` says which), and a database offers none (an error).
+    A value that is neither a folder nor a postgresql:// or postgres:// URL is a ConfigurationError."""
+    if is_database(path_or_url):
+        if extract_triples is not None or graph_method not in (None, "names"):
+            raise ConfigurationError("a PostgreSQL knowledge base builds its graph from the names that share a "
+                                     "sentence; a graph by a model (extract_triples, --graph-model) is not offered "
+                                     "for it yet")
+        return PostgresKnowledgeBase(path_or_url, embedder, config)
+    folder = _folder(path_or_url)
+    if create and not (folder / MANIFEST).exists():
+        check_target(folder)  # a folder it can be saved in: not under a file, writable
+        return KnowledgeBase(embedder, config, extract_triples=extract_triples, graph_method=graph_method)
+    return KnowledgeBase.load(folder, embedder, config, extract_triples=extract_triples)
+
+
+def saved_embedder(path_or_url: str | os.PathLike) -> dict | None:
+    """The embedder a folder's knowledge base was saved with ({"name", "dimension"}), read from its
+    manifest without loading it; None for a database, or a folder whose manifest is missing or
+    unreadable (opening it says what is wrong)."""
+    if is_database(path_or_url):
+        return None
+    try:
+        built = json.loads((_folder(path_or_url) / MANIFEST).read_text(encoding="utf-8"))["embedder"]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested too deep
+        return None
+    ok = isinstance(built, dict) and isinstance(built.get("name"), str) and isinstance(built.get("dimension"), int)
+    return {"name": built["name"], "dimension": built["dimension"]} if ok else None
+
+
+def check_address(path_or_url) -> None:
+    """Refuse what names neither a folder nor a database: not a str or path, empty, or another URL."""
+    if isinstance(path_or_url, os.PathLike):
+        path_or_url = os.fspath(path_or_url)
+    if not isinstance(path_or_url, str):
+        raise ConfigurationError(f"a knowledge base is opened by where it lives, not by a "
+                                 f"{type(path_or_url).__name__}; {_WHERE}")
+    if _URL.match(path_or_url) and not is_database(path_or_url):
+        raise ConfigurationError(f"{safe_url(path_or_url)}: not a knowledge base's address; {_WHERE} "
+                                 f"(or postgres://)")
+    if not path_or_url.strip():
+        raise ConfigurationError(f"the knowledge base's folder is empty text; {_WHERE}")
+
+
+def _folder(path_or_url) -> Path:
+    """The folder a str or path names; what check_address refuses, or a file, is refused."""
+    check_address(path_or_url)
+    folder = Path(path_or_url)
+    if folder.exists() and not folder.is_dir():
+        held = (folder.parent / MANIFEST).is_file()
+        raise ConfigurationError(f"{folder} is a file, not a knowledge base's folder; give "
+                                 + (f"the folder holding it: {folder.parent}" if held else
+                                    "the folder holding one (or a new folder, with create=True)"))
+    return folder
