@@ -27,8 +27,8 @@ CASES = {
 
 
 def _collect_fast_tier(pytester) -> tuple[list, list]:
-    """The items of CASES `-m "not slow"` keeps and those it leaves out, collected in this process."""
-    pytester.chdir()  # pytester's own folder: nothing of this run is written into the tree
+    """The items of CASES `-m "not slow"` keeps and those it leaves out, collected in this process (from
+    pytester's own folder, so nothing of the run is written into the tree)."""
     reprec = pytester.inline_run("--collect-only", "-p", "no:cacheprovider", f"--rootdir={ROOT}", "-m", "not slow",
                                  *(str(TESTS / case) for case in CASES))
     kept = [item for call in reprec.getcalls("pytest_collection_finish") for item in call.session.items]
