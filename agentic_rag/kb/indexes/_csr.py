@@ -3,6 +3,8 @@ by term, sparse vectors by dimension) and their saved forms (vectors by row) are
 each entry in its key's next free slot, so no sort of everything is ever held at once."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 PART = 1 << 20  # entries grouped at a time when one array is cut into parts
@@ -13,7 +15,7 @@ def parts_of(*arrays: np.ndarray, size: int = PART):
     return [tuple(a[i:i + size] for a in arrays) for i in range(0, len(arrays[0]), size)]
 
 
-def group(parts: list[tuple[np.ndarray, ...]], keys: int, dtypes: tuple) -> tuple[np.ndarray, ...]:
+def group(parts: Sequence[tuple[np.ndarray, ...]], keys: int, dtypes: tuple) -> tuple[np.ndarray, ...]:
     """(indptr, *values) grouped by key from parts of (key, *values): entries with the same key keep
     the order they come in (the order of the parts, then their order within a part)."""
     indptr = np.zeros(keys + 1, np.int64)
