@@ -186,6 +186,7 @@ class GuardedServer(TcpWSGIServer):
     channel_class = _Channel
     active_channels: dict[int, _Channel]  # type: ignore[assignment]  # the stubs say one channel
     _map: dict[int, Any]  # wasyncore's socket map
+    effective_port: int   # the port it listens on, set once bound (these two the stubs leave out)
 
     def __init__(self, application, limits: ServerLimits, **kw):
         self.limits = limits
