@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 from types import SimpleNamespace
+from typing import Any
 
 from ._errors import ConfigurationError
 from .kb.indexes._filters import check_filters
@@ -122,9 +123,11 @@ SERVER_DEFAULTS = SimpleNamespace(header_timeout_s=10.0, body_timeout_s=60.0, id
 def connection_flags(parser):
     """serve's guards against slow clients, with ServerLimits' defaults (the same without the serve extra)."""
     try:
-        from .service._server import ServerLimits as given
+        from .service._server import ServerLimits
     except ImportError:
-        given = SERVER_DEFAULTS
+        given: Any = SERVER_DEFAULTS  # the same fields as ServerLimits, without the serve extra
+    else:
+        given = ServerLimits
     parser.add_argument("--header-timeout", type=seconds, default=given.header_timeout_s, metavar="S",
                         help="seconds from a request's first byte to the end of its headers, in all; then 408 "
                              "(default %(default)g)")

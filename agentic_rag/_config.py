@@ -73,7 +73,7 @@ def _validate(settings, label: str, layers) -> None:
     checked = [f for layer in layers for f in fields(layer)]  # the front declares the same types and defaults
     for f in checked:
         value = getattr(settings, f.name)
-        if (problem := _type_problem(f.type, value, f.default)) is not None:
+        if (problem := _type_problem(str(f.type), value, f.default)) is not None:  # a str: postponed annotations
             raise ConfigurationError(f"{label}.{f.name} = {_shown(value)} {problem}")
         if type(value) not in (int, float, bool, str, tuple, list, type(None)):  # numpy's int64, float32, ...
             object.__setattr__(settings, f.name, int(value) if isinstance(value, numbers.Integral) else float(value))
@@ -285,6 +285,6 @@ def as_config(settings: Config | IndexConfig | SearchConfig | RunConfig | None) 
         return settings
     for name, layer in LAYERS.items():
         if isinstance(settings, layer):
-            return Config.from_layers(**{name: settings})
+            return Config.from_layers(**{name: settings})  # type: ignore[arg-type]  # LAYERS pairs name and class
     raise ConfigurationError(f"config must be an agentic_rag.Config or one of its layers (IndexConfig, "
                              f"SearchConfig, RunConfig), not {type(settings).__name__}")

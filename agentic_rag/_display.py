@@ -77,18 +77,18 @@ class LineTracker:
         if self.whole_lines and text.startswith("\r") and "\n" not in text:
             self.pending, self.open = text[1:].rstrip(), True
             if time.monotonic() - self.written_at >= PROGRESS_EVERY_S:
-                self._write_pending()
+                self._write_pending(self.pending)
             return len(text)
         if self.pending is not None:
-            self._write_pending()
+            self._write_pending(self.pending)
         if self.ended:  # a "\n" first is the progress line's own end, written already
             self.ended, text = False, text[1:] if text.startswith("\n") else text
         if text:
             self.open = not text.endswith("\n")
         return self.stream.write(text) if text else 0
 
-    def _write_pending(self) -> None:
-        self.stream.write(self.pending + "\n")
+    def _write_pending(self, pending: str) -> None:
+        self.stream.write(pending + "\n")
         self.pending, self.ended, self.open, self.written_at = None, True, False, time.monotonic()
 
     def __getattr__(self, name: str):
@@ -145,11 +145,12 @@ def tracked_lines():
         sys.stdout, sys.stderr = out, err
 
 
-_OS_FIXES = {errno.ENOSPC: "free space on its disk", errno.EDQUOT: "free space within the disk quota",
-             errno.EFBIG: "raise the file size limit (ulimit -f)", errno.EROFS: "remount it read-write",
-             errno.EACCES: "fix its permissions", errno.EPERM: "fix its permissions",
-             errno.ENOENT: "check the path", errno.ENOTDIR: "check the path",
-             errno.ECONNREFUSED: "start the server it names or fix the address"}
+_OS_FIXES: dict[int | None, str] = {  # looked up by an OSError's errno, which may be None
+    errno.ENOSPC: "free space on its disk", errno.EDQUOT: "free space within the disk quota",
+    errno.EFBIG: "raise the file size limit (ulimit -f)", errno.EROFS: "remount it read-write",
+    errno.EACCES: "fix its permissions", errno.EPERM: "fix its permissions",
+    errno.ENOENT: "check the path", errno.ENOTDIR: "check the path",
+    errno.ECONNREFUSED: "start the server it names or fix the address"}
 
 
 def os_error_line(exc: OSError) -> str:

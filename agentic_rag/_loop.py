@@ -22,17 +22,18 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from typing import cast
 
 from . import _phase_answer, _phase_search, _phases
 from ._config import Config, RunConfig
 from ._errors import BudgetExceeded, ConfigurationError, DeadlineExceeded, RetrievalError
 from ._openai_api import RUN_DEADLINE
 from ._state import AgentState, check_state, config_from_saved, new_state, saved_config, upgrade_state
-from .kb import KnowledgeBase
+from .kb import KnowledgeBaseBackend
 from .models._meter import Meter
 from .models._protocol import Model
-from .tools._registry import ToolRegistry
+from .tools._registry import Tool, ToolRegistry
 
 # phase -> its handler, and the step functions each calls
 GRAPH: dict[str, Callable[[AgentState, _phases.Run], str]] = {
@@ -88,7 +89,7 @@ def stop_condition(state: AgentState, run: _phases.Run, now: float) -> str | Non
     start ("route") can stop. Pure given the clock `now`; checked in this order."""
     if state["phase"] != "route":
         return None
-    last = state["rounds"][-1] if state["rounds"] else {}
+    last: Mapping[str, object] = state["rounds"][-1] if state["rounds"] else {}
     if run.meter.tokens_used >= run.config.token_budget:
         return "token_budget"    # nothing left for another call (a call that would pass it raises BudgetExceeded)
     if last.get("exhausted"):
@@ -104,7 +105,7 @@ def stop_condition(state: AgentState, run: _phases.Run, now: float) -> str | Non
     return None
 
 
-Hook = Callable[[dict, dict], object]  # (event, state) -> False or "stop" to stop the run
+Hook = Callable[[dict, AgentState], object]  # (event, state) -> False or "stop" to stop the run
 
 
 def stops(answer: object) -> bool:
@@ -112,7 +113,7 @@ def stops(answer: object) -> bool:
     return answer is False or (isinstance(answer, str) and answer == "stop")
 
 
-def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(),
+def run_agentic_rag(question: str, kb: KnowledgeBaseBackend, model: Model, tools: Iterable[Tool] = (),
                     config: Config | RunConfig | None = None,
                     state: dict | None = None, on_step: Hook | None = None,
                     on_token: Callable[[str], object] | None = None) -> AgentState:
@@ -121,16 +122,17 @@ def run_agentic_rag(question: str, kb: KnowledgeBase, model: Model, tools=(),
     Bad input (an empty question, bad settings, a state no run returned, an empty knowledge base)
     raises before the run starts; once it runs, a failure ends it with stop_reason "error" and the
     state is returned."""
-    config, state = _prepare(question, kb, model, config, state)
+    config, begun = _prepare(question, kb, model, config, state)
     deadline = time.monotonic() + config.deadline_s  # every model call carries it (Meter), and each round's start
     reset = RUN_DEADLINE.set(deadline)  # and an embedder's calls inside the run's searches
     try:
-        return _run(question, state, config, kb, model, tools, deadline, on_step, on_token)
+        return _run(question, begun, config, kb, model, tools, deadline, on_step, on_token)
     finally:
         RUN_DEADLINE.reset(reset)
 
 
-def _run(question: str, state: dict, config: Config, kb: KnowledgeBase, model: Model, tools, deadline: float,
+def _run(question: str, state: AgentState, config: Config, kb: KnowledgeBaseBackend, model: Model,
+         tools: Iterable[Tool], deadline: float,
          on_step: Hook | None, on_token: Callable[[str], object] | None) -> AgentState:
     """The loop itself: until a phase says done, check the stops, then run the phase's handler."""
     meter = Meter(model, config.token_budget, copy.deepcopy(state["usage"]),
@@ -170,7 +172,7 @@ def _run(question: str, state: dict, config: Config, kb: KnowledgeBase, model: M
     return state
 
 
-def _prepare(question: str, kb: KnowledgeBase, model: Model, config: Config | RunConfig | None,
+def _prepare(question: str, kb: KnowledgeBaseBackend, model: Model, config: Config | RunConfig | None,
              state: dict | None) -> tuple[Config, AgentState]:
     """The checks before a run (input errors raise here) and the state it starts from: a new one,
     or a copy of the given one in this version's shape (upgrade_state) with a hook's stop undone."""
@@ -183,16 +185,16 @@ def _prepare(question: str, kb: KnowledgeBase, model: Model, config: Config | Ru
     if not callable(getattr(model, "complete", None)):
         raise ConfigurationError(f"{model!r} is not a model: it needs a complete(request) method (see models.Model)")
     if state is None:
-        state = new_state(question, settings)
+        begun = new_state(question, settings)
     else:
-        state = upgrade_state(copy.deepcopy(state))
+        begun = cast(AgentState, upgrade_state(copy.deepcopy(state)))  # check_state checked its keys and types
         if config is not None:  # the settings given now are the run's: a later resume keeps them
-            state["config"] = saved_config(settings)
-    if state["stop_reason"] == "stopped":
-        state["stop_reason"], state["resume_reason"] = state["resume_reason"], None
+            begun["config"] = saved_config(settings)
+    if begun["stop_reason"] == "stopped":
+        begun["stop_reason"], begun["resume_reason"] = begun["resume_reason"], None
     if len(kb) == 0:
         raise RetrievalError("the knowledge base is empty; index documents first (agentic-rag index PATH --kb DIR)")
-    return settings, state
+    return settings, begun
 
 
 def _settings(config: Config | RunConfig | None, state: dict | None) -> Config:
@@ -217,6 +219,6 @@ def _fail(state: AgentState, exc: Exception, where: str = "") -> None:
     """End the run on a failure: no answer is returned (an unchecked draft stays in draft_answer only)."""
     kind = exc.__class__.__name__  # the name alone: a module path is private and may move
     message = f"{where}{kind}: {exc}"
-    state.update(stop_reason="error", phase="done", error=message, error_type=kind, answer="", citations=[],
-                 abstained=True, abstain_reason=f"the run failed: {message}")
+    state.update({"stop_reason": "error", "phase": "done", "error": message, "error_type": kind, "answer": "",
+                  "citations": [], "abstained": True, "abstain_reason": f"the run failed: {message}"})
     _phases.record(state, "error", "error", {"message": f"{where}{exc}", "error_type": kind}, 0.0, 0)

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._errors import DeadlineExceeded, ModelError
 
@@ -77,7 +77,8 @@ def send(endpoint: Endpoint, what: str, deadline: float | None, call: Callable[[
     for attempt in range(endpoint.max_retries + 1):
         timeout = min(endpoint.timeout, time_left(deadline, what))
         try:  # read to its end, so that the reply (a stream, say) is the caller's, not cut
-            (reply,) = bounded(deadline, what, lambda t=timeout: (call(t),))
+            # the default binds this try's timeout; mypy infers no lambda that has one
+            (reply,) = bounded(deadline, what, lambda t=timeout: (call(t),))  # type: ignore[misc]
             return reply
         except openai.OpenAIError as exc:
             if timeout < endpoint.timeout and isinstance(exc, openai.APITimeoutError):  # the time left ran out
@@ -98,7 +99,7 @@ def time_left(deadline: float | None, what: str) -> float:
     return left
 
 
-def bounded(deadline: float | None, what: str, produce: Callable[[], Iterable]) -> Iterator:
+def bounded(deadline: float | None, what: str, produce: Callable[[], Iterable[Any]]) -> Iterator[Any]:
     """The items of `produce()`, read in a thread of their own so that waiting for the next one ends
     at the deadline (DeadlineExceeded): an HTTP timeout bounds each read, not a server that dribbles.
     Left before its end, the reader is cut: its HTTP response's socket is shut down, so the thread
@@ -106,7 +107,8 @@ def bounded(deadline: float | None, what: str, produce: Callable[[], Iterable]) 
     if deadline is None:
         yield from produce()
         return
-    items, stop, call = queue.Queue(), threading.Event(), _Call()
+    items: queue.Queue[tuple[str, Any]] = queue.Queue()  # ("item", it), ("error", exc) or ("end", None)
+    stop, call = threading.Event(), _Call()
     context = contextvars.copy_context()  # the caller's context (an app's tracing, say) goes with the call
     threading.Thread(target=context.run, args=(_read, produce, items, stop, call), name=_READER, daemon=True).start()
     ended = False
@@ -133,8 +135,9 @@ def _read(produce: Callable[[], Iterable], items: queue.Queue, stop: threading.E
     source = None
     try:
         source = produce()
-        if getattr(source, "response", None) is not None:  # an SDK stream, made before: its HTTP response
-            call.watch(source.response)
+        response = getattr(source, "response", None)  # an SDK stream, made before: its HTTP response
+        if response is not None:
+            call.watch(response)
         for item in source:
             if stop.is_set():
                 _close(item)  # a stream whose headers came after the deadline, say

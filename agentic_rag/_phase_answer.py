@@ -2,15 +2,17 @@
 check tests it against the evidence (and repairs it once)."""
 from __future__ import annotations
 
-from ._phases import Run, abstain, after_grade, grade_evidence, record, traced
+from collections.abc import Sequence
+
+from ._phases import Run, abstain, after_grade, grade_evidence, present, record, traced
 from ._schemas import Answer, Faithfulness, GradedAnswer
-from ._state import AgentState
+from ._state import AgentState, Evidence
 from .steps import check_faithfulness, generate_answer, repair_answer, verify_citations
 from .steps._decisions import after_faithfulness
 from .steps._verify import folded_grade, question_weights
 
 
-def _shown(state: AgentState, run: Run) -> list:
+def _shown(state: AgentState, run: Run) -> list[Evidence]:
     """The evidence an answer is drawn from: the best of the pool; none for a direct reply."""
     return [] if state["stop_reason"] == "direct" else state["evidence"][:run.config.evidence_k]
 
@@ -27,7 +29,7 @@ def generate(state: AgentState, run: Run) -> str:
     reused = bool(shown) and state["draft_for"] == [e["id"] for e in shown] and bool(state["draft_answer"])
     if reused:
         state["draft_for"] = []  # used up: a later stop drafts anew
-        draft = GradedAnswer(answer=state["draft_answer"], reason="drafted for this evidence before its grade")
+        draft: Answer = GradedAnswer(answer=state["draft_answer"], reason="drafted for this evidence before its grade")
         record(state, "generate", "generate:kept", {"answer": draft.answer}, 0.0, 0)
     else:
         with traced(state, run, "generate") as event:
@@ -49,7 +51,7 @@ def grade(state: AgentState, run: Run) -> str:
     apart (verify_sufficiency), and so is the rest of the run, as is a run that may not fold (a
     grader of its own, or streaming). Next: "route" when the grade sends the run on, keeping the
     draft for a stop to answer with; else what delivering the draft gives."""
-    shown, draft = state["evidence"][:run.config.evidence_k], GradedAnswer(**state["draft_reply"])
+    shown, draft = state["evidence"][:run.config.evidence_k], GradedAnswer(**present(state["draft_reply"]))
     state["draft_reply"] = None
     folded = folded_grade(draft, run.config.min_context_score) if run.folds else None
     if folded is not None:
@@ -57,8 +59,8 @@ def grade(state: AgentState, run: Run) -> str:
     else:
         if run.folds:  # the model gave no grade: ask for it apart, now and for the rest of the run
             run.fold_grades = state["fold_grades"] = False
-        folded = grade_evidence(state, run, shown)
-    if after_grade(state, run, folded) == "route":
+        folded = grade_evidence(state, run, shown)  # not deferred: a grade
+    if after_grade(state, run, present(folded)) == "route":
         state["draft_for"] = [e["id"] for e in shown]  # the draft stands for this evidence
         return "route"
     if run.on_token:
@@ -66,11 +68,11 @@ def grade(state: AgentState, run: Run) -> str:
     return _deliver(state, shown, draft)
 
 
-def _deliver(state: AgentState, shown: list, draft: Answer) -> str:
+def _deliver(state: AgentState, shown: Sequence[Evidence], draft: Answer) -> str:
     """Write the draft as the answer once verify_citations dropped markers that point nowhere.
     "check"; "done" for a direct reply, or an abstention when no answer could be drawn."""
     answer, citations, removed = verify_citations(draft.answer, shown)
-    state.update(answer=answer, citations=citations, removed_citations=removed)
+    state.update({"answer": answer, "citations": citations, "removed_citations": removed})
     if removed:
         record(state, "citations", f"citations:-{len(removed)}", {"removed": removed}, 0.0, 0)
     direct = state["stop_reason"] == "direct"
@@ -80,7 +82,7 @@ def _deliver(state: AgentState, shown: list, draft: Answer) -> str:
     return "done" if direct else "check"
 
 
-def _faithfulness(state: AgentState, run: Run, answer: str, shown: list) -> Faithfulness:
+def _faithfulness(state: AgentState, run: Run, answer: str, shown: Sequence[Evidence]) -> Faithfulness:
     with traced(state, run, "faithfulness") as event:
         verdict = check_faithfulness(state["question"], answer, shown, run.meter, state["parts"])
         event.update(summary=f"faithfulness:{verdict.score:.2f}", detail=verdict.model_dump())
@@ -101,7 +103,7 @@ def check(state: AgentState, run: Run) -> str:
             fixed = repair_answer(state["question"], state["answer"], verdict.unsupported, shown, run.meter)
             event["detail"] = fixed.model_dump()
         answer, citations, _ = verify_citations(fixed.answer, shown)
-        state.update(answer=answer, citations=citations)
+        state.update({"answer": answer, "citations": citations})
         verdict = _faithfulness(state, run, answer, shown)
         decision = after_faithfulness(verdict, bool(answer), state["repairs"], state["reflections"], state["round"],
                                       settings, repaired=True)
@@ -112,6 +114,6 @@ def check(state: AgentState, run: Run) -> str:
     if decision == "reflect":
         state["reflections"] += 1  # one more round aimed at what the answer left out
         state["rounds"][-1]["incomplete_answer"] = True  # this round's convergence no longer stops the run
-        state.update(missing=verdict.missing, stop_reason=None)
+        state.update({"missing": verdict.missing, "stop_reason": None})
         return "route"
     return "done"

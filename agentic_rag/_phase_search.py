@@ -2,7 +2,7 @@
 routed source, and take what the round found into the state, or find that it stalled."""
 from __future__ import annotations
 
-from ._phases import Run, record, traced
+from ._phases import Run, present, record, traced
 from ._schemas import RouteDecision, SubQuery
 from ._state import AgentState, Round
 from .steps import call_tool, decompose_query, graph_search, rewrite_query, vector_search
@@ -16,7 +16,7 @@ def _plan(state: AgentState, run: Run) -> list[SubQuery]:
     """The round's queries as plan_strategy says: the question; a rewrite aimed at what is missing;
     or a decomposition along bridge names in the evidence (round 1: first_hop_plan)."""
     first = "vector" not in state["sources_tried"]
-    strategy = plan_strategy(state["route"]["route"], not first)
+    strategy = plan_strategy(present(state["route"])["route"], not first)
     if strategy == "question":
         return [SubQuery(query=state["question"])]
     if strategy == "rewrite" and (rewrite := _rewrite(state, run)):
@@ -64,10 +64,11 @@ def search(state: AgentState, run: Run) -> str:
     vector_search over a plan (the question; later rounds rewrite_query, then decompose_query).
     Next: "verify" (for a round that stalled, detect_stall, to keep the grade before); "route" with
     the round marked exhausted when no query is left to try."""
-    source, c = state["route"].get("source", "vector"), run.config
+    route, c = present(state["route"]), run.config
+    source = route.get("source", "vector")
     outcome = {"graph": _graph, "web": _web}.get(source, _vector)(state, run)
     if outcome is None:  # stop_condition ends the run with "exhausted"
-        state["rounds"].append(Round(round=state["round"], route=state["route"]["route"], source=source, queries=[],
+        state["rounds"].append(Round(round=state["round"], route=route["route"], source=source, queries=[],
                                      new=0, converged=False, exhausted=True))
         return "route"
     if source not in state["sources_tried"]:
@@ -75,15 +76,15 @@ def search(state: AgentState, run: Run) -> str:
     top = outcome.round_ids[:c.evidence_k]
     converged = detect_convergence(state["round"], top, state["last_top"], outcome.new_ids, c.converge_jaccard)
     state["queries_tried"] += outcome.queries_run
-    state["rounds"].append(Round(round=state["round"], route=state["route"]["route"], source=source,
+    state["rounds"].append(Round(round=state["round"], route=route["route"], source=source,
                                  queries=outcome.queries_run, new=len(outcome.new_ids), converged=converged))
     if detect_stall(state["question"], state["grade"], state["missing"], state["evidence"][:c.evidence_k],
                     outcome.pool[:c.evidence_k]):
         # the graded evidence stays as it was and verify keeps its grade for this round, with no call;
         # stop_condition then ends retrieval (low_confidence or converged)
-        state["rounds"][-1].update(converged=True, stalled=True)
+        state["rounds"][-1].update({"converged": True, "stalled": True})
         return "verify"
-    state.update(evidence=outcome.pool, last_top=top)
+    state.update({"evidence": outcome.pool, "last_top": top})
     return "verify"
 
 
@@ -111,7 +112,8 @@ def _vector(state: AgentState, run: Run) -> SearchOutcome | None:
     plan, c = _plan(state, run), run.config
     if not plan:
         return None
-    filters, dropped = usable_filters(state["route"].get("filters"))
+    route = present(state["route"])
+    filters, dropped = usable_filters(route.get("filters"))
     if dropped:  # a filter the model invented: search without it, and say so
         record(state, "filters", f"filters:-{len(dropped)}", {"dropped": dropped}, 0.0, 0)
     with traced(state, run, "search") as event:
@@ -119,7 +121,7 @@ def _vector(state: AgentState, run: Run) -> SearchOutcome | None:
                                 c.parallel_searches)
         event.update(summary=f"search:{_found(outcome.new_ids)}", detail={
             "queries": outcome.queries_run, "new": outcome.new_ids, "top": outcome.round_ids[:8]})
-    return _bridge(state, run, outcome, filters) if state["route"]["route"] == "multi_hop" else outcome
+    return _bridge(state, run, outcome, filters) if route["route"] == "multi_hop" else outcome
 
 
 def _bridge(state: AgentState, run: Run, outcome: SearchOutcome, filters: dict) -> SearchOutcome:

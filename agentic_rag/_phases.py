@@ -6,14 +6,15 @@ grade and check in _phase_answer.py."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any, TypeVar, cast
 
 from ._config import Config
 from ._schemas import Grade, RouteDecision
-from ._state import AgentState, Round
-from .kb import KnowledgeBase
+from ._state import AgentState, Evidence, Round
+from .kb import KnowledgeBaseBackend
 from .models._meter import Meter
 from .steps import call_tool, route_query, verify_sufficiency
 from .steps._decisions import count_low_rounds, wants_tool_first
@@ -26,7 +27,7 @@ from .tools._registry import ToolRegistry
 class Run:
     """What one run holds besides its state: the knowledge base, the metered model, tools, settings."""
 
-    kb: KnowledgeBase
+    kb: KnowledgeBaseBackend
     meter: Meter                # the caller's model, wrapped: counts tokens and enforces the budget
     tools: ToolRegistry
     config: Config
@@ -49,12 +50,22 @@ def record(state: AgentState, step: str, summary: str, detail: dict, ms: float, 
     state["timings_ms"][step] = round(state["timings_ms"].get(step, 0) + ms, 2)
 
 
+T = TypeVar("T")
+
+
+def present(value: T | None) -> T:
+    """A value the phase graph has set by the time it is read (route runs before search and tool, a
+    stalled round follows a graded one, generate leaves grade a draft's reply), as check_state also
+    requires of a saved state: typed as set."""
+    return cast(T, value)
+
+
 @contextmanager
-def traced(state: AgentState, run: Run, step: str):
+def traced(state: AgentState, run: Run, step: str) -> Iterator[dict[str, Any]]:
     """Time the block and record it as one trace event with the tokens and cost it used. The block
     fills in the event: `summary` (the trace line's word; the step's name unless set) and `detail`.
     A block that raises records nothing."""
-    event = {"summary": step, "detail": {}}
+    event: dict[str, Any] = {"summary": step, "detail": {}}
     tokens, cost, start = run.meter.tokens_used, run.meter.usage["cost_usd"], time.perf_counter()
     yield event
     record(state, step, event["summary"], event["detail"], (time.perf_counter() - start) * 1000,
@@ -64,8 +75,8 @@ def traced(state: AgentState, run: Run, step: str):
 def abstain(state: AgentState, stop_reason: str, why: str) -> str:
     """End the run with a clear refusal (refusal_text) that says what was searched and how well it scored; "done"."""
     score = state["grade"]["score"] if state["grade"] else 0.0
-    state.update(answer=refusal_text(state["question"], why, state["queries_tried"], score), citations=[],
-                 abstained=True, abstain_reason=why, stop_reason=state["stop_reason"] or stop_reason)
+    state.update({"answer": refusal_text(state["question"], why, state["queries_tried"], score), "citations": [],
+                  "abstained": True, "abstain_reason": why, "stop_reason": state["stop_reason"] or stop_reason})
     record(state, "abstain", "abstain", {"why": why}, 0.0, 0)
     return "done"
 
@@ -113,7 +124,7 @@ def _sources(run: Run) -> tuple[str, ...]:
 def tool(state: AgentState, run: Run) -> str:
     """Call the routed tool (call_tool); its result becomes evidence that needs no grading.
     Next: "generate", or "route" (without this tool) when it failed."""
-    decision = state["route"]
+    decision = present(state["route"])
     with traced(state, run, "tool") as event:
         items, error = call_tool(RouteDecision(**decision), run.tools)
         event.update(summary=f"tool:{decision['tool']}" + (":error" if error else ""),
@@ -124,8 +135,8 @@ def tool(state: AgentState, run: Run) -> str:
         return "route"
     ids = {i["id"] for i in items}
     state["evidence"] = items + [e for e in state["evidence"] if e["id"] not in ids]
-    state.update(stop_reason="sufficient",
-                 grade={"score": 1.0, "sufficient": True, "missing": [], "reason": "a tool answered", "by": "tool"})
+    state.update({"stop_reason": "sufficient", "grade": {"score": 1.0, "sufficient": True, "missing": [],
+                                                         "reason": "a tool answered", "by": "tool"}})
     return "generate"
 
 
@@ -137,8 +148,8 @@ def verify(state: AgentState, run: Run) -> str:
     that the evidence now gives its arguments."""
     if state["rounds"][-1].get("stalled"):  # grading the same evidence again could only say the same
         record(state, "verify", "verify:stalled",
-               dict(state["grade"], why="no new passage holds what the evidence lacked"), 0.0, 0)
-        return after_grade(state, run, Grade(**state["grade"]))
+               dict(present(state["grade"]), why="no new passage holds what the evidence lacked"), 0.0, 0)
+        return after_grade(state, run, Grade(**present(state["grade"])))
     grade = grade_evidence(state, run, state["evidence"][:run.config.evidence_k], defer=run.folds)
     if grade is None:
         state["grade_pending"] = True  # generate asks for it in the same reply
@@ -149,7 +160,7 @@ def verify(state: AgentState, run: Run) -> str:
 def after_grade(state: AgentState, run: Run, grade: Grade) -> str:
     """Take a grade into the state: "generate" when sufficient (and no tool is wanted first), else "route"."""
     c = run.config
-    state.update(grade=grade.model_dump(), missing=grade.missing, grade_pending=False)
+    state.update({"grade": grade.model_dump(), "missing": grade.missing, "grade_pending": False})
     state["rounds"][-1]["grade"] = grade.score
     state["low_rounds"] = count_low_rounds(grade.score, state["low_rounds"], c.low_confidence_floor)
     wants_tool = wants_tool_first(grade.sufficient, state["round"], c.max_rounds, lambda: run.tools.select(
@@ -161,7 +172,7 @@ def after_grade(state: AgentState, run: Run, grade: Grade) -> str:
     return "route"
 
 
-def grade_evidence(state: AgentState, run: Run, shown: list, defer: bool = False) -> Grade | None:
+def grade_evidence(state: AgentState, run: Run, shown: Sequence[Evidence], defer: bool = False) -> Grade | None:
     """verify_sufficiency with the knowledge base's word weights, traced; with `defer`, None when its
     deterministic check is unsure (the grade then comes with the answer)."""
     kb_weights = run.kb.term_weights(state["question"])

@@ -85,6 +85,14 @@ def test_the_version_is_written_once():
     assert re.fullmatch(r"\d+\.\d+\.\d+", agentic_rag.__version__)
 
 
+def test_the_package_ships_its_type_hints():
+    """PEP 561: the marker sits in the package, and setup.cfg puts it in the wheel."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg", encoding="utf-8")
+    assert config["options.package_data"]["agentic_rag"].split() == ["py.typed"]
+    assert (ROOT / "agentic_rag" / "py.typed").is_file()
+
+
 def test_importing_agentic_rag_does_not_load_the_openai_sdk():
     """The SDK more than doubles the import time; it is loaded where a client is made."""
     code = "import agentic_rag, sys; print('openai' in sys.modules)"

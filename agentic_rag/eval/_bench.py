@@ -68,8 +68,8 @@ def run_question(mode: str, q: Question, kb: KnowledgeBase, model: Model, config
     if mode == "linear":
         state = answer_linear(q.question, kb, model, config)
     else:
-        state = run_agentic_rag(q.question, kb, model, (), config)
-        state = dict(state, trace_line=format_trace(state))
+        state = dict(run_agentic_rag(q.question, kb, model, (), config))
+        state["trace_line"] = format_trace(state)
     shown = state["evidence"][:config.run.evidence_k]
     faithfulness = None
     if state["answer"] and not state["abstained"]:  # the judge in use, outside the counted usage

@@ -4,7 +4,9 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -16,7 +18,7 @@ RATES = ("p@3", "r@3", "r@5", "mrr@10", "ndcg@3", "all_relevant@5", "evidence_re
 _MARKER = re.compile(r"\s?\[\d+\]")
 
 
-def _mean(values: list[float]) -> float | None:
+def _mean(values: Sequence[float]) -> float | None:
     return float(np.mean(values)) if values else None
 
 
@@ -49,7 +51,7 @@ def summarize(records: list[dict], questions: list, by_kind: bool = True) -> dic
         if r["faithfulness"] is not None:
             per["faithfulness"].append(r["faithfulness"])
     answered = [len(_MARKER.sub("", r["answer"])) for r in records if not r["abstained"] and gold[r["id"]].answerable]
-    out = {"n": len(records)}
+    out: dict[str, Any] = {"n": len(records)}  # a JSON report
     for name in RATES:
         out[name] = _mean(per[name])
         out[f"{name}_ci"] = bootstrap_ci(per[name]) if per[name] else None

@@ -44,7 +44,7 @@ def run_rgb(path: Path, noise_rate: float, count: int, model: Model, limit: int 
     items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()][:limit]
     config = Config.from_layers(index=IndexConfig(chunk_size=2000, chunk_overlap=0),
                                 run=RunConfig(evidence_k=count, search_k=count))
-    scores = {"linear": [], "agentic": [], "rejected": []}
+    scores: dict[str, list[float]] = {"linear": [], "agentic": [], "rejected": []}
     rows = []
     for n, item in enumerate(items, 1):
         kb = KnowledgeBase(config=config.index)

@@ -45,7 +45,9 @@ def _answer_of(client: socket.socket) -> str:
 def slow_clients(port: int, count: int, addresses: int, interval: float, stop: threading.Event) -> dict:
     """`count` slow connections kept open from 127.0.0.2 and up until `stop`, each sending a header
     line (or, every other one, a body byte) per `interval` s; what closed them, and how many were open."""
-    answers, open_counts, connects = Counter(), [], 0
+    answers: Counter[str] = Counter()
+    open_counts: list[int] = []
+    connects = 0
     due = {n: time.monotonic() + interval * n / count for n in range(count)}  # n -> next connect
     held: dict[socket.socket, list] = {}  # socket -> [n, next drip]
     while not stop.is_set():

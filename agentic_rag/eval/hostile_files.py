@@ -39,7 +39,7 @@ _DOCX_PARTS = {
     '2006/relationships/officeDocument" Target="word/document.xml"/></Relationships>'}
 
 
-def write_docx(path: Path, body: Callable[[Callable[[str], object]], None]) -> None:
+def write_docx(path: Path, body: Callable[[Callable[[str], object]], object]) -> None:
     """A minimal Word file whose document body `body(write)` writes, streamed (deflated) into the zip."""
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in _DOCX_PARTS.items():
@@ -119,7 +119,7 @@ def sparse(path: Path, size: int, head: bytes = b"") -> None:
 
 _PARA = "<p>The dock opens at six.</p>"
 # name -> (file name, its count at scale 1, how it is built with a count, what it is)
-CASES: dict[str, tuple[str, int, Callable[[Path, int], None], str]] = {
+CASES: dict[str, tuple[str, int, Callable[[Path, int], object], str]] = {
     "nav-nested-divs": ("nav.html", 100_000, lambda p, n: p.write_text(nested_nav(n)),
                         "{n:,} <div>s nested in a skipped <nav>"),
     "html-unclosed-tags": ("tags.html", 100_000, lambda p, n: p.write_text("<p>The dock.</p>" + "<a" * n),

@@ -19,6 +19,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from .._config import IndexConfig
 from ..kb import Document, KnowledgeBase
@@ -49,9 +50,10 @@ def parity(server_url: str, data: Path, name: str) -> dict:
     embedded, pg = KnowledgeBase(), PostgresKnowledgeBase(_database(server_url))
     embedded.add_documents(documents)
     pg.add_documents(documents)
-    figures = {"embedded": {"r@5": [], "mrr@10": []}, "postgres": {"r@5": [], "mrr@10": []}, "agreement": []}
+    figures: dict[str, Any] = {"embedded": {"r@5": [], "mrr@10": []}, "postgres": {"r@5": [], "mrr@10": []},
+                               "agreement": []}
     for q in asked:
-        found = {}
+        found: dict[str, list[str]] = {}
         for backend, kb in (("embedded", embedded), ("postgres", pg)):
             hits = kb.search(q.question, k=10)
             found[backend] = [h.id for h in hits]
@@ -76,6 +78,7 @@ def speed(server_url: str, size: int, query_count: int) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         for backend in ("embedded", "postgres"):
             start = time.perf_counter()
+            kb: KnowledgeBase | PostgresKnowledgeBase
             if backend == "embedded":
                 kb = KnowledgeBase(embedder, config)
                 kb.add_documents(documents)
@@ -129,12 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="reports/postgres")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as pgdata:
-        server = None
-        if not args.url:
+        server, url = None, args.url
+        if not url:
             import pgserver
 
             server = pgserver.get_server(pgdata, cleanup_mode="stop")
-        url = args.url or server.get_uri()
+            url = server.get_uri()
         try:
             report = {"parity": {name: parity(url, Path(args.data), name) for name in args.sets.split(",") if name},
                       "speed": {int(s): speed(url, int(s), args.queries) for s in args.sizes.split(",") if s}}

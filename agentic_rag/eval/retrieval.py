@@ -15,6 +15,7 @@ import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 from .._config import Config
 from ..kb import KnowledgeBase, make_embedder
@@ -32,7 +33,7 @@ METRICS = {"r@5": lambda ids, rel: recall_at_k(ids, rel, 5),
 
 def run_queries(kb: KnowledgeBase, questions, mode: str, rerank: bool = False) -> dict:
     """Search every question once; metrics with intervals and latency percentiles."""
-    values = {name: [] for name in METRICS}
+    values: dict[str, list[float]] = {name: [] for name in METRICS}
     latencies = []
     for q in questions:
         start = time.perf_counter()
@@ -41,7 +42,7 @@ def run_queries(kb: KnowledgeBase, questions, mode: str, rerank: bool = False) -
         ids = [h.doc_id for h in hits]
         for name, metric in METRICS.items():
             values[name].append(metric(ids, q.relevant_ids))
-    out = {"n": len(questions)}
+    out: dict[str, Any] = {"n": len(questions)}  # a JSON report
     for name, vals in values.items():
         out[name] = sum(vals) / len(vals)
         out[f"{name}_ci"] = bootstrap_ci(vals)
@@ -57,7 +58,7 @@ def peer_bm25s(kb: KnowledgeBase, questions, k1: float, b: float) -> dict:
     index = bm25s.BM25(k1=k1, b=b, method="lucene")
     index.index([tokenize(f"{c['title']}\n{c['text']}" if c["title"] else c["text"]) for c in chunks],
                 show_progress=False)
-    values = {name: [] for name in METRICS}
+    values: dict[str, list[float]] = {name: [] for name in METRICS}
     for q in questions:
         rows = index.retrieve([tokenize(q.question) or ["-"]], k=min(10, len(chunks)), show_progress=False)[0][0]
         ids = [chunks[r]["doc_id"] for r in rows]
@@ -95,8 +96,9 @@ def bench_set(folder: Path, embedder: str, config: Config, weights: list[float],
     else:
         kb = KnowledgeBase(make_embedder(embedder), config)
         kb.add_documents(corpus, progress=True)
-    result = {"set": folder.name, "embedder": embedder, "half": half, "documents": len(corpus), "chunks": len(kb),
-              "index_s": None if cache else time.perf_counter() - start, "modes": {}}
+    result: dict[str, Any] = {"set": folder.name, "embedder": embedder, "half": half, "documents": len(corpus),
+                              "chunks": len(kb), "index_s": None if cache else time.perf_counter() - start,
+                              "modes": {}}
     kb.embedder = _QueryMemo(kb.embedder)
     for mode in ("bm25", "vector"):
         result["modes"][mode] = run_queries(kb, questions, mode)

@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -88,7 +89,10 @@ def queries(mix: str, count: int, seed: int = 1) -> list[str]:
 
 def _interleaved(ours, peer, items) -> tuple[list, list, list[float], list[float]]:
     """Each item to ours then the peer, each call timed alone (ms)."""
-    got, want, ours_ms, peer_ms = [], [], [], []
+    got: list = []
+    want: list = []
+    ours_ms: list[float] = []
+    peer_ms: list[float] = []
     for item in items:
         for fn, results, times in ((ours, got, ours_ms), (peer, want, peer_ms)):
             start = time.perf_counter()
@@ -339,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(child_build(args.child, args.queries)))
         return 0
     seeds = e5_vectors(args.e5_from)
-    report = {"sizes": {}, "e5_seed_vectors": 0 if seeds is None else len(seeds)}
+    report: dict[str, Any] = {"sizes": {}, "e5_seed_vectors": 0 if seeds is None else len(seeds)}
     for size in (int(s) for s in args.sizes.split(",")):
         print(f"{size} chunks ...", file=sys.stderr)
         report["sizes"][size] = {"bm25": bm25_run(size, args.queries),

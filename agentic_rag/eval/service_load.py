@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from .._loop import run_agentic_rag
 from ..kb import KnowledgeBase
@@ -74,7 +75,7 @@ def _call(port: int, method: str, path: str, body: dict | None = None) -> tuple[
 
 def questions_from(kb: KnowledgeBase) -> list[str]:
     """Distinct questions, one per chunk: its first words, asked about."""
-    found = {}
+    found: dict[str, None] = {}  # insertion-ordered, without repeats
     for chunk in kb._chunks:
         if chunk is not None:
             words = " ".join(chunk["text"].split()[:8]) if " " in chunk["text"] else chunk["text"][:16]
@@ -142,7 +143,7 @@ def run(kb_dir: str, clients: int, seconds: float, writes: int, slow: tuple[int,
         kb = KnowledgeBase.load(folder)
         asked = questions_from(kb)
         model = OfflineModel()
-        report = {"clients": clients, "seconds": seconds}
+        report: dict[str, Any] = {"clients": clients, "seconds": seconds}  # a JSON report
 
         process, port = _start(folder, clients, cache=False)
         try:

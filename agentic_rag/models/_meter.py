@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -13,6 +14,7 @@ from .._errors import BudgetExceeded
 from ._protocol import (
     Model,
     ModelRequest,
+    answer_text,
     budget_tokens,
     count_reply,
     has_capability,
@@ -125,7 +127,7 @@ class Meter:
         self._record(request.task, reported, own, start)
         self._within_budget(request.task)
         if on_token is not None:
-            on_token(reply.answer)
+            on_token(answer_text(reply))
         return reply
 
     def _within_budget(self, task: str, cause: Exception | None = None) -> None:
@@ -140,7 +142,7 @@ class Meter:
         ms = (time.perf_counter() - start) * 1000
         reported = reported or {}
         invalid = list(reported.get("invalid_usage", []))
-        figures = (reported.get("prompt_tokens"), reported.get("completion_tokens", 0))
+        figures: tuple[Any, Any] = (reported.get("prompt_tokens"), reported.get("completion_tokens", 0))  # as sent
         trusted = bool(figures[0]) and trusted_tokens(*figures)
         if figures[0] and not trusted:
             invalid.append({"task": task, "prompt_tokens": shown(figures[0]), "completion_tokens": shown(figures[1])})

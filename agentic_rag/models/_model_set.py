@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ._protocol import Model, ModelRequest, has_capability
+from ._protocol import Model, ModelRequest, answer_text, has_capability
 
 
 class ModelSet:
@@ -40,5 +40,5 @@ class ModelSet:
         if has_capability(model, "streams"):
             return model.stream_answer(request, on_token)
         reply, usage = self.complete_with_usage(request)
-        on_token(reply.answer)
+        on_token(answer_text(reply))
         return reply, usage

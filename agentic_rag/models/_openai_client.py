@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -178,7 +179,8 @@ def _count(request: ModelRequest, messages: list[dict], text: str, finish: str |
     sends none or counts that cannot be billed as sent (listed in usage["invalid_usage"]). The server's
     own whole counts, however large, are kept apart (reported_*: the meter budgets by them too); a
     reply the server cut off (finish "length") or past the limit raises (count_reply)."""
-    sent = (getattr(reported, "prompt_tokens", None), getattr(reported, "completion_tokens", None) or 0)
+    sent: tuple[Any, Any] = (getattr(reported, "prompt_tokens", None),  # as the server wrote them
+                             getattr(reported, "completion_tokens", None) or 0)
     served = reported is not None and bool(sent[0])
     trusted = served and trusted_tokens(*sent)
     if served and not trusted:

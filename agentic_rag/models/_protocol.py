@@ -7,13 +7,14 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol, TypeGuard, cast, overload
 
 from pydantic import BaseModel, ValidationError
 
 from .._accounting import count_tokens
 from .._config import Config
 from .._errors import ConfigurationError, ModelOutputError
+from .._schemas import Answer
 
 TASKS = ("route", "rewrite", "decompose", "grade", "generate", "judge", "repair", "extract")
 MAX_REPORTED_TOKENS = 10_000_000  # a call's count past this (ten times the largest context on offer) is not billed
@@ -50,20 +51,49 @@ class Model(Protocol):
       the answer's text to `on_token` piece by piece as it is produced.
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """What traces and prices know the model by."""
 
     def complete(self, request: ModelRequest) -> BaseModel:
         """Reply to one request (raise ModelError or ModelOutputError on failure)."""
 
 
+class UsageReportingModel(Model, Protocol):
+    """A model that declares `reports_usage = True`."""
+
+    def complete_with_usage(self, request: ModelRequest) -> tuple[BaseModel, dict | None]:
+        """Reply to one request with the model's own count of its tokens, or None."""
+
+
+class StreamingModel(Model, Protocol):
+    """A model that declares `streams = True`."""
+
+    def stream_answer(self, request: ModelRequest,
+                      on_token: Callable[[str], object]) -> tuple[BaseModel, dict | None]:
+        """Reply to a generate request, handing the answer's text to `on_token` as it comes."""
+
+
 CAPABILITIES = ("reports_usage", "streams")
 
 
-def has_capability(model, capability: str) -> bool:
+@overload
+def has_capability(model: object, capability: Literal["reports_usage"]) -> TypeGuard[UsageReportingModel]: ...
+@overload
+def has_capability(model: object, capability: Literal["streams"]) -> TypeGuard[StreamingModel]: ...
+@overload
+def has_capability(model: object, capability: str) -> bool: ...
+def has_capability(model: object, capability: str) -> bool:
     """Whether `model` declares an optional capability (one of CAPABILITIES); undeclared is False."""
     if capability not in CAPABILITIES:
         raise ConfigurationError(f"unknown model capability {capability!r}; capabilities: {', '.join(CAPABILITIES)}")
     return bool(getattr(model, capability, False))
+
+
+def answer_text(reply: BaseModel) -> str:
+    """The answer a model that cannot stream hands to `on_token` whole: only a generate reply, an
+    Answer, is ever streamed."""
+    return cast(Answer, reply).answer
 
 
 def prompt_tokens(messages: list[dict]) -> int:

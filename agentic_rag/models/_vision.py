@@ -10,8 +10,13 @@ import os
 import re
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._openai_api import Endpoint, call_error, make_client, send
+
+if TYPE_CHECKING:
+    import openai
+    from openai.types.chat import ChatCompletionMessageParam
 
 log = logging.getLogger("agentic_rag")
 
@@ -27,7 +32,7 @@ class ImageDescriber:
     def __init__(self, model: str, endpoint: Endpoint | None = None, cache_dir: str | Path | None = None):
         self.model, self.endpoint = model, endpoint or Endpoint()
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self._client = None
+        self._client: openai.OpenAI | None = None
         self.calls = 0  # descriptions asked of the model (not found in the cache)
 
     def _cached(self, data: bytes) -> Path | None:
@@ -44,13 +49,14 @@ class ImageDescriber:
 
         mime = mimetypes.guess_type(str(path))[0] or "image/png"
         url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
-        self._client = self._client or make_client(self.endpoint)
+        client = self._client = self._client or make_client(self.endpoint)
         try:
-            messages = [{"role": "user", "content": [{"type": "text", "text": PROMPT},
-                                                     {"type": "image_url", "image_url": {"url": url}}]}]
+            messages: list[ChatCompletionMessageParam] = [
+                {"role": "user", "content": [{"type": "text", "text": PROMPT},
+                                             {"type": "image_url", "image_url": {"url": url}}]}]
             reply = send(self.endpoint, f"describing {Path(path).name}", None,  # at indexing: no run's deadline
-                         lambda timeout: self._client.chat.completions.create(model=self.model, messages=messages,
-                                                                               timeout=timeout))
+                         lambda timeout: client.chat.completions.create(model=self.model, messages=messages,
+                                                                          timeout=timeout))
         except openai.OpenAIError as exc:
             raise call_error(exc, f"describing {Path(path).name} with {self.model}", self.endpoint) from None
         self.calls += 1

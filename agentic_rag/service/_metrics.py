@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 
+from .._state import AgentState
+
 
 class Metrics:
     """What the service counts: requests and latency by endpoint and status, answers by stop reason,
@@ -28,7 +30,7 @@ class Metrics:
         self.cost = Counter("agentic_rag_cost_usd", "model cost in US dollars", ["model"], registry=r)
         self.cache = Counter("agentic_rag_cache", "query cache lookups", ["result"], registry=r)
 
-    def run(self, state: dict, model: str) -> None:
+    def run(self, state: AgentState, model: str) -> None:
         """Count one finished run."""
         self.answers.labels(state["stop_reason"] or "none", str(bool(state["abstained"])).lower()).inc()
         if not state["evidence"] and state["stop_reason"] != "direct":

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
+from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from .. import __version__
@@ -29,11 +31,12 @@ def ref(model) -> dict:
 @lru_cache(maxsize=1)
 def openapi() -> dict:
     """The OpenAPI 3.1 document of the service."""
-    models = [AskRequest, SearchRequest, DocumentsRequest, ChatRequest, WriteReply, Health, ErrorReply]
+    models: list[type[BaseModel]] = [AskRequest, SearchRequest, DocumentsRequest, ChatRequest, WriteReply, Health,
+                                     ErrorReply]
     _, schemas = models_json_schema([(m, "validation") for m in models], ref_template="#/components/schemas/{model}")
     paths: dict = {}
     for method, path, summary, request, reply in _ENDPOINTS:
-        operation = {"summary": summary, "responses": {
+        operation: dict[str, Any] = {"summary": summary, "responses": {
             "200": {"description": "OK", "content": {"application/json": {"schema": ref(reply) if reply
                                                                           else {"type": "object"}}}},
             "default": {"description": "an error", "content": {"application/json": {"schema": ref(ErrorReply)}}}}}

@@ -31,9 +31,9 @@ class RunSettings(_Strict):
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    max_rounds: int | None = Field(None, ge=1)
-    token_budget: int | None = Field(None, ge=500)
-    deadline_s: float | None = Field(None, gt=0)
+    max_rounds: int | None = Field(default=None, ge=1)
+    token_budget: int | None = Field(default=None, ge=500)
+    deadline_s: float | None = Field(default=None, gt=0)
 
 
 class AskRequest(_Strict):

@@ -11,6 +11,7 @@ import math
 import threading
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
@@ -71,6 +72,9 @@ def _reply(status: int, kind: str, message: str) -> bytes:
 
 class _JSONErrorTask(ErrorTask):
     """waitress's answer to a request it could not take, as the service's JSON error."""
+
+    request: Any  # the HTTPRequestParser that failed, its error set (the stubs say an Error)
+    response_headers: list[tuple[str, str]]
 
     def execute(self):
         status, kind, message = self._described()
@@ -180,6 +184,9 @@ class GuardedServer(TcpWSGIServer):
     """waitress's TCP server with the limits of ServerLimits applied each accept and each second."""
 
     channel_class = _Channel
+    active_channels: dict[int, _Channel]  # type: ignore[assignment]  # the stubs say one channel
+    _map: dict[int, Any]  # wasyncore's socket map
+    effective_port: int   # the port it listens on, set once bound (these two the stubs leave out)
 
     def __init__(self, application, limits: ServerLimits, **kw):
         self.limits = limits

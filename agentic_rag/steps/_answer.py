@@ -2,18 +2,21 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 
 from .._errors import ModelOutputError
 from .._prompts import GRADING
 from .._schemas import Answer, GradedAnswer
+from .._state import Evidence
 from ..models._protocol import Model
 from ._ask import ask
 
 _CITATION = re.compile(r"\s?\[(\d+)\]")
 
 
-def generate_answer(question: str, evidence: list[dict], model: Model, parts: list[str] = (),
-                    weights: dict[str, float] | None = None, on_token=None, grade: bool = False) -> Answer:
+def generate_answer(question: str, evidence: Sequence[Evidence], model: Model, parts: Sequence[str] = (),
+                    weights: dict[str, float] | None = None, on_token: Callable[[str], object] | None = None,
+                    grade: bool = False) -> Answer:
     """An answer citing the evidence as [1] [2]...; `parts` are the sub-questions it must cover,
     `weights` the key terms' idf; `on_token` receives the draft as it is generated. With `grade`,
     the same reply grades the evidence too (a GradedAnswer; see folded_grade)."""
@@ -26,7 +29,7 @@ def generate_answer(question: str, evidence: list[dict], model: Model, parts: li
         return schema(answer="", reason=f"fallback: {exc}")
 
 
-def verify_citations(answer: str, evidence: list[dict]) -> tuple[str, list[dict], list[int]]:
+def verify_citations(answer: str, evidence: Sequence[Evidence]) -> tuple[str, list[dict], list[int]]:
     """Remove markers that point at no evidence; return the answer, the cited evidence (each with
     its number `n`) and the removed numbers."""
     removed = sorted({int(n) for n in _CITATION.findall(answer) if not 0 < int(n) <= len(evidence)})

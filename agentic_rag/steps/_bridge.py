@@ -1,11 +1,11 @@
 """bridge_names and bridge_search: a multi-hop question's next hop, found in the evidence with no model call."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from .._schemas import SubQuery
 from .._state import Evidence
-from ..kb import KnowledgeBase
+from ..kb import KnowledgeBaseBackend
 from ..text._lexical import bridge_entities
 from ._search import SearchOutcome, vector_search
 
@@ -13,7 +13,7 @@ from ._search import SearchOutcome, vector_search
 BRIDGE_NAMES, BRIDGE_K = 2, 3
 
 
-def bridge_names(question: str, evidence: list[Evidence], tried: Iterable[str] = (),
+def bridge_names(question: str, evidence: Sequence[Evidence], tried: Iterable[str] = (),
                  limit: int = BRIDGE_NAMES) -> list[str]:
     """The names the best passages hold and the question does not (a title, a name in the text),
     at most `limit`, leaving out any already searched (`tried`)."""
@@ -21,7 +21,7 @@ def bridge_names(question: str, evidence: list[Evidence], tried: Iterable[str] =
     return [name for name in bridge_entities(question, evidence, limit) if name not in searched]
 
 
-def bridge_search(names: list[str], outcome: SearchOutcome, kb: KnowledgeBase, question: str,
+def bridge_search(names: list[str], outcome: SearchOutcome, kb: KnowledgeBaseBackend, question: str,
                   filters: dict | None = None, workers: int = 4, k: int = BRIDGE_K) -> SearchOutcome:
     """Search each name on its own, so that the passage about that entity joins the pool; returns
     `outcome` (the round's search) with the bridge's new passages and queries after its own."""

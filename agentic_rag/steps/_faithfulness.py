@@ -1,8 +1,11 @@
 """check_faithfulness (lexical support first, the model only for unsure sentences) and repair_answer."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .._errors import ModelOutputError
 from .._schemas import Answer, Faithfulness
+from .._state import Evidence
 from ..models._protocol import Model
 from ..text._lexical import cited_support, evidence_texts, missing_parts, sentences
 from ._ask import ask
@@ -10,8 +13,8 @@ from ._ask import ask
 SUPPORTED, UNSUPPORTED = 0.8, 0.3  # lexical support at or above / below which no model is asked
 
 
-def check_faithfulness(question: str, answer: str, evidence: list[dict], model: Model,
-                       parts: list[str] = ()) -> Faithfulness:
+def check_faithfulness(question: str, answer: str, evidence: Sequence[Evidence], model: Model,
+                       parts: Sequence[str] = ()) -> Faithfulness:
     """Score = share of supported sentences; unsupported ones listed; complete = every part addressed."""
     found = sentences(answer)
     if not found:
@@ -33,7 +36,8 @@ def check_faithfulness(question: str, answer: str, evidence: list[dict], model: 
     return verdict.model_copy(update={"by": "model"})
 
 
-def repair_answer(question: str, answer: str, unsupported: list[str], evidence: list[dict], model: Model) -> Answer:
+def repair_answer(question: str, answer: str, unsupported: list[str], evidence: Sequence[Evidence],
+                  model: Model) -> Answer:
     """Remove unsupported claims; a repair that comes back longer is replaced by plain deletion."""
     deletion = " ".join(s for s in sentences(answer) if s not in set(unsupported))
     try:

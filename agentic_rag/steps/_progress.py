@@ -18,4 +18,4 @@ def detect_stall(question: str, grade: dict | None, missing: list[str], graded: 
     """Whether a round under an insufficient `grade` of the `graded` evidence brings into view
     (`found`: its best passages) none that holds a key term of the question, or of what was
     `missing`, that the graded evidence lacked: grading again could only say the same."""
-    return bool(grade) and not grade["sufficient"] and not adds_needed(question, missing, graded, found)
+    return bool(grade and not grade["sufficient"] and not adds_needed(question, missing, graded, found))

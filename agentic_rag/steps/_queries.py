@@ -1,14 +1,17 @@
 """rewrite_query and decompose_query: new searches that never repeat one already tried."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .._errors import ModelOutputError
 from .._schemas import Decomposition, Rewrite, SubQuery
+from .._state import Evidence
 from ..models._protocol import Model
 from ..text._lexical import same_text
 from ._ask import ask
 
 
-def rewrite_query(question: str, missing: list[str], tried: list[str], evidence: list[dict],
+def rewrite_query(question: str, missing: list[str], tried: list[str], evidence: Sequence[Evidence],
                   model: Model) -> Rewrite | None:
     """One reformulated query aimed at what is missing; None when nothing new comes out."""
     inputs = {"question": question, "missing": missing, "tried": tried, "evidence": evidence[:5]}
@@ -22,7 +25,7 @@ def rewrite_query(question: str, missing: list[str], tried: list[str], evidence:
     return rewrite.model_copy(update={"query": query})
 
 
-def decompose_query(question: str, tried: list[str], evidence: list[dict], model: Model,
+def decompose_query(question: str, tried: list[str], evidence: Sequence[Evidence], model: Model,
                     max_subqueries: int = 5) -> Decomposition:
     """At most `max_subqueries` new sub-queries, each with valid `depends_on` (earlier indexes only)."""
     inputs = {"question": question, "tried": tried, "evidence": evidence[:5]}

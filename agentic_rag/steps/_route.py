@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from .._errors import ModelOutputError
 from .._schemas import RouteDecision
+from .._state import Evidence
 from ..models._protocol import Model
 from ..text._lexical import entities, has_content, is_comparison, is_direct, is_nested, key_terms
 from ..tools._registry import ToolRegistry
@@ -26,7 +28,7 @@ def _filters(question: str) -> dict:
     a question names the version of a fix, while the tickets describing the problem carry an
     earlier one (measured on the example: filtering by it lost them); the tokenizer's version
     normalisation matches it instead."""
-    filters = {}
+    filters: dict[str, dict[str, str] | list[str]] = {}
     if year := _YEAR.search(question):
         filters["date"] = {"gte": f"{year.group(1)}-01-01", "lte": f"{year.group(1)}-12-31"}
     types = [name for name, pattern in _TYPES.items() if re.search(pattern, question, re.I)]
@@ -43,7 +45,7 @@ def pick_source(wanted: str, sources: tuple[str, ...], tried: tuple[str, ...]) -
     return next((s for s in sources if s not in tried), "vector")
 
 
-def route_query(question: str, model: Model, tools: ToolRegistry | None = None, evidence: list[dict] = (),
+def route_query(question: str, model: Model, tools: ToolRegistry | None = None, evidence: Sequence[Evidence] = (),
                 used_tools: tuple[str, ...] = (), sources: tuple[str, ...] = ("vector",),
                 tried: tuple[str, ...] = ()) -> RouteDecision:
     """Decide direct | vector | multi_hop | tool for the next round, and for retrieval the source
@@ -55,7 +57,7 @@ def route_query(question: str, model: Model, tools: ToolRegistry | None = None, 
     return decision
 
 
-def _route(question: str, model: Model, tools: ToolRegistry | None, evidence: list[dict],
+def _route(question: str, model: Model, tools: ToolRegistry | None, evidence: Sequence[Evidence],
            used_tools: tuple[str, ...]) -> RouteDecision:
     tools = tools or ToolRegistry()
     if is_direct(question):

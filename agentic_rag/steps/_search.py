@@ -3,13 +3,14 @@ and re-rank the whole pool against the original question."""
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from .._errors import ConfigurationError
 from .._schemas import SubQuery
 from .._state import Evidence, new_evidence
-from ..kb import KnowledgeBase
+from ..kb import KnowledgeBaseBackend
 from ..kb._hit import Hit
 from ..kb.indexes._filters import MAX_FILTER_VALUES, check_filters
 from ..text._lexical import bridge_entities
@@ -64,7 +65,7 @@ def _passages(hits: list[Hit], query: str) -> list[Evidence]:
     return [hit_evidence(h, query=query, rank=rank) for rank, h in enumerate(hits, 1)]
 
 
-def _search(kb: KnowledgeBase, query: str, k: int, filters: dict) -> list[Evidence]:
+def _search(kb: KnowledgeBaseBackend, query: str, k: int, filters: dict) -> list[Evidence]:
     hits = kb.search(query, k=k, filters=filters) if filters else []
     if len(hits) < k:  # a filter narrows, it never empties a search: fill from the unfiltered ranking
         seen = {h.id for h in hits}
@@ -72,7 +73,7 @@ def _search(kb: KnowledgeBase, query: str, k: int, filters: dict) -> list[Eviden
     return _passages(hits, query)
 
 
-def _run_all(kb, queries: list[SubQuery], k: int, filters: dict,
+def _run_all(kb: KnowledgeBaseBackend, queries: list[SubQuery], k: int, filters: dict,
              workers: int) -> tuple[list[list[Evidence]], list[str]]:
     """Each wave runs every query whose dependencies are done; a dependent query gains the bridge
     names found by the queries it depends on."""
@@ -101,7 +102,7 @@ def relevance(bm25: float, best_bm25: float, rank: int) -> float:
     return round(0.5 * bm25 / (best_bm25 or 1.0) + 0.5 / rank, 6)
 
 
-def merge_into_pool(results: list[list[Evidence]], kb: KnowledgeBase, question: str, pool: list[Evidence],
+def merge_into_pool(results: list[list[Evidence]], kb: KnowledgeBaseBackend, question: str, pool: Sequence[Evidence],
                     queries_run: list[str]) -> SearchOutcome:
     """New passages join the pool (de-duplicated by chunk id), and the whole pool is ranked against the question."""
     merged = {item["id"]: item for item in pool}
@@ -113,25 +114,25 @@ def merge_into_pool(results: list[list[Evidence]], kb: KnowledgeBase, question: 
                 merged[hit["id"]] = hit
                 new_ids.append(hit["id"])
             elif hit["rank"] < merged[hit["id"]]["rank"]:
-                merged[hit["id"]] = dict(merged[hit["id"]], rank=hit["rank"])
+                merged[hit["id"]] = {**merged[hit["id"]], "rank": hit["rank"]}
     passages = [i for i, item in merged.items() if item["kind"] == "passage"]
     bm25 = kb.bm25_scores(question, passages)
     best = max(bm25.values(), default=0.0)
     for i in passages:
-        merged[i] = dict(merged[i], relevance=relevance(bm25.get(i, 0.0), best, merged[i]["rank"]))
+        merged[i] = {**merged[i], "relevance": relevance(bm25.get(i, 0.0), best, merged[i]["rank"])}
     ranked = sorted(merged.values(), key=lambda item: (-item.get("relevance", 0), item["id"]))
     round_ids = sorted(dict.fromkeys(round_ids), key=lambda i: -merged[i].get("relevance", 0))  # ties: found first
     return SearchOutcome(pool=ranked, new_ids=new_ids, round_ids=round_ids, queries_run=queries_run)
 
 
-def vector_search(queries: list[SubQuery], kb: KnowledgeBase, question: str, pool: list[Evidence] = (),
+def vector_search(queries: list[SubQuery], kb: KnowledgeBaseBackend, question: str, pool: Sequence[Evidence] = (),
                   k: int = 5, filters: dict | None = None, workers: int = 4) -> SearchOutcome:
     """Search every query; new passages join the pool (de-duplicated by chunk id), ranked against the question."""
     results, texts = _run_all(kb, queries, k, filters or {}, workers)
     return merge_into_pool(results, kb, question, list(pool), texts)
 
 
-def graph_search(question: str, kb: KnowledgeBase, pool: list[Evidence] = (), k: int = 8,
+def graph_search(question: str, kb: KnowledgeBaseBackend, pool: Sequence[Evidence] = (), k: int = 8,
                  hops: int = 2) -> SearchOutcome:
     """Walk the knowledge graph from the names in the question (one or two hops); the chunks behind
     the edges used join the pool, each with the path of names that reached it."""

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from .._errors import ModelOutputError
 from .._schemas import Grade, GradedAnswer
+from .._state import Evidence
 from ..models._protocol import Model
 from ..text._lexical import absent_terms, answer_type, coverage, entities, evidence_texts, has_answer_type, key_terms
 from ..text._tokenize import tokenize
@@ -31,7 +32,7 @@ def question_weights(question: str, kb_weights: dict[str, float]) -> dict[str, f
 _NUMBER = re.compile(r"\d+(?:\.\d+)*")
 
 
-def quick_grade(question: str, evidence: list[dict], weights: dict[str, float] | None = None,
+def quick_grade(question: str, evidence: Sequence[Evidence], weights: dict[str, float] | None = None,
                 unseen: Iterable[str] = ()) -> Grade | None:
     """Sufficient when one passage holds (nearly) every key term, every name and an answer of the
     asked type; insufficient, with score 0, when the question names a number (a year, a version)
@@ -58,7 +59,7 @@ def quick_grade(question: str, evidence: list[dict], weights: dict[str, float] |
     return None
 
 
-def verify_sufficiency(question: str, evidence: list[dict], model: Model, threshold: float = 0.6,
+def verify_sufficiency(question: str, evidence: Sequence[Evidence], model: Model, threshold: float = 0.6,
                        weights: dict[str, float] | None = None, unseen: Iterable[str] = (),
                        defer: bool = False) -> Grade | None:
     """Score in [0, 1], sufficient or not, and what is missing; `weights` rank the key terms (idf).

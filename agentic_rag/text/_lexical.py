@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ._names import mentions
 from ._sentences import split_sentences
 from ._tokenize import CJK, STOPWORDS, has_cjk, normalize, tokenize
+
+Passage = Mapping[str, Any]  # an evidence item as the judges read it: its text, and its id and title when it has them
 
 # words that shape a question but carry none of its content
 _QUESTION_WORDS = frozenset("""
@@ -176,7 +180,7 @@ def sentences(text: str) -> list[str]:
     return out
 
 
-def evidence_texts(evidence: list[dict]) -> list[str]:
+def evidence_texts(evidence: Sequence[Passage]) -> list[str]:
     """Each evidence item as the judges read it: its title above its text."""
     return [f"{item.get('title', '')}\n{item['text']}" for item in evidence]
 
@@ -200,19 +204,19 @@ def same_text(a: str, b: str) -> bool:
     return " ".join(normalize(a).split()) == " ".join(normalize(b).split())
 
 
-def bridge_entities(question: str, evidence: list[dict], limit: int = 3) -> list[str]:
+def bridge_entities(question: str, evidence: Sequence[Passage], limit: int = 3) -> list[str]:
     """Names in the best evidence that the question does not mention: where the next hop starts."""
     asked = set(tokenize(question))
-    found = Counter()
+    found: Counter[str] = Counter()
     for rank, item in enumerate(evidence[:4]):
         names = ([item["title"]] if item.get("title") else []) + entities(item["text"])
         for name in names:
             if name and not set(tokenize(name)) <= asked:
-                found[name] += 1.0 / (rank + 1)
+                found[name] += 1.0 / (rank + 1)  # type: ignore[assignment]  # typeshed: int counts only
     return [name for name, _ in found.most_common(limit)]
 
 
-def adds_needed(question: str, missing: list[str], before: list[dict], after: list[dict]) -> bool:
+def adds_needed(question: str, missing: list[str], before: Sequence[Passage], after: Sequence[Passage]) -> bool:
     """Whether a passage that `after` shows and `before` did not holds a key term of the question, or
     of what a grade found missing, that no passage of `before` holds. If none does, the new passages
     add nothing a grade of `before` lacked, and grading again would say the same."""
@@ -222,7 +226,7 @@ def adds_needed(question: str, missing: list[str], before: list[dict], after: li
     return any(wanted & set(tokenize(text)) for text in evidence_texts([e for e in after if e["id"] not in shown]))
 
 
-def missing_parts(answer: str, evidence: list[dict], parts: list[str]) -> list[str]:
+def missing_parts(answer: str, evidence: Sequence[Passage], parts: Sequence[str]) -> list[str]:
     """Parts of the question the answer leaves out; a cited passage's title counts as said."""
     cited = " ".join(evidence[int(n) - 1].get("title", "") for n in re.findall(r"\[(\d+)\]", answer)
                      if 0 < int(n) <= len(evidence))

@@ -32,7 +32,7 @@ def _cut_after(text: str, pattern: re.Pattern) -> list[str]:
 def split_sentences(text: str) -> list[str]:
     """Sentences (Chinese and English ends) in order. A line break inside a paragraph joins its
     lines (hard-wrapped text) unless the next line starts a list item, a heading or a table row."""
-    pieces = []
+    pieces: list[str] = []
     for paragraph in _cut_after(text, LEVELS[0]):
         lines = re.sub(r"\n(?![ \t]*(?:[-*•#|>]|\d+[.)、]))[ \t]*", " ", paragraph.strip())
         for line in lines.split("\n"):

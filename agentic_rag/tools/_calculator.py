@@ -4,13 +4,17 @@ from __future__ import annotations
 import ast
 import operator
 import re
+from collections.abc import Callable
+from typing import Any
 
 from .._errors import ToolError
+from .._state import Evidence
 from ._registry import Tool
 
-_OPERATORS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-              ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
-              ast.USub: operator.neg, ast.UAdd: operator.pos}
+_OPERATORS: dict[type, Callable[..., Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+    ast.USub: operator.neg, ast.UAdd: operator.pos}
 _MAX_ABS = 1e15
 _PERCENT_OF = re.compile(r"\d+(?:\.\d+)?\s*%\s*(?:of|的)\s*\d+(?:\.\d+)?")
 _RUN = re.compile(r"[(\d][\d.,\s%+\-*/×÷^()]*[\d)%]")
@@ -53,7 +57,7 @@ def calculate(expression: str) -> str:
     return f"{expression.strip()} = {shown}"
 
 
-def _arguments(question: str, evidence: list[dict]) -> dict | None:
+def _arguments(question: str, evidence: list[Evidence]) -> dict | None:
     """The arithmetic in the question: 'x% of y', or the longest run with an operator between numbers."""
     match = _PERCENT_OF.search(question)
     if match:

@@ -3,12 +3,13 @@ warehouse's cut-off rule, with its arguments read from retrieved evidence. The c
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, time, timedelta
 
 from pydantic import BaseModel
 
 from .._errors import ToolError
+from .._state import Evidence
 from ._registry import Tool
 
 _WEEKDAYS_ZH = "一二三四五六日"
@@ -27,7 +28,7 @@ def _day(text: str) -> date:
 
 def holidays_in(text: str) -> list[str]:
     """Every date the text lists, ranges ("2026-10-01 至 2026-10-07") expanded."""
-    days = set()
+    days: set[str] = set()
     for start, end in _RANGE.findall(text):
         first, last = _day(start), _day(end)
         days.update(str(first + timedelta(n)) for n in range((last - first).days + 1) if (last - first).days < 60)
@@ -40,7 +41,7 @@ def is_business_day(day: date, holidays: set[str]) -> bool:
     return day.weekday() < 5 and str(day) not in holidays
 
 
-def add_business_days(start: str, days: int, holidays: list[str] = ()) -> str:
+def add_business_days(start: str, days: int, holidays: Sequence[str] = ()) -> str:
     """The date `days` business days after `start` (YYYY-MM-DD), skipping weekends and holidays."""
     if not 0 <= days <= 366:
         raise ToolError(f"days = {days}: use 0 to 366")
@@ -55,7 +56,7 @@ def _label(day: date) -> str:
     return f"{day}（周{_WEEKDAYS_ZH[day.weekday()]}, {day:%A}）"
 
 
-def earliest_ship_date(now: str, cutoff: str = "15:00", holidays: list[str] = (), extra_days: int = 0) -> str:
+def earliest_ship_date(now: str, cutoff: str = "15:00", holidays: Sequence[str] = (), extra_days: int = 0) -> str:
     """Orders on a business day before the cut-off ship that day; later ones the next business day."""
     try:
         moment, limit = datetime.fromisoformat(now), time.fromisoformat(cutoff)
@@ -86,7 +87,7 @@ class _Add(BaseModel):
 
 def date_tools(clock: Callable[[], datetime] = datetime.now) -> list[Tool]:
     """`today`, `add_business_days` and `earliest_ship_date`; the clock is injectable for repeatable runs."""
-    def ship_arguments(question: str, evidence: list[dict]) -> dict | None:
+    def ship_arguments(question: str, evidence: list[Evidence]) -> dict | None:
         rules = next((m for item in evidence for m in [_CUTOFF.search(item["text"])] if m), None)
         if rules is None:
             return None  # the cut-off comes from the evidence: first retrieve the rules

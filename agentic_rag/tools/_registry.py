@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError, create_model
 
 from .._errors import ConfigurationError, ToolError
+from .._state import Evidence
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class Tool:
     description: str
     fn: Callable[..., Any]
     patterns: tuple[str, ...] = ()
-    arguments: Callable[[str, list[dict]], dict | None] = field(default=lambda question, evidence: {})
+    arguments: Callable[[str, list[Evidence]], dict | None] = field(default=lambda question, evidence: {})
     parameters: type[BaseModel] | None = None
     kind: str = "tool"
 
@@ -39,7 +40,7 @@ def tool_from_function(fn: Callable[..., Any], patterns: tuple[str, ...] = (), a
                        kind: str = "tool") -> Tool:
     """A Tool from a plain function: its signature becomes the argument schema, the first line of
     its docstring the description."""
-    fields = {}
+    fields: dict[str, Any] = {}  # name -> (annotation, default), as create_model takes them
     for param in inspect.signature(fn).parameters.values():
         annotation = Any if param.annotation is inspect.Parameter.empty else param.annotation
         fields[param.name] = (annotation, ... if param.default is inspect.Parameter.empty else param.default)
@@ -77,7 +78,7 @@ class ToolRegistry:
         return [f"{t.name}: {t.description}" + (f" arguments: {t.parameters.model_json_schema()['properties']}"
                                                 if t.parameters else "") for t in self.tools.values()]
 
-    def select(self, question: str, evidence: list[dict], used: tuple[str, ...] = ()) -> tuple[Tool, dict] | None:
+    def select(self, question: str, evidence: list[Evidence], used: tuple[str, ...] = ()) -> tuple[Tool, dict] | None:
         """The first unused tool whose patterns match and whose arguments can be found, with them."""
         for tool in self.tools.values():
             if tool.name not in used and tool.name not in self.failed and tool.matches(question):

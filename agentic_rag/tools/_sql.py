@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from .._errors import ConfigurationError, ToolError
+from .._state import Evidence
 from ._registry import Tool
 
 # a recursive WITH can double a string past any size in a few steps; only a length cap (setlimit, Python
@@ -125,7 +126,7 @@ class SQLDatabase:
             guard = _Guard(db, self.time_limit_s, self.memory_limit_mb)  # before the authorizer denies PRAGMA
             db.set_authorizer(_authorize)
             if _CAPPED:  # Python 3.11+; before that recursion and the blob makers are denied above
-                db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_LENGTH)
+                db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _MAX_LENGTH)  # type: ignore[attr-defined]  # 3.11+, as checked
             db.set_progress_handler(guard, 1000)
             return [dict(row) for row in db.execute(sql, parameters).fetchmany(self.row_limit)]
         except (sqlite3.DatabaseError, sqlite3.ProgrammingError, sqlite3.Warning) as exc:
@@ -155,7 +156,7 @@ def sql_tool(db: SQLDatabase) -> Tool:
 
 
 def named_query(db: SQLDatabase, name: str, description: str, sql: str, parameters: type[BaseModel],
-                patterns: tuple[str, ...], arguments: Callable[[str, list[dict]], dict | None],
+                patterns: tuple[str, ...], arguments: Callable[[str, list[Evidence]], dict | None],
                 render: Callable[[list[dict]], str] = _rows_text, empty: str = "no rows") -> Tool:
     """A parameterised query the offline route selects by its patterns; arguments are bound, never pasted."""
     def run(**values):

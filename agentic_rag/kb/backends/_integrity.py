@@ -110,7 +110,7 @@ def check_bm25(index, vocab: list[str], chunks: list, tokens_of: Callable[[dict]
     sample = np.flatnonzero(live)[np.linspace(0, live.sum() - 1, min(SAMPLE, live.sum())).astype(int)]
     at = np.flatnonzero(np.isin(post_rows, sample))
     terms = np.searchsorted(index.indptr, at, side="right") - 1
-    held = {int(row): Counter() for row in sample}
+    held: dict[int, Counter[str]] = {int(row): Counter() for row in sample}
     for row, term, count in zip(post_rows[at].tolist(), terms.tolist(), tf[at].tolist(), strict=True):
         held[row][vocab[term]] = int(count)
     for row in held:
@@ -166,7 +166,7 @@ def check_hnsw(path: Path, dimension: int, rows: list[int], vectors: np.ndarray)
     data = np.fromfile(path, np.uint8)
     _require(len(data) >= _HNSW_HEADER.size, "the file is shorter than its header")
     (level0_at, capacity, count, per_element, label_at, data_at, max_level, entry, max_m, max_m0, m, _, _) = \
-        _HNSW_HEADER.unpack_from(data)
+        _HNSW_HEADER.unpack_from(data)  # type: ignore[arg-type]  # a buffer: numpy says so for Python 3.12+ only
     links0 = 4 + 4 * max_m0
     _require(level0_at == 0 and 0 < m == max_m and max_m0 == 2 * m <= 4096 and data_at == links0
              and label_at == links0 + 4 * dimension and per_element == label_at + 8 and len(rows) <= count <= capacity
@@ -202,8 +202,8 @@ def _links_in_range(lists: np.ndarray, count: int, most: int, levels: np.ndarray
 def _upper_levels(data: np.ndarray, count: int, max_m: int, max_level: int) -> np.ndarray:
     """Each element's level, from the upper levels' link lists (a size, then that many bytes each),
     whose links are checked once every level is known."""
-    words, size = data.view(np.uint32) if len(data) % 4 == 0 else None, 4 * (max_m + 1)
-    _require(words is not None, "the upper levels are cut off")
+    _require(len(data) % 4 == 0, "the upper levels are cut off")
+    words, size = data.view(np.uint32), 4 * (max_m + 1)
     levels, blocks, at = np.zeros(count, np.int64), [], 0
     for element in range(count):
         _require(at < len(words), "the upper levels are cut off")

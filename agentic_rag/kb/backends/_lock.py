@@ -18,9 +18,10 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Any
 
 from ..._errors import WriteConflict
 
@@ -31,7 +32,7 @@ _held = threading.local()  # folders whose lock this thread holds, so a save ins
 
 @contextmanager
 def writer_lock(directory: Path, wait_s: float = 0.0, on_wait: Callable[[], None] | None = None,
-                opened: Callable[[Path], object] | None = None):
+                opened: Callable[[Path], IO[Any]] | None = None) -> Iterator[None]:
     """Hold DIR/.lock for the duration (re-entrant in one thread); another writer waits its turn up
     to `wait_s` seconds, calling `on_wait` once, and is then refused. `opened(path)` opens a lock
     file (the caller's, to turn a write failure into its own error)."""

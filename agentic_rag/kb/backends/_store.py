@@ -37,8 +37,9 @@ DELTA_FILES = ("chunks.jsonl", "changes.json", "vectors.npz", "graph.json")
 _GENERATION = re.compile(r"^gen-(\d{6})$")
 _PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 # what a loader reads from the manifest: a missing key is a damaged manifest, not a KeyError
-_SHAPE = {"generation": str, "files": dict, "tokenizer": dict, "embedder": {"name": str, "dimension": int},
-          "chunking": {"size": int, "overlap": int}, "counts": {"rows": int, "documents": int, "chunks": int}}
+_SHAPE: dict[str, type | dict[str, type]] = {
+    "generation": str, "files": dict, "tokenizer": dict, "embedder": {"name": str, "dimension": int},
+    "chunking": {"size": int, "overlap": int}, "counts": {"rows": int, "documents": int, "chunks": int}}
 MAX_ROWS = 2**31 - 1  # BM25 keeps rows as 32-bit integers: a larger count is a damaged manifest
 MAX_DIMENSION = 1 << 16
 
@@ -75,16 +76,19 @@ def check_target(directory: Path) -> None:
         return
 
 
-_FIXES = {errno.ENOSPC: "free space on its disk or choose another --kb",
-          errno.EDQUOT: "free space within the disk quota or choose another --kb",
-          errno.EFBIG: "a file size limit stops it (ulimit -f): raise the limit or choose another --kb",
-          errno.EROFS: "its file system is mounted read-only: remount it read-write or choose another --kb",
-          errno.EACCES: "make it writable for this user or choose another --kb"}
+# looked up by an OSError's errno, which may be None
+_FIXES: dict[int | None, str] = {
+    errno.ENOSPC: "free space on its disk or choose another --kb",
+    errno.EDQUOT: "free space within the disk quota or choose another --kb",
+    errno.EFBIG: "a file size limit stops it (ulimit -f): raise the limit or choose another --kb",
+    errno.EROFS: "its file system is mounted read-only: remount it read-write or choose another --kb",
+    errno.EACCES: "make it writable for this user or choose another --kb"}
 
 
 def os_cause(exc: OSError) -> str:
     """An OSError's cause in words, with its errno's name: 'no space left on device (ENOSPC)'."""
-    return f"{(exc.strerror or str(exc)).lower()} ({errno.errorcode.get(exc.errno, 'no errno')})"
+    name = errno.errorcode.get(exc.errno, "no errno") if exc.errno is not None else "no errno"
+    return f"{(exc.strerror or str(exc)).lower()} ({name})"
 
 
 def storage_error(exc: OSError, directory: Path) -> StorageError:
@@ -278,7 +282,8 @@ def _manifest_problem(manifest: dict) -> str | None:
         if not isinstance(value, dict if isinstance(shape, dict) else shape):
             return f"{key!r} is missing or not a {'dict' if isinstance(shape, dict) else shape.__name__}"
         for inner, kind in shape.items() if isinstance(shape, dict) else ():
-            if not isinstance(value.get(inner), kind) or isinstance(value.get(inner), bool):
+            found = manifest[key].get(inner)  # manifest[key] is the dict just checked
+            if not isinstance(found, kind) or isinstance(found, bool):
                 return f"'{key}.{inner}' is missing or not {'an' if kind is int else 'a'} {kind.__name__}"
     problem = _value_problem(manifest)
     if problem:

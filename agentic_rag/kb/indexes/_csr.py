@@ -5,6 +5,7 @@ are saved as one deflated .npz file each (write_npz)."""
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ def parts_of(*arrays: np.ndarray, size: int = PART):
     return [tuple(a[i:i + size] for a in arrays) for i in range(0, len(arrays[0]), size)]
 
 
-def group(parts: list[tuple[np.ndarray, ...]], keys: int, dtypes: tuple) -> tuple[np.ndarray, ...]:
+def group(parts: Sequence[tuple[np.ndarray, ...]], keys: int, dtypes: tuple) -> tuple[np.ndarray, ...]:
     """(indptr, *values) grouped by key from parts of (key, *values): entries with the same key keep
     the order they come in (the order of the parts, then their order within a part)."""
     indptr = np.zeros(keys + 1, np.int64)

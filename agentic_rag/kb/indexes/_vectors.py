@@ -88,7 +88,7 @@ class DenseIndex:
         self.vectors[rows_array] = vectors
         self.alive[rows_array] = True
         if self.hnsw is not None:
-            self._hnsw_add(rows_array, vectors)
+            self._hnsw_add(rows_array, vectors, self.hnsw)
         elif self.size >= self.exact_below:
             self._build_hnsw()
 
@@ -108,8 +108,7 @@ class DenseIndex:
         if self.hnsw is not None and self.hnsw.get_current_count() > 1.25 * self.size:
             self._build_hnsw()
 
-    def _hnsw_add(self, rows: np.ndarray, vectors: np.ndarray, graph: hnswlib.Index | None = None) -> None:
-        graph = graph or self.hnsw
+    def _hnsw_add(self, rows: np.ndarray, vectors: np.ndarray, graph: hnswlib.Index) -> None:
         needed = graph.get_current_count() + len(rows)
         if needed > graph.get_max_elements():
             graph.resize_index(max(needed, 2 * graph.get_max_elements()))

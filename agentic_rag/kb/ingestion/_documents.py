@@ -9,7 +9,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -84,7 +84,7 @@ def _read(name: str, data: bytes, doc_id: str, source: str, encoding: str | None
     """The document (None for a page that shows images and holds no text), and (src, description) of
     each image it shows (Markdown and HTML). A .docx may unpack to `max_bytes` at most."""
     suffix = Path(name).suffix.lower()
-    images = []
+    images: list[tuple[str, str]] = []
     if suffix == ".pdf":
         title, pieces = read_pdf(data)
     elif suffix == ".docx":
@@ -168,10 +168,9 @@ def _heading_text(line: str) -> str:
 
 
 def _jsonl_documents(path: Path, data: bytes, doc_id: str, result: LoadResult, encoding: str | None) -> None:
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # UTF-16: decoded whole
-        lines = decode_text(data).split("\n")
-    else:  # only \n ends a line; each line decoded alone, so one bad line is one skip
-        lines = data.split(b"\n")
+    # UTF-16: decoded whole; else only \n ends a line, and each line is decoded alone, so one bad line is one skip
+    utf16 = data.startswith((b"\xff\xfe", b"\xfe\xff"))
+    lines: Sequence[str | bytes] = decode_text(data).split("\n") if utf16 else data.split(b"\n")
     for number, raw in enumerate(lines, 1):
         if not raw.strip():
             continue

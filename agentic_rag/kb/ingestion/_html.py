@@ -67,7 +67,8 @@ def _closable(text: str) -> str:
     750 KB of '<!--x>' took 104 s). Where the last of each terminator starts is found once."""
     last = {pattern: _last_start(pattern, text) for pattern in (_COMMENT_END, _SECTION_END, _IE_SECTION_END)}
     last_gt = text.rfind(">")
-    out, start, text_until = [], 0, -1
+    out: list[str] = []
+    start, text_until = 0, -1
     for at in _lts(text):
         if at <= text_until:  # inside text the parser makes of an unterminated construct
             if _RAW_TEXT_END.match(text, at):
@@ -124,7 +125,7 @@ class _HTMLText(HTMLParser):
         self.title: list[str] = []     # joined once: += on an attribute copies the title each time
         self.images: list[tuple[str, str]] = []
         self._skip: list[str] = []     # the skipped element we are in, then the elements open inside it
-        self._skipping = Counter()     # how many of each tag are in _skip: an end tag is matched in O(1)
+        self._skipping: Counter[str] = Counter()  # how many of each tag are in _skip: an end tag is matched in O(1)
         self._line: list[str] = []
         self._heading: list[str] | None = None
         self._in_title = False

@@ -50,7 +50,7 @@ def read_pdf(data: bytes) -> tuple[str, Pieces]:
         if reader.is_encrypted and not _opened(reader):
             raise Unreadable(ENCRYPTED)
         pages = [_page_text(page) for page in reader.pages]
-        title = str((reader.metadata or {}).get("/Title") or "").strip()
+        title = str((reader.metadata.get("/Title") if reader.metadata else None) or "").strip()
     except Unreadable:
         raise
     except (pypdf.errors.DependencyError, pypdf.errors.FileNotDecryptedError):  # a cipher it cannot run unaided
@@ -174,7 +174,8 @@ def _cell_text(tc) -> str:
     rows (9,000 merged rows: 192 s)."""
     from docx.text.paragraph import Paragraph
 
-    return "\n".join(Paragraph(p, None).text for p in tc.iterchildren(_W + "p") if _has_text(p)).strip()
+    return "\n".join(Paragraph(p, None).text  # type: ignore[arg-type]  # no parent part: only its text is read
+                     for p in tc.iterchildren(_W + "p") if _has_text(p)).strip()
 
 
 def _has_text(paragraph) -> bool:
