@@ -15,14 +15,14 @@ import numpy as np
 from ..._config import Config, IndexConfig, SearchConfig
 from ..._errors import ConfigurationError, RetrievalError
 from ...text._tokenize import TOKENIZER_SETTINGS, tokenize
-from ..embedders._embedders import REMOVED, Embedder, content_key, make_embedder
+from ..embedders._embedders import Embedder, content_key, embedder_trait
 from ..indexes._bm25 import BM25
 from ..indexes._csr import write_npz
 from ..indexes._graph import KnowledgeGraph
 from ..indexes._rerank import Reranker
 from ..indexes._vectors import load_vectors, saved_arrays, vector_index
 from . import _store as store
-from ._core import index_text, saved_chunking
+from ._core import built_embedder, check_built_with, check_tokenizer, index_text
 from ._integrity import (
     LOAD_ERRORS,
     check_bm25,
@@ -143,25 +143,7 @@ class SegmentPersistence:
         config's chunking the one it was chunked with (a SearchConfig or None takes the saved chunking)."""
         directory = Path(directory)
         manifest, folders = store.read_generation(directory)
-        built = manifest["embedder"]
-        if built["name"] in REMOVED:
-            raise ConfigurationError(f"{directory} was built with {REMOVED[built['name']]}; rebuild it with "
-                                     f"e5: agentic-rag index PATH --kb NEW_DIR --embedder e5")
-        try:
-            embedder = embedder or make_embedder(built["name"], built["dimension"])
-        except ConfigurationError as exc:  # a name this version does not know: say which folder asked for it
-            raise ConfigurationError(f"{directory} was built with embedder {built['name']!r} "
-                                     f"({built['dimension']}-dim), which cannot be made here: {exc}") from None
-        if (embedder.name, embedder.dimension) != (built["name"], built["dimension"]):
-            raise ConfigurationError(
-                f"{directory} was built with embedder {built['name']!r} ({built['dimension']}-dim) but "
-                f"{embedder.name!r} ({embedder.dimension}-dim) was given; use --embedder {built['name']} "
-                f"or rebuild into a new --kb directory")
-        config = saved_chunking(config, manifest["chunking"], str(directory),
-                                "keep its settings or build a new --kb directory")
-        if manifest["tokenizer"] != TOKENIZER_SETTINGS:
-            raise RetrievalError(f"{directory} was tokenized with {manifest['tokenizer']}; rebuild it "
-                                 f"with this version: agentic-rag index PATH --kb NEW_DIR")
+        embedder, config = check_built_with(str(directory), manifest, embedder, config, "NEW_DIR")
         kb = cls(embedder, config, reranker, extract_triples, manifest.get("graph", "names"))
         kb._restore(folders[0], manifest)  # each file's damage is an error naming it (_integrity)
         for folder, segment in zip(folders[1:], store.segments(manifest)[1:], strict=True):
@@ -261,15 +243,15 @@ def saved_vectors(directory: Path, embedder: Embedder, wanted: set[bytes]) -> di
     nothing from a folder that is not a readable knowledge base: reuse only saves time."""
     try:
         manifest, folders = store.read_generation(directory)
-        if (manifest["embedder"]["name"], manifest["embedder"]["dimension"]) != (embedder.name, embedder.dimension) \
-                or getattr(embedder, "tokenized", False) and manifest["tokenizer"] != TOKENIZER_SETTINGS:
-            return {}
+        built_embedder(str(directory), manifest, embedder, "NEW_DIR")  # another embedder's: an error, caught
+        if embedder_trait(embedder, "tokenized"):
+            check_tokenizer(str(directory), manifest, "NEW_DIR")
         out = {}
         for folder in folders:
             chunks = {chunk["row"]: chunk for chunk in _saved_chunks(folder)}
             rows = [row for row, chunk in chunks.items() if content_key(index_text(chunk)) in wanted]
             if rows:
-                index = vector_index(embedder.dimension, getattr(embedder, "sparse", False),  # exact: no graph
+                index = vector_index(embedder.dimension, embedder_trait(embedder, "sparse"),  # exact: no graph
                                      IndexConfig(exact_search_below=1 << 62), SearchConfig())
                 index.add_arrays(saved_arrays(folder, sorted(chunks), manifest["counts"]["rows"]))
                 for row, vector in zip(rows, index.vectors_of(rows), strict=True):
