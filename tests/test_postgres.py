@@ -457,3 +457,14 @@ def test_the_database_refuses_another_embedder_as_a_folder_does(pg_url):
                                                  r"but 'hashing' \(64-dim\) was given; use --embedder hashing or "
                                                  r"rebuild it into a new knowledge base"):
         PostgresKnowledgeBase(pg_url, HashingEmbedder(64))
+
+
+def test_a_database_tokenized_otherwise_is_refused_as_a_folder_is(pg_url):
+    import psycopg
+
+    PostgresKnowledgeBase(pg_url).add_documents(TINY[:1])
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute("""UPDATE ar_meta SET value = '{"version": 0}' WHERE key = 'tokenizer'""")
+    with pytest.raises(RetrievalError, match=r"^postgresql://.* was tokenized with \{'version': 0\}; rebuild it with "
+                                             r"this version: agentic-rag index PATH --kb NEW_DATABASE_URL$"):
+        PostgresKnowledgeBase(pg_url)
