@@ -1,3 +1,4 @@
-"""Knowledge bases behind one protocol (_protocol): the embedded one (_embedded) with its segment
-persistence (_store, its locks _lock and _rwlock, and the checks every saved file passes,
-_integrity), and PostgreSQL with pgvector (_postgres)."""
+"""Knowledge bases behind one protocol (_protocol), sharing one core (_core: chunk records, the
+built-with check; _search: the search template, graph ranking, restricted views): the embedded
+one (_embedded) with its segment persistence (_store, its locks _lock and _rwlock, and the checks
+every saved file passes, _integrity), and PostgreSQL with pgvector (_postgres)."""

@@ -10,7 +10,10 @@ edges (the knowledge graph). BM25 is computed in SQL with the embedded index's f
 (not ts_rank). Vectors: an HNSW index (cosine) where pgvector allows one (at most 2,000
 dimensions: e5's 384 yes, the hashing embedder's 2,048 no: those are searched by an exact scan); a
 filtered vector search always scans exactly the rows the filter keeps, so it returns k hits however
-few rows pass (pgvector 0.6 has no iterative index scans).
+few rows pass (pgvector 0.6 has no iterative index scans), and so does any search of fewer than
+exact_search_below rows. Search (plan, fusion, rerank) and graph ranking are the embedded knowledge
+base's own code (_search, _graph.walk); only the retrievers are SQL. An option pgvector cannot honour
+(a seed, reuse_from) is refused when set, not ignored.
 
 Every write is one transaction: readers never see half a document, a crash mid-batch leaves
 nothing of it, and writers from several processes or hosts serialise on the stats row. A dropped
@@ -106,7 +109,7 @@ class PostgresKnowledgeBase:
                  config: Config | IndexConfig | SearchConfig | None = None, reranker: Reranker | None = None):
         self._psycopg, self._register = _psycopg()
         self.url, self.config = url, as_config(config)  # a layer alone: the others take their defaults
-        if self.config.index.seed != IndexConfig.seed:  # said once, not ignored: see the module's docstring
+        if self.config.index.seed != IndexConfig.seed:  # refused, not ignored: pgvector's build has no seed
             raise ConfigurationError(f"seed = {self.config.index.seed}: PostgreSQL's HNSW index (pgvector) takes "
                                      f"no seed; leave seed at its default ({IndexConfig.seed})")
         self.reranker = reranker or LexicalReranker()

@@ -21,7 +21,8 @@ def walk(neighbours, steps, starts: dict[str, str], hops: int = 2,
     chunk row behind an edge it took. From each node it takes the `limit` strongest edges (most rows,
     then by key), each edge's rows ascending; a row keeps the first path that reached it.
     `neighbours(nodes)` gives {node: [(other, rows)]}; `steps([(node, other)])` the name each step
-    adds to a path. Every backend walks by it, each answering those two from its own store."""
+    adds to a path, in order. Every backend walks by it, each answering those two from its own store
+    (PostgreSQL with a query each per hop)."""
     found: dict[int, tuple[int, list[str]]] = {}
     frontier = {key: [name] for key, name in starts.items()}
     seen = set(frontier)
@@ -29,10 +30,13 @@ def walk(neighbours, steps, starts: dict[str, str], hops: int = 2,
         if not frontier:
             break
         near = neighbours(list(frontier))
+        strongest = {node: sorted(near.get(node, ()), key=lambda edge: (-len(edge[1]), edge[0]))[:limit]
+                     for node in frontier}
+        names = iter(steps([(node, other) for node in frontier for other, _ in strongest[node]]))  # one call a hop
         nxt = {}
         for node, path in frontier.items():
-            strongest = sorted(near.get(node, ()), key=lambda edge: (-len(edge[1]), edge[0]))[:limit]
-            for (other, rows), step in zip(strongest, steps([(node, other) for other, _ in strongest]), strict=True):
+            for other, rows in strongest[node]:
+                step = next(names)
                 for row in sorted(rows):
                     found.setdefault(row, (hop, path + [step]))
                 if other not in seen:
