@@ -6,6 +6,7 @@ import sys
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -83,7 +84,12 @@ class KnowledgeBase(SegmentPersistence):
             with self._lock.read():
                 todo = [d for d in latest.values() if self._docs.get(d.id, {}).get("hash") != d.content_hash()]
             result.unchanged = len(latest) - len(todo)
-            chunks, keys, postings, packed, triples, fresh = [], [], [], [], [], {}
+            chunks: list[dict] = []
+            keys: list[bytes] = []
+            postings: list = []
+            packed: list[tuple[list[int], Any]] = []  # as the vector index packs them (dense or sparse)
+            triples: list = []
+            fresh: dict[str, int] = {}
             total = sum(1 for _ in chunk_records(todo, self.config.index)) if progress else 0
             shown = EmbedProgress(total) if total > embedder_trait(self.embedder, "batch_size") else False
             reused = 0
@@ -98,7 +104,7 @@ class KnowledgeBase(SegmentPersistence):
                     triples += [self.extract_triples(c["title"], c["text"]) for c in batch]
                 chunks.extend(batch)
                 keys.extend(batch_keys)
-            if shown:
+            if isinstance(shown, EmbedProgress):
                 shown.close()
             if progress and reused:
                 print(f"reused the vectors of {reused} of {len(chunks)} chunks", file=sys.stderr)
@@ -127,7 +133,7 @@ class KnowledgeBase(SegmentPersistence):
         return result
 
     def _embed(self, texts: list[str], keys: list[bytes], progress: bool | EmbedProgress,
-               reuse_from: Iterable[str | Path] | str | Path) -> tuple[list[tuple[list[int], object]], int]:
+               reuse_from: Iterable[str | Path] | str | Path) -> tuple[list[tuple[list[int], Any]], int]:
         """The texts' vectors, as (indices of the texts, their vectors packed by the vector index)
         batch by batch, so that all of them are never held unpacked: copied where the same text was
         embedded before (here, or in a saved knowledge base of `reuse_from`), embedded otherwise;
@@ -178,7 +184,7 @@ class KnowledgeBase(SegmentPersistence):
         self._graph.delete(set(rows))
         held = self._content_rows()
         for row in rows:
-            if held.get(key := content_key(index_text(self._chunks[row]))) == row:
+            if held.get(key := content_key(index_text(cast(dict, self._chunks[row])))) == row:
                 del held[key]
             self._chunks[row] = None
 
@@ -251,7 +257,7 @@ class KnowledgeBase(SegmentPersistence):
             return out
 
     def _hit(self, row: int, score: float, ranks: dict[str, int]) -> Hit:
-        chunk = self._chunks[row]
+        chunk = cast(dict, self._chunks[row])  # a row a search found: live
         return Hit(id=chunk["id"], doc_id=chunk["doc_id"], source=chunk["source"], title=chunk["title"],
                    text=chunk["text"], score=score, ranks=ranks, metadata=chunk["metadata"])
 

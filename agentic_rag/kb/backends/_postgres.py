@@ -256,7 +256,7 @@ class PostgresKnowledgeBase:
                     else False
                 length = sum(self._copy_batch(cursor, batch, shown)
                              for batch in batches(chunk_records(todo, self.config.index), ADD_BATCH))
-                if shown:
+                if isinstance(shown, EmbedProgress):
                     shown.close()
                 cursor.execute("UPDATE ar_stats SET n = n + %s, total_length = total_length + %s WHERE id = 1",
                                (total, length))

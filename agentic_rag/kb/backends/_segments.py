@@ -8,7 +8,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -35,7 +35,11 @@ from ._integrity import (
 )
 
 if TYPE_CHECKING:
+    import threading
+
+    from ..indexes._vectors import VectorIndex
     from ._embedded import KnowledgeBase
+    from ._rwlock import ReadWriteLock
 
 # a save writes one full segment instead of a delta when the folder holds more delta segments than
 # MAX_DELTAS, or more rows in them than MAX_DELTA_ROWS and a quarter of all (a load replays them)
@@ -45,6 +49,29 @@ MAX_DELTAS, MAX_DELTA_ROWS = 8, 1000
 class SegmentPersistence:
     """KnowledgeBase's save and load: what changed since the last save goes into a new delta segment,
     everything into one full segment now and then; a load replays them in order."""
+
+    if TYPE_CHECKING:  # what KnowledgeBase holds and gives these methods (_embedded)
+        config: Config
+        embedder: Embedder
+        graph_method: str
+        _saved: dict[str, dict]
+        _writer: threading.Lock
+        _lock: ReadWriteLock
+        _chunks: list[dict | None]
+        _docs: dict[str, dict]
+        _changed_docs: list[str]
+        _bm25: BM25
+        _vectors: VectorIndex
+        _graph: KnowledgeGraph
+        _base_rows: int
+
+        def __init__(self, embedder: Embedder | None = None, config: Config | IndexConfig | SearchConfig | None = None,
+                     reranker: Reranker | None = None, extract_triples=None, graph_method: str | None = None): ...
+        def __len__(self) -> int: ...
+        @property
+        def graph_size(self) -> tuple[int, int]: ...
+        def _new_vector_index(self) -> VectorIndex: ...
+        def _delete_rows(self, rows: list[int]) -> None: ...
 
     def generation(self, directory: str | Path) -> str | None:
         """The generation this knowledge base was loaded from or last saved in `directory`, if any."""
@@ -77,14 +104,14 @@ class SegmentPersistence:
             delta_rows = saved["delta_rows"] + rows - saved["rows"] if saved else 0
             full = compact or saved is None or len(saved["segments"]) > MAX_DELTAS or \
                 delta_rows > max(MAX_DELTA_ROWS, rows // 4)
-            manifest = {
+            manifest: dict[str, Any] = {
                 "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
                 "tokenizer": TOKENIZER_SETTINGS, "graph": self.graph_method,
                 "chunking": {"size": self.config.index.chunk_size, "overlap": self.config.index.chunk_overlap},
                 "counts": {"documents": len(self._docs), "chunks": len(self), "rows": rows,
                            "graph_nodes": self.graph_size[0], "graph_edges": self.graph_size[1]},
             }
-            if full:
+            if full or saved is None:  # (full when nothing was saved: said twice for the type checker)
                 writers = self._full_writers()
             else:
                 writers = self._delta_writers(saved)
@@ -144,7 +171,7 @@ class SegmentPersistence:
         directory = Path(directory)
         manifest, folders = store.read_generation(directory)
         embedder, config = check_built_with(str(directory), manifest, embedder, config, "NEW_DIR")
-        kb = cls(embedder, config, reranker, extract_triples, manifest.get("graph", "names"))
+        kb = cast("KnowledgeBase", cls(embedder, config, reranker, extract_triples, manifest.get("graph", "names")))
         kb._restore(folders[0], manifest)  # each file's damage is an error naming it (_integrity)
         for folder, segment in zip(folders[1:], store.segments(manifest)[1:], strict=True):
             kb._apply_delta(folder, segment)
@@ -168,7 +195,7 @@ class SegmentPersistence:
         first = store.segments(manifest)[0]
         self._base_rows = first["rows"]
         with reading(generation / "chunks.jsonl"):
-            held = {}
+            held: dict[int, dict] = {}
             for chunk in _saved_chunks(generation):
                 row = check_chunk(chunk, 0, first["rows"])
                 if held.setdefault(row, chunk) is not chunk:

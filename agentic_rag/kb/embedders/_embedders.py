@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -62,6 +62,8 @@ def embedder_trait(embedder: Embedder, name: str):
 
 class SymmetricEmbedder:
     """Base for embedders that encode queries and documents alike: a query is embedded as a document."""
+
+    embed: Callable[[Sequence[str]], np.ndarray]  # the subclass's
 
     def embed_query(self, texts: Sequence[str]) -> np.ndarray:
         """Embed queries exactly as documents."""
@@ -149,7 +151,7 @@ class E5Embedder:
         return _l2_normalize(np.asarray(vectors, np.float32).reshape(len(texts), self.dimension))
 
 
-EMBEDDERS = {"hashing": HashingEmbedder, "e5": E5Embedder}
+EMBEDDERS: dict[str, Callable[[], Embedder]] = {"hashing": HashingEmbedder, "e5": E5Embedder}
 # embedders no longer offered, with why: a knowledge base built with one must be rebuilt
 REMOVED = {"use": "the 'use' embedder (Universal Sentence Encoder), removed because e5 finds more on every "
                   "evaluation set (docs/benchmarks.md)"}

@@ -50,6 +50,11 @@ def _key(name: str) -> str:
     return " ".join(name.casefold().split())
 
 
+def _pair(a: str, b: str) -> tuple[str, str]:
+    """An edge's key: its two node keys in order (an edge has no direction)."""
+    return (a, b) if a <= b else (b, a)
+
+
 class KnowledgeGraph:
     """Undirected edges between names, each with the chunk rows whose sentences join them."""
 
@@ -75,7 +80,7 @@ class KnowledgeGraph:
         """Subject-relation-object triples a language model read from one chunk."""
         for subject, relation, obj in triples:
             if subject.strip() and obj.strip() and self._link(subject.strip(), obj.strip(), row) and relation.strip():
-                self.relations.setdefault(tuple(sorted((_key(subject), _key(obj)))), set()).add(relation.strip())
+                self.relations.setdefault(_pair(_key(subject), _key(obj)), set()).add(relation.strip())
 
     def _link(self, a: str, b: str, row: int) -> bool:
         ka, kb = _key(a), _key(b)
@@ -83,7 +88,7 @@ class KnowledgeGraph:
             return False
         self.labels.setdefault(ka, a)
         self.labels.setdefault(kb, b)
-        self.edges.setdefault(tuple(sorted((ka, kb))), set()).add(row)
+        self.edges.setdefault(_pair(ka, kb), set()).add(row)
         self.adjacent[ka].add(kb)
         self.adjacent[kb].add(ka)
         return True
@@ -114,11 +119,11 @@ class KnowledgeGraph:
                     {s: self.labels[s] for s in starts if s in self.adjacent}, hops, limit)
 
     def _neighbours(self, nodes: list[str]) -> dict[str, list[tuple[str, set[int]]]]:
-        return {node: [(other, self.edges[tuple(sorted((node, other)))]) for other in self.adjacent[node]]
+        return {node: [(other, self.edges[_pair(node, other)]) for other in self.adjacent[node]]
                 for node in nodes}
 
     def _step(self, node: str, other: str) -> str:
-        relation = self.relations.get(tuple(sorted((node, other))))
+        relation = self.relations.get(_pair(node, other))
         return f"({'/'.join(sorted(relation))}) {self.labels[other]}" if relation else self.labels[other]
 
     def to_json(self, rows: set[int] | None = None) -> dict:
