@@ -369,6 +369,9 @@ def test_options_the_database_cannot_honour_are_refused_not_ignored(pg_url, tmp_
     assert pg.add_documents(TINY, reuse_from=[]).added == len(TINY)
     with pytest.raises(ConfigurationError, match=r"^seed = 7: PostgreSQL's HNSW index \(pgvector\) takes no seed"):
         PostgresKnowledgeBase(pg_url, config=IndexConfig(seed=7))
+    with pytest.raises(ConfigurationError, match=r"^hnsw_ef_construction = 40: pgvector's HNSW index takes "
+                                                 r"ef_construction from 64 \(twice m\) to 1000$"):
+        PostgresKnowledgeBase(pg_url, config=IndexConfig(hnsw_m=32, hnsw_ef_construction=40))
 
 
 def test_the_hnsw_settings_define_the_database_s_vector_index(pg_url):

@@ -65,12 +65,23 @@ def _psycopg():
     return psycopg, register_vector
 
 
-
-
 def _hnsw(index: IndexConfig) -> str:
     """The HNSW index's definition, with the settings' m and ef_construction (a database that has one keeps it)."""
     return (f"CREATE INDEX IF NOT EXISTS ar_chunks_hnsw ON ar_chunks USING hnsw (embedding vector_cosine_ops) "
             f"WITH (m = {int(index.hnsw_m)}, ef_construction = {int(index.hnsw_ef_construction)})")
+
+
+def _check_index_settings(index: IndexConfig) -> None:
+    """Refuse the index settings pgvector cannot honour (a seed; m and ef_construction out of its
+    range), rather than ignore them or fail inside the schema's transaction."""
+    if index.seed != IndexConfig.seed:
+        raise ConfigurationError(f"seed = {index.seed}: PostgreSQL's HNSW index (pgvector) takes no seed; "
+                                 f"leave seed at its default ({IndexConfig.seed})")
+    if not 2 <= index.hnsw_m <= 100:
+        raise ConfigurationError(f"hnsw_m = {index.hnsw_m}: pgvector's HNSW index takes m from 2 to 100")
+    if not max(4, 2 * index.hnsw_m) <= index.hnsw_ef_construction <= 1000:
+        raise ConfigurationError(f"hnsw_ef_construction = {index.hnsw_ef_construction}: pgvector's HNSW index takes "
+                                 f"ef_construction from {max(4, 2 * index.hnsw_m)} (twice m) to 1000")
 
 
 BULK_ROWS = 5_000  # a batch this large (and larger than the rows held) rebuilds the HNSW index after it
@@ -109,9 +120,7 @@ class PostgresKnowledgeBase:
                  config: Config | IndexConfig | SearchConfig | None = None, reranker: Reranker | None = None):
         self._psycopg, self._register = _psycopg()
         self.url, self.config = url, as_config(config)  # a layer alone: the others take their defaults
-        if self.config.index.seed != IndexConfig.seed:  # refused, not ignored: pgvector's build has no seed
-            raise ConfigurationError(f"seed = {self.config.index.seed}: PostgreSQL's HNSW index (pgvector) takes "
-                                     f"no seed; leave seed at its default ({IndexConfig.seed})")
+        _check_index_settings(self.config.index)
         self.reranker = reranker or LexicalReranker()
         self._local = threading.local()
         with self._connection() as db:
