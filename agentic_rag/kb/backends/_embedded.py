@@ -215,7 +215,7 @@ class KnowledgeBase(SegmentPersistence):
     @property
     def fusion(self) -> tuple[str, float]:
         """Hybrid search's (fusion method, vector weight): the config's where set, else the embedder's
-        measured defaults (its `fusion` attribute; SEMANTIC_FUSION for an embedder without one)."""
+        measured defaults (its `fusion` trait; SEMANTIC_FUSION for an embedder that declares none)."""
         return fusion_of(self.embedder, self.config.search)
 
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:

@@ -75,10 +75,10 @@ class Retrievers:
 
 def search_with(kb, retrievers: Retrievers, query: str, k: int, mode: str, filters: dict | None,
                 rerank: bool | None) -> list[Hit]:
-    """The k best chunks of `kb` (its config, embedder and reranker) for the query: plan, retrieve,
+    """The k best chunks of `kb` (its config, embedder, fusion and reranker) for the query: plan, retrieve,
     fuse, then rerank the fused candidates (kb.config's rerank unless `rerank` says) by the query's idf."""
     c = kb.config.search
-    plan = SearchPlan.make(query, k, mode, filters, c, fusion_of(kb.embedder, c))
+    plan = SearchPlan.make(query, k, mode, filters, c, kb.fusion)
     vector = embed_query(kb.embedder, query) if "vector" in plan.use else None
     reranking = c.rerank if rerank is None else rerank
 
