@@ -165,3 +165,33 @@ def test_both_backends_keep_unit_rows_of_a_scaled_embedder(pg_url):
         assert [h.id for h in theirs] == [h.id for h in ours]
         assert [round(h.score, 4) for h in theirs] == [round(h.score, 4) for h in ours]
         assert all(h.score <= 1.0001 for h in ours)
+
+
+def test_embedder_traits_are_declared_or_take_their_defaults():
+    from agentic_rag.kb.embedders._embedders import SEMANTIC_FUSION, TRAITS, embed_query, embedder_trait
+
+    class Plain:  # the protocol's two attributes and embed alone: every trait takes its default
+        name, dimension = "plain", 4
+
+        def embed(self, texts):
+            return np.eye(4, dtype=np.float32)[:len(texts)]
+
+    assert {name: embedder_trait(Plain(), name) for name in TRAITS} == {
+        "batch_size": 256, "fusion": SEMANTIC_FUSION, "sparse": False, "tokenized": False, "embed_query": None}
+    hashing = HashingEmbedder()
+    assert [embedder_trait(hashing, name) for name in ("batch_size", "fusion", "sparse", "tokenized")] == [
+        1024, ("score", 0.02), True, True]
+    assert embed_query(Plain(), "a query").tolist() == [1.0, 0.0, 0.0, 0.0]  # embedded as a document
+    with pytest.raises(ConfigurationError, match="unknown embedder trait 'sparce'; traits: batch_size, fusion"):
+        embedder_trait(hashing, "sparce")
+
+
+def test_no_backend_probes_an_embedder_for_a_trait():
+    root = Path(agentic_rag.kb.__file__).parent
+    probes = [f"{path.relative_to(root)}:{node.lineno}" for path in root.rglob("*.py")
+              for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+              if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr" and len(node.args) >= 2
+              and isinstance(node.args[1], ast.Constant) and node.args[1].value in
+              ("batch_size", "fusion", "sparse", "tokenized", "embed_query")
+              and "embedders/_embedders.py" not in str(path)]
+    assert probes == []

@@ -113,3 +113,36 @@ def test_offline_model_extracts_names_that_share_a_sentence():
 
     triples = triple_extractor(OfflineModel())("Acme", "Acme Corporation hired Wile Coyote in Phoenix.")
     assert ("Acme Corporation", "appears with", "Wile Coyote") in triples and len(triples) == 3
+
+
+def test_the_walk_takes_each_node_s_40_strongest_edges_rows_ascending():
+    from agentic_rag.kb.indexes._graph import NEIGHBOURS, walk
+
+    # the hub has 45 neighbours: n00..n44, the edge to n{i} backed by rows {100 + i} (and 200 + i for i >= 40)
+    edges = {"hub": [(f"n{i:02d}", {100 + i, 200 + i} if i >= 40 else {100 + i}) for i in range(45)]}
+    edges["n44"] = [("hub", edges["hub"][44][1]), ("far", {7, 3})]
+    asked = []
+
+    def neighbours(nodes):
+        asked.append(list(nodes))
+        return {node: edges.get(node, []) for node in nodes}
+
+    found = walk(neighbours, lambda pairs: [other.upper() for _, other in pairs], {"hub": "Hub"}, hops=2)
+    assert NEIGHBOURS == 40 and asked[0] == ["hub"] and len(asked[1]) == 40
+    one = [row for row, (hop, _) in found.items() if hop == 1]
+    # the five edges of two rows first, then by key: n00..n34; each edge's rows ascending
+    assert one == [140, 240, 141, 241, 142, 242, 143, 243, 144, 244] + [100 + i for i in range(35)]
+    assert found[3] == (2, ["Hub", "N44", "FAR"]) and found[7] == (2, ["Hub", "N44", "FAR"])
+    assert list(found)[-2:] == [3, 7]
+    assert walk(neighbours, lambda pairs: [], {}, hops=2) == {}
+
+
+def test_graph_search_ranks_by_hop_then_bm25_then_row():
+    kb = KnowledgeBase(config=Config(chunk_size=300, chunk_overlap=0))
+    kb.add_documents([Document("plain", "Anna Berg met Carl Moe.", title=""),
+                      Document("rich", "Anna Berg met Carl Moe. Anna Berg was a painter, Anna Berg said.", title=""),
+                      Document("far", "Carl Moe lived in Bergen.", title="")])
+    hits = kb.graph_search("Anna Berg painter", k=5, hops=2)
+    # both first-hop rows hold the query's terms; the one BM25 scores higher leads, though its row is later
+    assert [h.doc_id for h in hits] == ["rich", "plain", "far"]
+    assert [h.score for h in hits] == [1.0, 1.0, 0.5] and hits[2].path == ["Anna Berg", "Carl Moe", "Bergen"]

@@ -324,3 +324,17 @@ def test_a_restricted_view_keeps_to_its_filters_and_a_route_narrows_further():
     assert len(view) == 3 and view.term_weights("login") == kb.term_weights("login")
     wide = kb.restricted({"doc_id": ["t", "m"] + [f"x{i}" for i in range(998)]})   # at the filter limit
     assert [h.doc_id for h in wide.search("login error", k=5, filters={"type": ["manual"]})] == ["m"]
+
+
+def test_a_folder_tokenized_otherwise_is_refused_with_the_fix(tmp_path):
+    import re
+
+    kb = KnowledgeBase()
+    kb.add_documents([Document("d", "some text about parcels")])
+    kb.save(tmp_path / "kb")
+    manifest = tmp_path / "kb" / "manifest.json"
+    manifest.write_text(json.dumps(dict(json.loads(manifest.read_text()), tokenizer={"version": 0})))
+    with pytest.raises(RetrievalError, match=rf"^{re.escape(str(tmp_path / 'kb'))} was tokenized with "
+                                             r"\{'version': 0\}; rebuild it with this version: agentic-rag index "
+                                             r"PATH --kb NEW_DIR$"):
+        KnowledgeBase.load(tmp_path / "kb")

@@ -19,6 +19,7 @@ from typing import Any
 
 from .._config import Config
 from ..kb import KnowledgeBase, make_embedder
+from ..kb.embedders._embedders import embedder_trait
 from ..kb.indexes._fusion import FUSIONS
 from ..text._tokenize import tokenize
 from ._bench import cached_kb, half_of
@@ -79,7 +80,7 @@ class _QueryMemo:
     def embed_query(self, texts):
         key = tuple(texts)
         if key not in self._queries:
-            embed = getattr(self._embedder, "embed_query", None) or self._embedder.embed
+            embed = embedder_trait(self._embedder, "embed_query") or self._embedder.embed
             self._queries[key] = embed(list(texts))
         return self._queries[key]
 

@@ -4,61 +4,36 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
-from ..._config import SEARCH_MODES, Config, IndexConfig, SearchConfig, as_config
-from ..._errors import ConfigurationError, RetrievalError
+from ..._config import Config, IndexConfig, SearchConfig, as_config
+from ..._errors import ConfigurationError
 from ...text._tokenize import tokenize
 from .._hit import Hit
 from ..embedders._embedders import (
-    SEMANTIC_FUSION,
     Embedder,
     EmbedProgress,
     content_key,
     embed_batches,
-    embed_query,
+    embedder_trait,
     make_embedder,
 )
 from ..indexes._bm25 import BM25, batch_postings
-from ..indexes._filters import MAX_FILTER_VALUES, check_filters, filter_mask, filter_values, matches
-from ..indexes._fusion import reciprocal_rank_fusion, score_fusion
+from ..indexes._filters import check_filters, filter_mask
 from ..indexes._graph import KnowledgeGraph
 from ..indexes._rerank import LexicalReranker, Reranker
 from ..indexes._vectors import VectorIndex, vector_index
-from ..ingestion._chunking import document_chunks
 from ..ingestion._documents import Document
-from ._core import index_text
+from ._core import ADD_BATCH, AddResult, batches, chunk_records, index_text
 from ._rwlock import ReadWriteLock
+from ._search import RestrictedView, Retrievers, fusion_of, graph_ranking, search_with
 from ._segments import SegmentPersistence, saved_vectors
 
-
-@dataclass
-class AddResult:
-    """What an add did: documents new, replaced and unchanged (skipped), and chunks written."""
-
-    added: int = 0
-    replaced: int = 0
-    unchanged: int = 0
-    chunks: int = 0
-
-
-ADD_BATCH = 2048  # chunks tokenized and embedded at a time by an add: its scratch memory is bounded by it
-
-
-def _batches(items: Iterable, size: int) -> Iterator[list]:
-    """Lists of `size` items (the last may be shorter)."""
-    batch = []
-    for item in items:
-        batch.append(item)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
+__all__ = ["ADD_BATCH", "AddResult", "KnowledgeBase", "RestrictedView"]
 
 
 class KnowledgeBase(SegmentPersistence):
@@ -85,7 +60,7 @@ class KnowledgeBase(SegmentPersistence):
         self._rows_by_content: dict[bytes, int] | None = None  # see _content_rows
 
     def _new_vector_index(self) -> VectorIndex:
-        return vector_index(self.embedder.dimension, getattr(self.embedder, "sparse", False), self.config.index,
+        return vector_index(self.embedder.dimension, embedder_trait(self.embedder, "sparse"), self.config.index,
                             self.config.search)
 
     def __len__(self) -> int:
@@ -110,11 +85,16 @@ class KnowledgeBase(SegmentPersistence):
             with self._lock.read():
                 todo = [d for d in latest.values() if self._docs.get(d.id, {}).get("hash") != d.content_hash()]
             result.unchanged = len(latest) - len(todo)
-            chunks, keys, postings, packed, triples, fresh = [], [], [], [], [], {}
-            total = sum(1 for _ in self._chunks_of(todo)) if progress else 0
-            shown = EmbedProgress(total) if total > getattr(self.embedder, "batch_size", 256) else False
+            chunks: list[dict] = []
+            keys: list[bytes] = []
+            postings: list = []
+            packed: list[tuple[list[int], Any]] = []  # as the vector index packs them (dense or sparse)
+            triples: list = []
+            fresh: dict[str, int] = {}
+            total = sum(1 for _ in chunk_records(todo, self.config.index)) if progress else 0
+            shown = EmbedProgress(total) if total > embedder_trait(self.embedder, "batch_size") else False
             reused = 0
-            for batch in _batches(self._chunks_of(todo), ADD_BATCH):  # a batch at a time: bounded memory
+            for batch in batches(chunk_records(todo, self.config.index), ADD_BATCH):  # bounded memory
                 texts = [index_text(c) for c in batch]
                 batch_keys = [content_key(t) for t in texts]
                 postings.append(batch_postings([tokenize(t) for t in texts], self._bm25.vocab, fresh))  # one writer
@@ -125,7 +105,7 @@ class KnowledgeBase(SegmentPersistence):
                     triples += [self.extract_triples(c["title"], c["text"]) for c in batch]
                 chunks.extend(batch)
                 keys.extend(batch_keys)
-            if shown:
+            if isinstance(shown, EmbedProgress):
                 shown.close()
             if progress and reused:
                 print(f"reused the vectors of {reused} of {len(chunks)} chunks", file=sys.stderr)
@@ -153,16 +133,8 @@ class KnowledgeBase(SegmentPersistence):
         result.chunks = len(chunks)
         return result
 
-    def _chunks_of(self, documents: list[Document]) -> Iterator[dict]:
-        """The chunks of the documents, one at a time; a chunk never crosses a page or section."""
-        index = self.config.index
-        for doc in documents:
-            for i, (text, metadata) in enumerate(document_chunks(doc, index.chunk_size, index.chunk_overlap)):
-                yield dict(id=f"{doc.id}#{i}", doc_id=doc.id, text=text, title=doc.title, source=doc.source,
-                           metadata=metadata)
-
     def _embed(self, texts: list[str], keys: list[bytes], progress: bool | EmbedProgress,
-               reuse_from: Iterable[str | Path] | str | Path) -> tuple[list[tuple[list[int], object]], int]:
+               reuse_from: Iterable[str | Path] | str | Path) -> tuple[list[tuple[list[int], Any]], int]:
         """The texts' vectors, as (indices of the texts, their vectors packed by the vector index)
         batch by batch, so that all of them are never held unpacked: copied where the same text was
         embedded before (here, or in a saved knowledge base of `reuse_from`), embedded otherwise;
@@ -213,39 +185,38 @@ class KnowledgeBase(SegmentPersistence):
         self._graph.delete(set(rows))
         held = self._content_rows()
         for row in rows:
-            if held.get(key := content_key(index_text(self._chunks[row]))) == row:
+            if held.get(key := content_key(index_text(cast(dict, self._chunks[row])))) == row:
                 del held[key]
             self._chunks[row] = None
 
     def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
                rerank: bool | None = None) -> list[Hit]:
         """The k best chunks for the query; each hit records its rank in each retriever."""
-        c = self.config.search
-        plan = SearchPlan.make(query, k, mode, filters, c, self.fusion)
-        filters, use, depth = plan.filters, plan.use, plan.depth
-        query_vector = embed_query(self.embedder, query) if "vector" in use else None
-        with self._lock.read():
-            if len(self) == 0:
-                raise RetrievalError("the knowledge base is empty; add documents first "
-                                     "(agentic-rag index PATH --kb DIR)")
-            allowed = filter_mask(self._chunks, filters) if filters else None
+        return search_with(self, self._retrievers, query, k, mode, filters, rerank)
+
+    @property
+    def _retrievers(self) -> Retrievers:
+        """BM25 and vectors under the read lock (search_with's plan, fusion and rerank are every backend's)."""
+        def read(work):
+            with self._lock.read():
+                return work(None)
+
+        def retrieve(_, plan, tokens, vector):
+            allowed = filter_mask(self._chunks, plan.filters) if plan.filters else None
             found = {}
-            if "bm25" in use:
-                found["bm25"] = self._bm25.top(tokenize(query), depth, allowed)
-            if "vector" in use:
-                found["vector"] = self._vectors.search(query_vector, depth, allowed)
-            fused = plan.fuse(found, c.rrf_k)
-            rerank = c.rerank if rerank is None else rerank
-            hits = [self._hit(row, score, ranks) for row, score, ranks in fused[:depth if rerank else k]]
-            term_weights = self._bm25.idf(tokenize(query)) if rerank else {}
-        if rerank:
-            hits = self.reranker.rerank(query, hits, term_weights)
-        return hits[:k]
+            if "bm25" in plan.use:
+                found["bm25"] = self._bm25.top(tokens, plan.depth, allowed)
+            if "vector" in plan.use:
+                found["vector"] = self._vectors.search(vector, plan.depth, allowed)
+            return found
+
+        return Retrievers(read, lambda _: len(self), retrieve, lambda _, fused: [self._hit(*f) for f in fused],
+                          lambda _, tokens: self._bm25.idf(tokens))
 
     @property
     def fusion(self) -> tuple[str, float]:
         """Hybrid search's (fusion method, vector weight): the config's where set, else the embedder's
-        measured defaults (its `fusion` attribute; SEMANTIC_FUSION for an embedder without one)."""
+        measured defaults (its `fusion` trait; SEMANTIC_FUSION for an embedder that declares none)."""
         return fusion_of(self.embedder, self.config.search)
 
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
@@ -253,10 +224,9 @@ class KnowledgeBase(SegmentPersistence):
         (ties by BM25 for the query); each hit's `path` is the chain of names that reached it."""
         with self._lock.read():
             found = self._graph.walk(self._graph.find(query), hops)
-            scores = self._bm25.scores(tokenize(query))
-            order = sorted(found, key=lambda row: (found[row][0], -scores[row], row))[:k]
-            return [self._hit(row, 1.0 / found[row][0], {"graph": rank}).model_copy(update={"path": found[row][1]})
-                    for rank, row in enumerate(order, 1)]
+            ranked = graph_ranking(found, self._bm25.scores(tokenize(query)), k)
+            return [self._hit(row, score, ranks).model_copy(update={"path": path})
+                    for row, score, ranks, path in ranked]
 
     def restricted(self, filters: dict) -> RestrictedView:
         """This knowledge base as a run sees it when only chunks matching `filters` may be used: every
@@ -288,98 +258,8 @@ class KnowledgeBase(SegmentPersistence):
             return out
 
     def _hit(self, row: int, score: float, ranks: dict[str, int]) -> Hit:
-        chunk = self._chunks[row]
+        chunk = cast(dict, self._chunks[row])  # a row a search found: live
         return Hit(id=chunk["id"], doc_id=chunk["doc_id"], source=chunk["source"], title=chunk["title"],
                    text=chunk["text"], score=score, ranks=ranks, metadata=chunk["metadata"])
-
-
-
-def fusion_of(embedder: Embedder, search: SearchConfig) -> tuple[str, float]:
-    """(fusion method, vector weight): the settings' where set, else the embedder's (KnowledgeBase.fusion)."""
-    method, weight = getattr(embedder, "fusion", SEMANTIC_FUSION)
-    return search.fusion or method, weight if search.vector_weight is None else search.vector_weight
-
-
-@dataclass
-class SearchPlan:
-    """A search's checked arguments: which retrievers run, with which weights and depth, and how
-    their rankings are fused. Every backend searches by one."""
-
-    filters: dict
-    use: list[str]
-    weights: dict[str, float]
-    depth: int
-    fusion: str
-
-    @classmethod
-    def make(cls, query: str, k: int, mode: str, filters: dict | None, search: SearchConfig,
-             fusion: tuple[str, float]) -> SearchPlan:
-        if not isinstance(query, str) or not query.strip():
-            raise ConfigurationError("the search query is empty; give some words to search for")
-        if mode not in SEARCH_MODES:
-            raise ConfigurationError(f"unknown search mode {mode!r}; choose one of: {', '.join(SEARCH_MODES)}")
-        if not isinstance(k, int) or k < 1:
-            raise ConfigurationError(f"k = {k!r}; ask for at least one hit (k >= 1)")
-        method, vector_weight = fusion
-        weights = {"bm25": search.bm25_weight if mode == "hybrid" else 1.0,
-                   "vector": vector_weight if mode == "hybrid" else 1.0}
-        use = [name for name in ("bm25", "vector") if mode in (name, "hybrid") and weights[name] > 0]
-        return cls(check_filters(filters), use, weights, max(k, search.candidates), method)
-
-    def fuse(self, found: dict[str, list[tuple[int, float]]], rrf_k: int) -> list[tuple[int, float, dict]]:
-        """The retrievers' (row, score) lists fused, best first; a single retriever keeps its own score."""
-        if self.fusion == "score":
-            fused = score_fusion(found, self.weights)
-        else:
-            fused = reciprocal_rank_fusion({n: [row for row, _ in f] for n, f in found.items()}, self.weights, rrf_k)
-        if len(self.use) == 1:
-            raw = dict(found[self.use[0]])
-            fused = [(row, raw[row], ranks) for row, _, ranks in fused]
-        return fused
-
-
-class RestrictedView:
-    """A knowledge base whose searches keep to chunks matching every one of a list of filters
-    (KnowledgeBase.restricted); what else a run asks of it goes to the knowledge base."""
-
-    def __init__(self, kb: KnowledgeBase, filters: list[dict]):
-        self._kb, self._filters = kb, filters
-
-    def __getattr__(self, name):  # term weights, graph size, BM25 scores: as the knowledge base has them
-        return getattr(self._kb, name)
-
-    def __len__(self) -> int:
-        return len(self._kb)
-
-    def restricted(self, filters: dict) -> RestrictedView:
-        """A view that keeps to these filters as well."""
-        return RestrictedView(self._kb, [*self._filters, check_filters(filters)])
-
-    def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
-               rerank: bool | None = None) -> list[Hit]:
-        """As KnowledgeBase.search, keeping to the view's filters and the given ones: the first
-        condition on each field goes to the search, a second one on the same field is checked on a
-        ranking four times deeper."""
-        every = [*self._filters, check_filters(filters) if filters else {}]
-        first: dict = {}
-        for conditions in every:  # each is within the filter limit, not always all of them together:
-            more = {f: c for f, c in conditions.items() if f not in first}  # past it, a later one is checked
-            if filter_values({**first, **more}) <= MAX_FILTER_VALUES:        # on the hits instead
-                first.update(more)
-        later = [{f: c for f, c in conditions.items() if first.get(f) is not c} for conditions in every]
-        if not any(later):
-            return self._kb.search(query, k, mode, first, rerank)
-        hits = self._kb.search(query, k * 4, mode, first, rerank)
-        return [h for h in hits if all(matches(_fields(h), c) for c in later)][:k]
-
-    def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
-        """As KnowledgeBase.graph_search, keeping the hits that match the filters (at most k)."""
-        hits = self._kb.graph_search(query, k=max(k, 1) * 4, hops=hops)
-        return [h for h in hits if all(matches(_fields(h), c) for c in self._filters)][:k]
-
-
-def _fields(hit: Hit) -> dict:
-    """A hit's fields as filters see them."""
-    return {**hit.metadata, "doc_id": hit.doc_id, "source": hit.source, "title": hit.title}
 
 

@@ -10,7 +10,10 @@ edges (the knowledge graph). BM25 is computed in SQL with the embedded index's f
 (not ts_rank). Vectors: an HNSW index (cosine) where pgvector allows one (at most 2,000
 dimensions: e5's 384 yes, the hashing embedder's 2,048 no: those are searched by an exact scan); a
 filtered vector search always scans exactly the rows the filter keeps, so it returns k hits however
-few rows pass (pgvector 0.6 has no iterative index scans).
+few rows pass (pgvector 0.6 has no iterative index scans), and so does any search of fewer than
+exact_search_below rows. Search (plan, fusion, rerank) and graph ranking are the embedded knowledge
+base's own code (_search, _graph.walk); only the retrievers are SQL. An option pgvector cannot honour
+(a seed, reuse_from) is refused when set, not ignored.
 
 Every write is one transaction: readers never see half a document, a crash mid-batch leaves
 nothing of it, and writers from several processes or hosts serialise on the stats row. A dropped
@@ -23,6 +26,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Iterable
+from pathlib import Path
 
 import numpy as np
 
@@ -31,13 +35,14 @@ from ..._errors import ConfigurationError, ConnectionLost, RetrievalError
 from ...text._names import names
 from ...text._tokenize import TOKENIZER_SETTINGS, tokenize
 from .._hit import Hit
-from ..embedders._embedders import Embedder, embed_batches, embed_query, make_embedder
+from ..embedders._embedders import Embedder, EmbedProgress, embed_batches, embedder_trait, make_embedder
+from ..indexes._bm25 import bm25_idf
 from ..indexes._filters import check_filters
-from ..indexes._graph import KnowledgeGraph, _key
-from ..ingestion._chunking import document_chunks
+from ..indexes._graph import KnowledgeGraph, _key, walk
+from ..indexes._rerank import LexicalReranker, Reranker
 from ..ingestion._documents import Document
-from ._core import index_text, saved_chunking
-from ._embedded import AddResult, SearchPlan, fusion_of
+from ._core import ADD_BATCH, AddResult, batches, check_built_with, chunk_records, index_text
+from ._search import RestrictedView, Retrievers, fusion_of, graph_ranking, search_with
 
 SCHEMA_VERSION = 1
 # version -> the function (given a connection in a transaction) that brings version - 1 up to it
@@ -57,7 +62,25 @@ def _psycopg():
     return psycopg, register_vector
 
 
-_HNSW = "CREATE INDEX IF NOT EXISTS ar_chunks_hnsw ON ar_chunks USING hnsw (embedding vector_cosine_ops)"
+def _hnsw(index: IndexConfig) -> str:
+    """The HNSW index's definition, with the settings' m and ef_construction (a database that has one keeps it)."""
+    return (f"CREATE INDEX IF NOT EXISTS ar_chunks_hnsw ON ar_chunks USING hnsw (embedding vector_cosine_ops) "
+            f"WITH (m = {int(index.hnsw_m)}, ef_construction = {int(index.hnsw_ef_construction)})")
+
+
+def _check_index_settings(index: IndexConfig) -> None:
+    """Refuse the index settings pgvector cannot honour (a seed; m and ef_construction out of its
+    range), rather than ignore them or fail inside the schema's transaction."""
+    if index.seed != IndexConfig.seed:
+        raise ConfigurationError(f"seed = {index.seed}: PostgreSQL's HNSW index (pgvector) takes no seed; "
+                                 f"leave seed at its default ({IndexConfig.seed})")
+    if not 2 <= index.hnsw_m <= 100:
+        raise ConfigurationError(f"hnsw_m = {index.hnsw_m}: pgvector's HNSW index takes m from 2 to 100")
+    if not max(4, 2 * index.hnsw_m) <= index.hnsw_ef_construction <= 1000:
+        raise ConfigurationError(f"hnsw_ef_construction = {index.hnsw_ef_construction}: pgvector's HNSW index takes "
+                                 f"ef_construction from {max(4, 2 * index.hnsw_m)} (twice m) to 1000")
+
+
 BULK_ROWS = 5_000  # a batch this large (and larger than the rows held) rebuilds the HNSW index after it
 _SCHEMA = """
 CREATE EXTENSION IF NOT EXISTS vector;
@@ -92,9 +115,11 @@ class PostgresKnowledgeBase:
     saves_to_folder = False  # every write is committed as it is made (KnowledgeBaseBackend)
 
     def __init__(self, url: str, embedder: Embedder | None = None,
-                 config: Config | IndexConfig | SearchConfig | None = None):
+                 config: Config | IndexConfig | SearchConfig | None = None, reranker: Reranker | None = None):
         self._psycopg, self._register = _psycopg()
         self.url, self.config = url, as_config(config)  # a layer alone: the others take their defaults
+        _check_index_settings(self.config.index)
+        self.reranker = reranker or LexicalReranker()
         self._local = threading.local()
         with self._connection() as db:
             meta = self._meta(db)
@@ -133,7 +158,7 @@ class PostgresKnowledgeBase:
                 return
             db.execute(_SCHEMA.format(dimension=dimension))
             if _indexed(self.embedder):
-                db.execute(_HNSW)
+                db.execute(_hnsw(self.config.index))
             meta = {"schema_version": SCHEMA_VERSION, "tokenizer": TOKENIZER_SETTINGS,
                     "embedder": {"name": self.embedder.name, "dimension": dimension},
                     "chunking": {"size": self.config.index.chunk_size, "overlap": self.config.index.chunk_overlap}}
@@ -152,14 +177,7 @@ class PostgresKnowledgeBase:
                                  f"reads schema {SCHEMA_VERSION} and older: upgrade agentic-rag")
         if version < SCHEMA_VERSION:
             self._migrate(version)
-        built = meta["embedder"]
-        embedder = embedder or make_embedder(built["name"], built["dimension"])
-        if (embedder.name, embedder.dimension) != (built["name"], built["dimension"]):
-            raise ConfigurationError(f"{safe_url(self.url)} was built with embedder {built['name']!r} "
-                                     f"({built['dimension']}-dim); use --embedder {built['name']}")
-        if meta["tokenizer"] != TOKENIZER_SETTINGS:
-            raise RetrievalError(f"{safe_url(self.url)} was tokenized with {meta['tokenizer']}; rebuild it")
-        self.config = saved_chunking(config, meta["chunking"], safe_url(self.url), "keep its settings")
+        embedder, self.config = check_built_with(safe_url(self.url), meta, embedder, config, "NEW_DATABASE_URL")
         return embedder
 
     def _migrate(self, version: int) -> None:
@@ -217,62 +235,70 @@ class PostgresKnowledgeBase:
     # -- writes ------------------------------------------------------------------------------------
 
     def add_documents(self, documents: Iterable[Document], progress: bool = False, reuse_from=()) -> AddResult:
-        """Index documents in one transaction; a known id with changed content replaces its chunks."""
+        """Index documents in one transaction; a known id with changed content replaces its chunks.
+        Chunks are embedded and written ADD_BATCH at a time, so the add's memory is bounded by a batch."""
+        if [reuse_from] if isinstance(reuse_from, (str, Path)) else list(reuse_from):
+            raise ConfigurationError("PostgreSQL cannot reuse vectors from a saved folder (reuse_from); "
+                                     "add without it: every chunk is embedded")
         latest = {doc.id: doc for doc in documents}
         hashes = self._read(lambda db: dict(db.execute("SELECT id, hash FROM ar_documents WHERE id = ANY(%s)",
                                                        (list(latest),)).fetchall()))
         todo = [d for d in latest.values() if hashes.get(d.id) != d.content_hash()]
-        index = self.config.index
-        chunks = [dict(chunk_id=f"{doc.id}#{i}", doc_id=doc.id, text=text, title=doc.title, source=doc.source,
-                       metadata=metadata)
-                  for doc in todo for i, (text, metadata) in enumerate(document_chunks(doc, index.chunk_size,
-                                                                                       index.chunk_overlap))]
-        texts = [index_text({"title": c["title"], "text": c["text"]}) for c in chunks]
-        vectors = np.concatenate([batch for _, batch in embed_batches(self.embedder, texts, progress)]) \
-            if texts else np.zeros((0, self.embedder.dimension), np.float32)
+        total = sum(1 for _ in chunk_records(todo, self.config.index))  # decides the index rebuild, before any write
 
         def write(db) -> AddResult:
-            result = AddResult(unchanged=len(latest) - len(todo), chunks=len(chunks))
+            result = AddResult(unchanged=len(latest) - len(todo), chunks=total)
             # which ids exist is read again under the writers' lock: another writer may have added one since
             replaced = [r[0] for r in db.execute("SELECT id FROM ar_documents WHERE id = ANY(%s)",
                                                  ([d.id for d in todo],)).fetchall()]
             result.replaced, result.added = len(replaced), len(todo) - len(replaced)
             self._remove(db, replaced)
             held = db.execute("SELECT n FROM ar_stats").fetchone()[0]
-            rebuild = _indexed(self.embedder) and len(chunks) >= max(BULK_ROWS, held)
+            rebuild = _indexed(self.embedder) and total >= max(BULK_ROWS, held)
             if rebuild:  # pgvector builds an index over many rows far faster than it inserts them one by one
                 db.execute("DROP INDEX IF EXISTS ar_chunks_hnsw")
-            with db.cursor() as cursor:  # COPY: a batch of 100,000 chunks goes in minutes, not hours
+            with db.cursor() as cursor:
                 cursor.executemany("INSERT INTO ar_documents VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET "
                                    "hash = EXCLUDED.hash", [(d.id, d.content_hash()) for d in todo])
-                rows = [r[0] for r in cursor.execute("SELECT nextval('ar_chunks_row_seq') FROM "
-                                                     "generate_series(1, %s)", (len(chunks),)).fetchall()]
-                tokens = [tokenize(text) for text in texts]
-                with cursor.copy("COPY ar_chunks (row, chunk_id, doc_id, text, title, source, metadata, length, "
-                                 "embedding) FROM STDIN") as copy:
-                    for row, chunk, words, vector in zip(rows, chunks, tokens, vectors, strict=True):
-                        copy.write_row((row, chunk["chunk_id"], chunk["doc_id"], chunk["text"], chunk["title"],
-                                        chunk["source"], json.dumps(chunk["metadata"], ensure_ascii=False),
-                                        len(words), vector))
-                df: Counter = Counter()
-                with cursor.copy("COPY ar_postings (term, row, tf, length) FROM STDIN") as copy:
-                    for row, words in zip(rows, tokens, strict=True):
-                        counts = Counter(words)
-                        df.update(counts.keys())
-                        for term, tf in counts.items():
-                            copy.write_row((term, row, tf, len(words)))
-                _change_df(cursor, df)
-                with cursor.copy("COPY ar_edges (a, b, row, a_label, b_label) FROM STDIN") as copy:
-                    for row, chunk in zip(rows, chunks, strict=True):
-                        for edge in _edges(row, chunk["title"], chunk["text"]):
-                            copy.write_row(edge)
+                shown = EmbedProgress(total) if progress and total > embedder_trait(self.embedder, "batch_size") \
+                    else False
+                length = sum(self._copy_batch(cursor, batch, shown)
+                             for batch in batches(chunk_records(todo, self.config.index), ADD_BATCH))
+                if isinstance(shown, EmbedProgress):
+                    shown.close()
                 cursor.execute("UPDATE ar_stats SET n = n + %s, total_length = total_length + %s WHERE id = 1",
-                               (len(chunks), sum(map(len, tokens))))
+                               (total, length))
             if rebuild:
-                db.execute(_HNSW)
+                db.execute(_hnsw(self.config.index))
             return result
 
         return self._write(write) if todo else AddResult(unchanged=len(latest))
+
+    def _copy_batch(self, cursor, chunks: list[dict], progress: bool | EmbedProgress) -> int:
+        """Embed one batch of chunk records and COPY it in (chunks, postings, terms, edges); its tokens."""
+        texts = [index_text(c) for c in chunks]
+        vectors = np.concatenate([batch for _, batch in embed_batches(self.embedder, texts, progress)])
+        rows = [r[0] for r in cursor.execute("SELECT nextval('ar_chunks_row_seq') FROM generate_series(1, %s)",
+                                             (len(chunks),)).fetchall()]
+        tokens = [tokenize(text) for text in texts]
+        with cursor.copy("COPY ar_chunks (row, chunk_id, doc_id, text, title, source, metadata, length, "
+                         "embedding) FROM STDIN") as copy:  # COPY: 100,000 chunks go in minutes, not hours
+            for row, chunk, words, vector in zip(rows, chunks, tokens, vectors, strict=True):
+                copy.write_row((row, chunk["id"], chunk["doc_id"], chunk["text"], chunk["title"], chunk["source"],
+                                json.dumps(chunk["metadata"], ensure_ascii=False), len(words), vector))
+        df: Counter = Counter()
+        with cursor.copy("COPY ar_postings (term, row, tf, length) FROM STDIN") as copy:
+            for row, words in zip(rows, tokens, strict=True):
+                counts = Counter(words)
+                df.update(counts.keys())
+                for term, tf in counts.items():
+                    copy.write_row((term, row, tf, len(words)))
+        _change_df(cursor, df)
+        with cursor.copy("COPY ar_edges (a, b, row, a_label, b_label) FROM STDIN") as copy:
+            for row, chunk in zip(rows, chunks, strict=True):
+                for edge in _edges(row, chunk["title"], chunk["text"]):
+                    copy.write_row(edge)
+        return sum(map(len, tokens))
 
     def _remove(self, db, doc_ids: list[str]) -> int:
         """Delete documents with their chunks, postings and edges (cascades), keeping the stats right."""
@@ -321,23 +347,22 @@ class PostgresKnowledgeBase:
     def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
                rerank: bool | None = None) -> list[Hit]:
         """The k best chunks for the query; each hit records its rank in each retriever."""
-        c = self.config.search
-        plan = SearchPlan.make(query, k, mode, filters, c, self.fusion)
-        filters, use, depth = plan.filters, plan.use, plan.depth
-        vector = embed_query(self.embedder, query) if "vector" in use else None
-        where, arguments = _where(filters)
+        return search_with(self, self._retrievers, query, k, mode, filters, rerank)
 
-        def run(db):
-            if not db.execute("SELECT n FROM ar_stats").fetchone()[0]:
-                raise RetrievalError("the knowledge base is empty; add documents first")
+    @property
+    def _retrievers(self) -> Retrievers:
+        """BM25 and vectors in SQL, in one snapshot (search_with's plan, fusion and rerank are every backend's)."""
+        def retrieve(db, plan, tokens, vector):
+            where, arguments = _where(plan.filters)
             found = {}
-            if "bm25" in use:
-                found["bm25"] = self._bm25(db, tokenize(query), depth, where, arguments)
-            if "vector" in use:
-                found["vector"] = self._vector(db, vector, depth, where, arguments, bool(filters))
-            return self._hits(db, plan.fuse(found, c.rrf_k)[:k])
+            if "bm25" in plan.use:
+                found["bm25"] = self._bm25(db, tokens, plan.depth, where, arguments)
+            if "vector" in plan.use:
+                found["vector"] = self._vector(db, vector, plan.depth, where, arguments, bool(plan.filters))
+            return found
 
-        return self._read(run)
+        return Retrievers(self._read, lambda db: db.execute("SELECT n FROM ar_stats").fetchone()[0], retrieve,
+                          self._hits, self._idf)
 
     def _bm25(self, db, tokens: list[str], k: int, where: str, arguments: list) -> list[tuple[int, float]]:
         """BM25 in SQL: the embedded index's formula, k1 and b."""
@@ -346,10 +371,9 @@ class PostgresKnowledgeBase:
             return []
         c = self.config.search
         n, total = db.execute("SELECT n, total_length FROM ar_stats").fetchone()
-        df = dict(db.execute("SELECT term, df FROM ar_terms WHERE term = ANY(%s)", (terms,)).fetchall())
-        if not df:
+        idf = self._idf(db, terms)
+        if not idf:
             return []
-        idf = {term: float(np.log1p((n - d + 0.5) / (d + 0.5))) for term, d in df.items()}  # as the embedded index
         chunks = "JOIN ar_chunks c ON c.row = p.row" if where else ""  # the chunk is read only for filters
         rows = db.execute(
             f"""SELECT p.row, sum(q.idf * p.tf * %s / (p.tf + %s * (1 - %s + %s * p.length / %s)))::float4 AS score
@@ -361,10 +385,12 @@ class PostgresKnowledgeBase:
 
     def _vector(self, db, vector: np.ndarray, k: int, where: str, arguments: list,
                 filtered: bool) -> list[tuple[int, float]]:
-        """Cosine similarity: the HNSW index when there is one and no filter, else an exact scan of
-        the rows the filter keeps (so a filter keeping few rows still gives k hits)."""
-        exact = filtered or not _indexed(self.embedder)
-        if filtered:
+        """Cosine similarity: the HNSW index when there is one, no filter and exact_search_below rows or
+        more (as the embedded index), else an exact scan of the rows the filter keeps (so a filter
+        keeping few rows still gives k hits)."""
+        exact = filtered or not _indexed(self.embedder) or \
+            db.execute("SELECT n FROM ar_stats").fetchone()[0] < self.config.index.exact_search_below
+        if exact:
             db.execute("SET LOCAL enable_indexscan = off")
         db.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(int(self.config.search.hnsw_ef), k))}")
         ties = ", c.row" if exact else ""  # a second sort key would keep the HNSW index from being used
@@ -386,13 +412,14 @@ class PostgresKnowledgeBase:
     def term_weights(self, text: str) -> dict[str, float]:
         """BM25 idf of each distinct token of `text` that the knowledge base holds."""
         terms = list(dict.fromkeys(tokenize(text)))
+        return self._read(lambda db: self._idf(db, terms)) if terms else {}
 
-        def run(db):
-            n = db.execute("SELECT n FROM ar_stats").fetchone()[0]
-            rows = db.execute("SELECT term, df FROM ar_terms WHERE term = ANY(%s)", (terms,)).fetchall()
-            return {term: float(np.log1p((n - df + 0.5) / (df + 0.5))) for term, df in rows}
-
-        return self._read(run) if terms else {}
+    def _idf(self, db, tokens: list[str]) -> dict[str, float]:
+        """BM25 idf (bm25_idf, as the embedded index) of each distinct token some chunk holds."""
+        terms = list(dict.fromkeys(tokens))
+        n = db.execute("SELECT n FROM ar_stats").fetchone()[0]
+        rows = db.execute("SELECT term, df FROM ar_terms WHERE term = ANY(%s)", (terms,)).fetchall()
+        return {term: float(bm25_idf(n, df)) for term, df in rows}
 
     def bm25_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
         """The BM25 score of each given chunk for `query`."""
@@ -410,32 +437,18 @@ class PostgresKnowledgeBase:
         return self._read(run)
 
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
-        """Chunks behind the graph edges within `hops` of the names in the query, nearest first."""
+        """Chunks behind the graph edges within `hops` of the names in the query, ranked as the
+        embedded knowledge base ranks them (walk, graph_ranking), one query per hop."""
         def run(db):
             starts = _starts(db, query)
-            labels = dict(db.execute(  # each start node's name as first written
-                "SELECT DISTINCT ON (key) key, label FROM (SELECT a AS key, a_label AS label, row FROM ar_edges "
-                "WHERE a = ANY(%s) UNION ALL SELECT b, b_label, row FROM ar_edges WHERE b = ANY(%s)) x "
-                "ORDER BY key, row", (starts, starts)).fetchall())
-            found: dict[int, tuple[int, list[str]]] = {}
-            frontier = {key: [labels.get(key, key)] for key in starts}
-            seen = set(frontier)
-            for hop in range(1, hops + 1):
-                if not frontier:
-                    break
-                edges = db.execute("SELECT a, b, row, a_label, b_label FROM ar_edges WHERE a = ANY(%s) OR "
-                                   "b = ANY(%s) ORDER BY row", (list(frontier), list(frontier))).fetchall()
-                nxt = {}
-                for a, b, row, a_label, b_label in edges:
-                    node, other, label = (a, b, b_label) if a in frontier else (b, a, a_label)
-                    found.setdefault(row, (hop, frontier[node] + [label]))
-                    if other not in seen:
-                        seen.add(other)
-                        nxt[other] = frontier[node] + [label]
-                frontier = nxt
-            order = sorted(found, key=lambda row: (found[row][0], row))[:k]
-            hits = self._hits(db, [(row, 1.0 / found[row][0], {"graph": rank}) for rank, row in enumerate(order, 1)])
-            return [h.model_copy(update={"path": found[row][1]}) for h, row in zip(hits, order, strict=True)]
+            found = walk(lambda nodes: _neighbours(db, nodes), lambda pairs: _names(db, pairs),
+                         dict(zip(starts, _names(db, [(None, key) for key in starts]), strict=True)), hops)
+            rows = list(found)
+            scores = dict.fromkeys(rows, 0.0)
+            scores.update(self._bm25(db, tokenize(query), len(rows), "AND p.row = ANY(%s)", [rows]) if rows else [])
+            ranked = graph_ranking(found, scores, k)
+            hits = self._hits(db, [(row, score, ranks) for row, score, ranks, _ in ranked])
+            return [h.model_copy(update={"path": path}) for h, (_, _, _, path) in zip(hits, ranked, strict=True)]
 
         return self._read(run)
 
@@ -446,9 +459,8 @@ class PostgresKnowledgeBase:
             "SELECT (SELECT count(*) FROM (SELECT a FROM ar_edges UNION SELECT b FROM ar_edges) n), "
             "(SELECT count(*) FROM (SELECT DISTINCT a, b FROM ar_edges) e)").fetchone())
 
-    def restricted(self, filters: dict):
-        from ._embedded import RestrictedView
-
+    def restricted(self, filters: dict) -> RestrictedView:
+        """This knowledge base with every search kept to `filters` (as KnowledgeBase.restricted)."""
         return RestrictedView(self, [check_filters(filters)])
 
     def save(self, *args, **kwargs) -> None:
@@ -462,7 +474,7 @@ class PostgresKnowledgeBase:
 
 def _indexed(embedder: Embedder) -> bool:
     """Whether the vectors get an HNSW index: dense, and within pgvector's 2,000 dimensions."""
-    return embedder.dimension <= MAX_HNSW_DIMENSIONS and not getattr(embedder, "sparse", False)
+    return embedder.dimension <= MAX_HNSW_DIMENSIONS and not embedder_trait(embedder, "sparse")
 
 
 def _change_df(cursor, change: Counter) -> None:
@@ -481,15 +493,38 @@ def _change_df(cursor, change: Counter) -> None:
 
 def _starts(db, query: str) -> list[str]:
     """The graph's nodes the query names, as KnowledgeGraph.find gives them: its names that are
-    nodes, then node names of four characters or more that it contains (long ones first, five)."""
+    nodes, then node names of four characters or more that it contains (long ones first, five; of
+    one length, the one the graph met first)."""
     named = list(dict.fromkeys(_key(n) for n in names(query)))
     held = {row[0] for row in db.execute("SELECT a FROM ar_edges WHERE a = ANY(%s) UNION "
                                          "SELECT b FROM ar_edges WHERE b = ANY(%s)", (named, named)).fetchall()}
     inside = [row[0] for row in db.execute(
-        "SELECT node FROM (SELECT a AS node FROM ar_edges UNION SELECT b FROM ar_edges) n "
-        "WHERE length(node) >= 4 AND strpos(%s, node) > 0 ORDER BY length(node) DESC, node LIMIT 5",
-        (_key(query),)).fetchall()]
+        "SELECT node FROM (SELECT a AS node, row, ctid FROM ar_edges UNION ALL SELECT b, row, ctid FROM ar_edges) n "
+        "WHERE length(node) >= 4 AND strpos(%s, node) > 0 GROUP BY node "
+        "ORDER BY length(node) DESC, min(row), min(ctid) LIMIT 5", (_key(query),)).fetchall()]
     return list(dict.fromkeys([k for k in named if k in held] + inside))
+
+
+def _neighbours(db, nodes: list[str]) -> dict[str, list[tuple[str, list[int]]]]:
+    """Each node's neighbours with the rows behind the edge to each (walk's `neighbours`)."""
+    near: dict[str, list[tuple[str, list[int]]]] = {}
+    for node, other, rows in db.execute(
+            "SELECT node, other, array_agg(row) FROM (SELECT a AS node, b AS other, row FROM ar_edges "
+            "WHERE a = ANY(%s) UNION ALL SELECT b, a, row FROM ar_edges WHERE b = ANY(%s)) e GROUP BY node, other",
+            (nodes, nodes)).fetchall():
+        near.setdefault(node, []).append((other, rows))
+    return near
+
+
+def _names(db, pairs: list[tuple]) -> list[str]:
+    """The name each (node, other) step adds to a path: the other's name as first written (the
+    lowest row's edge, then the first edge that row gave), as KnowledgeGraph keeps it."""
+    keys = list({other for _, other in pairs})
+    labels = dict(db.execute(
+        "SELECT DISTINCT ON (key) key, label FROM (SELECT a AS key, a_label AS label, row, ctid FROM ar_edges "
+        "WHERE a = ANY(%s) UNION ALL SELECT b, b_label, row, ctid FROM ar_edges WHERE b = ANY(%s)) x "
+        "ORDER BY key, row, ctid", (keys, keys)).fetchall()) if keys else {}
+    return [labels.get(other, other) for _, other in pairs]
 
 
 def _edges(row: int, title: str, text: str) -> list[tuple]:

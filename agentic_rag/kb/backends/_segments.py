@@ -8,21 +8,21 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from ..._config import Config, IndexConfig, SearchConfig
 from ..._errors import ConfigurationError, RetrievalError
 from ...text._tokenize import TOKENIZER_SETTINGS, tokenize
-from ..embedders._embedders import REMOVED, Embedder, content_key, make_embedder
+from ..embedders._embedders import Embedder, content_key, embedder_trait
 from ..indexes._bm25 import BM25
 from ..indexes._csr import write_npz
 from ..indexes._graph import KnowledgeGraph
 from ..indexes._rerank import Reranker
 from ..indexes._vectors import load_vectors, saved_arrays, vector_index
 from . import _store as store
-from ._core import index_text, saved_chunking
+from ._core import built_embedder, check_built_with, check_tokenizer, index_text
 from ._integrity import (
     LOAD_ERRORS,
     check_bm25,
@@ -33,6 +33,12 @@ from ._integrity import (
     check_vocab,
     reading,
 )
+
+if TYPE_CHECKING:
+    import threading
+
+    from ..indexes._vectors import VectorIndex
+    from ._rwlock import ReadWriteLock
 
 # a save writes one full segment instead of a delta when the folder holds more delta segments than
 # MAX_DELTAS, or more rows in them than MAX_DELTA_ROWS and a quarter of all (a load replays them)
@@ -45,6 +51,29 @@ Loaded = TypeVar("Loaded", bound="SegmentPersistence")
 class SegmentPersistence:
     """KnowledgeBase's save and load: what changed since the last save goes into a new delta segment,
     everything into one full segment now and then; a load replays them in order."""
+
+    if TYPE_CHECKING:  # what KnowledgeBase holds and gives these methods (_embedded)
+        config: Config
+        embedder: Embedder
+        graph_method: str
+        _saved: dict[str, dict]
+        _writer: threading.Lock
+        _lock: ReadWriteLock
+        _chunks: list[dict | None]
+        _docs: dict[str, dict]
+        _changed_docs: list[str]
+        _bm25: BM25
+        _vectors: VectorIndex
+        _graph: KnowledgeGraph
+        _base_rows: int
+
+        def __init__(self, embedder: Embedder | None = None, config: Config | IndexConfig | SearchConfig | None = None,
+                     reranker: Reranker | None = None, extract_triples=None, graph_method: str | None = None): ...
+        def __len__(self) -> int: ...
+        @property
+        def graph_size(self) -> tuple[int, int]: ...
+        def _new_vector_index(self) -> VectorIndex: ...
+        def _delete_rows(self, rows: list[int]) -> None: ...
 
     def generation(self, directory: str | Path) -> str | None:
         """The generation this knowledge base was loaded from or last saved in `directory`, if any."""
@@ -77,14 +106,14 @@ class SegmentPersistence:
             delta_rows = saved["delta_rows"] + rows - saved["rows"] if saved else 0
             full = compact or saved is None or len(saved["segments"]) > MAX_DELTAS or \
                 delta_rows > max(MAX_DELTA_ROWS, rows // 4)
-            manifest = {
+            manifest: dict[str, Any] = {
                 "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
                 "tokenizer": TOKENIZER_SETTINGS, "graph": self.graph_method,
                 "chunking": {"size": self.config.index.chunk_size, "overlap": self.config.index.chunk_overlap},
                 "counts": {"documents": len(self._docs), "chunks": len(self), "rows": rows,
                            "graph_nodes": self.graph_size[0], "graph_edges": self.graph_size[1]},
             }
-            if full:
+            if full or saved is None:  # (full when nothing was saved: said twice for the type checker)
                 writers = self._full_writers()
             else:
                 writers = self._delta_writers(saved)
@@ -143,25 +172,7 @@ class SegmentPersistence:
         config's chunking the one it was chunked with (a SearchConfig or None takes the saved chunking)."""
         directory = Path(directory)
         manifest, folders = store.read_generation(directory)
-        built = manifest["embedder"]
-        if built["name"] in REMOVED:
-            raise ConfigurationError(f"{directory} was built with {REMOVED[built['name']]}; rebuild it with "
-                                     f"e5: agentic-rag index PATH --kb NEW_DIR --embedder e5")
-        try:
-            embedder = embedder or make_embedder(built["name"], built["dimension"])
-        except ConfigurationError as exc:  # a name this version does not know: say which folder asked for it
-            raise ConfigurationError(f"{directory} was built with embedder {built['name']!r} "
-                                     f"({built['dimension']}-dim), which cannot be made here: {exc}") from None
-        if (embedder.name, embedder.dimension) != (built["name"], built["dimension"]):
-            raise ConfigurationError(
-                f"{directory} was built with embedder {built['name']!r} ({built['dimension']}-dim) but "
-                f"{embedder.name!r} ({embedder.dimension}-dim) was given; use --embedder {built['name']} "
-                f"or rebuild into a new --kb directory")
-        config = saved_chunking(config, manifest["chunking"], str(directory),
-                                "keep its settings or build a new --kb directory")
-        if manifest["tokenizer"] != TOKENIZER_SETTINGS:
-            raise RetrievalError(f"{directory} was tokenized with {manifest['tokenizer']}; rebuild it "
-                                 f"with this version: agentic-rag index PATH --kb NEW_DIR")
+        embedder, config = check_built_with(str(directory), manifest, embedder, config, "NEW_DIR")
         kb = cls(embedder, config, reranker, extract_triples, manifest.get("graph", "names"))
         kb._restore(folders[0], manifest)  # each file's damage is an error naming it (_integrity)
         for folder, segment in zip(folders[1:], store.segments(manifest)[1:], strict=True):
@@ -186,7 +197,7 @@ class SegmentPersistence:
         first = store.segments(manifest)[0]
         self._base_rows = first["rows"]
         with reading(generation / "chunks.jsonl"):
-            held = {}
+            held: dict[int, dict] = {}
             for chunk in _saved_chunks(generation):
                 row = check_chunk(chunk, 0, first["rows"])
                 if held.setdefault(row, chunk) is not chunk:
@@ -261,15 +272,15 @@ def saved_vectors(directory: Path, embedder: Embedder, wanted: set[bytes]) -> di
     nothing from a folder that is not a readable knowledge base: reuse only saves time."""
     try:
         manifest, folders = store.read_generation(directory)
-        if (manifest["embedder"]["name"], manifest["embedder"]["dimension"]) != (embedder.name, embedder.dimension) \
-                or getattr(embedder, "tokenized", False) and manifest["tokenizer"] != TOKENIZER_SETTINGS:
-            return {}
+        built_embedder(str(directory), manifest, embedder, "NEW_DIR")  # another embedder's: an error, caught
+        if embedder_trait(embedder, "tokenized"):
+            check_tokenizer(str(directory), manifest, "NEW_DIR")
         out = {}
         for folder in folders:
             chunks = {chunk["row"]: chunk for chunk in _saved_chunks(folder)}
             rows = [row for row, chunk in chunks.items() if content_key(index_text(chunk)) in wanted]
             if rows:
-                index = vector_index(embedder.dimension, getattr(embedder, "sparse", False),  # exact: no graph
+                index = vector_index(embedder.dimension, embedder_trait(embedder, "sparse"),  # exact: no graph
                                      IndexConfig(exact_search_below=1 << 62), SearchConfig())
                 index.add_arrays(saved_arrays(folder, sorted(chunks), manifest["counts"]["rows"]))
                 for row, vector in zip(rows, index.vectors_of(rows), strict=True):

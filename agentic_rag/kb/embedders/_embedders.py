@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -19,7 +19,19 @@ from ...text._tokenize import tokenize
 
 @runtime_checkable
 class Embedder(Protocol):
-    """What the knowledge base needs from an embedder."""
+    """What the knowledge base needs from an embedder.
+
+    Optional traits are declared as class attributes, never probed for; one that is not declared
+    takes its default (TRAITS; read them with `embedder_trait`):
+    - `batch_size = 256`: texts per call of `embed` during an add;
+    - `fusion = SEMANTIC_FUSION`: hybrid search's (fusion method, vector weight) when the settings
+      name none;
+    - `sparse = False`: True when few of its dimensions are non-zero, so its vectors are searched
+      exactly by an inverted index instead of an HNSW graph;
+    - `tokenized = False`: True when its vectors follow the BM25 tokenizer, so they are never reused
+      from a knowledge base tokenized otherwise;
+    - `embed_query = None`: a method for search queries; without one a query is embedded as a document.
+    """
 
     name: str
     dimension: int
@@ -37,10 +49,21 @@ class Embedder(Protocol):
 # Also the default of an embedder that names none, such as a hosted one: the semantic embedder we could
 # measure.
 SEMANTIC_FUSION = ("score", 1.5)
+# the optional traits an embedder may declare (see Embedder), with the default of one that does not
+TRAITS = {"batch_size": 256, "fusion": SEMANTIC_FUSION, "sparse": False, "tokenized": False, "embed_query": None}
+
+
+def embedder_trait(embedder: Embedder, name: str):
+    """The embedder's declared trait `name` (one of TRAITS), or that trait's default."""
+    if name not in TRAITS:
+        raise ConfigurationError(f"unknown embedder trait {name!r}; traits: {', '.join(TRAITS)}")
+    return getattr(embedder, name, TRAITS[name])
 
 
 class SymmetricEmbedder:
     """Base for embedders that encode queries and documents alike: a query is embedded as a document."""
+
+    embed: Callable[[Sequence[str]], np.ndarray]  # the subclass's
 
     def embed_query(self, texts: Sequence[str]) -> np.ndarray:
         """Embed queries exactly as documents."""
@@ -128,7 +151,7 @@ class E5Embedder:
         return _l2_normalize(np.asarray(vectors, np.float32).reshape(len(texts), self.dimension))
 
 
-EMBEDDERS = {"hashing": HashingEmbedder, "e5": E5Embedder}
+EMBEDDERS: dict[str, Callable[[], Embedder]] = {"hashing": HashingEmbedder, "e5": E5Embedder}
 # embedders no longer offered, with why: a knowledge base built with one must be rebuilt
 REMOVED = {"use": "the 'use' embedder (Universal Sentence Encoder), removed because e5 finds more on every "
                   "evaluation set (docs/benchmarks.md)"}
@@ -145,7 +168,7 @@ def make_embedder(name: str, dimension: int | None = None) -> Embedder:
 
 def embed_query(embedder: Embedder, query: str) -> np.ndarray:
     """The query's vector by `embed_query`; an embedder written without one embeds it as a document."""
-    embed = getattr(embedder, "embed_query", None) or embedder.embed
+    embed = embedder_trait(embedder, "embed_query") or embedder.embed
     vectors = embed([query])
     if vectors.shape != (1, embedder.dimension):
         raise ConfigurationError(f"embedder {embedder.name!r} returned shape {vectors.shape} for a query; "
@@ -195,7 +218,7 @@ def embed_batches(embedder: Embedder, texts: Sequence[str],
     """(start, vectors) for each batch of the embedder's `batch_size` (256 if it names none), shapes
     checked, rows made unit length (unit_rows); with progress and more than one batch, a line on
     stderr: chunks done, chunks per second, time left (or the given EmbedProgress's, which the caller closes)."""
-    size = getattr(embedder, "batch_size", 256)
+    size = embedder_trait(embedder, "batch_size")
     show = progress if isinstance(progress, EmbedProgress) else \
         EmbedProgress(len(texts)) if progress and len(texts) > size else None
     for start in range(0, len(texts), size):

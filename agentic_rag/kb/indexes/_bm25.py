@@ -34,6 +34,12 @@ _ADD_SLICE = 8_192    # rows turned into postings at a time
 _IMPACT_TERMS = 4_096  # terms whose impacts are computed at a time
 
 
+def bm25_idf(n: int, df: np.ndarray | int) -> np.ndarray:
+    """idf(t) = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5)) for N rows, in float64: every backend's idf."""
+    df = np.asarray(df, np.float64)
+    return np.log1p((n - df + 0.5) / (df + 0.5))
+
+
 def _union(parts: list[np.ndarray], size: int) -> np.ndarray:
     """The rows in any of the ascending row arrays, ascending."""
     if len(parts) == 1:
@@ -192,8 +198,7 @@ class BM25:
         return rows[keep], tfs[keep]
 
     def _df_idf(self, df: np.ndarray | int) -> np.ndarray:
-        n = self.size
-        return np.log1p((n - np.asarray(df, np.float64) + 0.5) / (np.asarray(df, np.float64) + 0.5))
+        return bm25_idf(self.size, df)
 
     def _impact(self, idf: np.ndarray, rows: np.ndarray, tfs: np.ndarray) -> np.ndarray:
         """Each posting's term score: idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * |d| / avgdl))."""

@@ -12,8 +12,47 @@ from ...text._sentences import split_sentences
 MAX_NAMES = 12  # per sentence: a list of fifty names is a table, not a relation
 
 
+NEIGHBOURS = 40  # neighbours a walk follows from each node, strongest first: a hub's thousands are noise
+
+
+def walk(neighbours, steps, starts: dict[str, str], hops: int = 2,
+         limit: int = NEIGHBOURS) -> dict[int, tuple[int, list[str]]]:
+    """A walk of `hops` from the start nodes (key -> name): row -> (hop, path of names) for every
+    chunk row behind an edge it took. From each node it takes the `limit` strongest edges (most rows,
+    then by key), each edge's rows ascending; a row keeps the first path that reached it.
+    `neighbours(nodes)` gives {node: [(other, rows)]}; `steps([(node, other)])` the name each step
+    adds to a path, in order. Every backend walks by it, each answering those two from its own store
+    (PostgreSQL with a query each per hop)."""
+    found: dict[int, tuple[int, list[str]]] = {}
+    frontier = {key: [name] for key, name in starts.items()}
+    seen = set(frontier)
+    for hop in range(1, hops + 1):
+        if not frontier:
+            break
+        near = neighbours(list(frontier))
+        strongest = {node: sorted(near.get(node, ()), key=lambda edge: (-len(edge[1]), edge[0]))[:limit]
+                     for node in frontier}
+        names = iter(steps([(node, other) for node in frontier for other, _ in strongest[node]]))  # one call a hop
+        nxt = {}
+        for node, path in frontier.items():
+            for other, rows in strongest[node]:
+                step = next(names)
+                for row in sorted(rows):
+                    found.setdefault(row, (hop, path + [step]))
+                if other not in seen:
+                    seen.add(other)
+                    nxt[other] = path + [step]
+        frontier = nxt
+    return found
+
+
 def _key(name: str) -> str:
     return " ".join(name.casefold().split())
+
+
+def _pair(a: str, b: str) -> tuple[str, str]:
+    """An edge's key: its two node keys in order (an edge has no direction)."""
+    return (a, b) if a <= b else (b, a)
 
 
 class KnowledgeGraph:
@@ -41,7 +80,7 @@ class KnowledgeGraph:
         """Subject-relation-object triples a language model read from one chunk."""
         for subject, relation, obj in triples:
             if subject.strip() and obj.strip() and self._link(subject.strip(), obj.strip(), row) and relation.strip():
-                self.relations.setdefault(tuple(sorted((_key(subject), _key(obj)))), set()).add(relation.strip())
+                self.relations.setdefault(_pair(_key(subject), _key(obj)), set()).add(relation.strip())
 
     def _link(self, a: str, b: str, row: int) -> bool:
         ka, kb = _key(a), _key(b)
@@ -49,7 +88,7 @@ class KnowledgeGraph:
             return False
         self.labels.setdefault(ka, a)
         self.labels.setdefault(kb, b)
-        self.edges.setdefault(tuple(sorted((ka, kb))), set()).add(row)
+        self.edges.setdefault(_pair(ka, kb), set()).add(row)
         self.adjacent[ka].add(kb)
         self.adjacent[kb].add(ka)
         return True
@@ -74,26 +113,17 @@ class KnowledgeGraph:
         keys += sorted((k for k in self.adjacent if len(k) >= 4 and k in lowered), key=len, reverse=True)[:5]
         return list(dict.fromkeys(keys))
 
-    def walk(self, starts: list[str], hops: int = 2, limit: int = 40) -> dict[int, tuple[int, list[str]]]:
+    def walk(self, starts: list[str], hops: int = 2, limit: int = NEIGHBOURS) -> dict[int, tuple[int, list[str]]]:
         """Chunk rows behind the edges within `hops` of the start nodes: row -> (hop, path of names)."""
-        found: dict[int, tuple[int, list[str]]] = {}
-        frontier = {s: [self.labels[s]] for s in starts if s in self.adjacent}
-        seen = set(frontier)
-        for hop in range(1, hops + 1):
-            nxt = {}
-            for node, path in frontier.items():
-                by_strength = sorted(self.adjacent[node], key=lambda o: (-len(self.edges[tuple(sorted((node, o)))]), o))
-                for other in by_strength[:limit]:
-                    for row in sorted(self.edges[tuple(sorted((node, other)))]):
-                        found.setdefault(row, (hop, path + [self._step(node, other)]))
-                    if other not in seen:
-                        seen.add(other)
-                        nxt[other] = path + [self._step(node, other)]
-            frontier = nxt
-        return found
+        return walk(self._neighbours, lambda pairs: [self._step(*pair) for pair in pairs],
+                    {s: self.labels[s] for s in starts if s in self.adjacent}, hops, limit)
+
+    def _neighbours(self, nodes: list[str]) -> dict[str, list[tuple[str, set[int]]]]:
+        return {node: [(other, self.edges[_pair(node, other)]) for other in self.adjacent[node]]
+                for node in nodes}
 
     def _step(self, node: str, other: str) -> str:
-        relation = self.relations.get(tuple(sorted((node, other))))
+        relation = self.relations.get(_pair(node, other))
         return f"({'/'.join(sorted(relation))}) {self.labels[other]}" if relation else self.labels[other]
 
     def to_json(self, rows: set[int] | None = None) -> dict:

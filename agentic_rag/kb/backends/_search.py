@@ -1,0 +1,149 @@
+"""How every backend searches: the plan (checked arguments), then its retrievers, then fusion,
+then the reranker (search_with); graph search's ranking (graph_ranking); and the view that keeps a
+backend's searches to some filters (RestrictedView). A backend supplies only its retrievers."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..._config import SEARCH_MODES, SearchConfig
+from ..._errors import ConfigurationError, RetrievalError
+from ...text._tokenize import tokenize
+from .._hit import Hit
+from ..embedders._embedders import Embedder, embed_query, embedder_trait
+from ..indexes._filters import MAX_FILTER_VALUES, check_filters, filter_values, matches
+from ..indexes._fusion import reciprocal_rank_fusion, score_fusion
+
+Ranked = list[tuple[int, float]]  # (row, score), best first
+
+
+def fusion_of(embedder: Embedder, search: SearchConfig) -> tuple[str, float]:
+    """(fusion method, vector weight): the settings' where set, else the embedder's `fusion`."""
+    method, weight = embedder_trait(embedder, "fusion")
+    return search.fusion or method, weight if search.vector_weight is None else search.vector_weight
+
+
+@dataclass
+class SearchPlan:
+    """A search's checked arguments: which retrievers run, with which weights and depth, and how
+    their rankings are fused. Every backend searches by one."""
+
+    filters: dict
+    use: list[str]
+    weights: dict[str, float]
+    depth: int
+    fusion: str
+
+    @classmethod
+    def make(cls, query: str, k: int, mode: str, filters: dict | None, search: SearchConfig,
+             fusion: tuple[str, float]) -> SearchPlan:
+        if not isinstance(query, str) or not query.strip():
+            raise ConfigurationError("the search query is empty; give some words to search for")
+        if mode not in SEARCH_MODES:
+            raise ConfigurationError(f"unknown search mode {mode!r}; choose one of: {', '.join(SEARCH_MODES)}")
+        if not isinstance(k, int) or k < 1:
+            raise ConfigurationError(f"k = {k!r}; ask for at least one hit (k >= 1)")
+        method, vector_weight = fusion
+        weights = {"bm25": search.bm25_weight if mode == "hybrid" else 1.0,
+                   "vector": vector_weight if mode == "hybrid" else 1.0}
+        use = [name for name in ("bm25", "vector") if mode in (name, "hybrid") and weights[name] > 0]
+        return cls(check_filters(filters), use, weights, max(k, search.candidates), method)
+
+    def fuse(self, found: dict[str, Ranked], rrf_k: int) -> list[tuple[int, float, dict]]:
+        """The retrievers' (row, score) lists fused, best first; a single retriever keeps its own score."""
+        if self.fusion == "score":
+            fused = score_fusion(found, self.weights)
+        else:
+            fused = reciprocal_rank_fusion({n: [row for row, _ in f] for n, f in found.items()}, self.weights, rrf_k)
+        if len(self.use) == 1:
+            raw = dict(found[self.use[0]])
+            fused = [(row, raw[row], ranks) for row, _, ranks in fused]
+        return fused
+
+
+@dataclass
+class Retrievers:
+    """What a backend supplies to search_with, each function given the backend's view of one
+    consistent state (`read` runs a function on one: the embedded read lock, a PostgreSQL snapshot)."""
+
+    read: Callable                     # read(work) -> work(view)
+    size: Callable                     # size(view) -> live chunks
+    retrieve: Callable                 # retrieve(view, plan, tokens, vector) -> {retriever: Ranked}
+    hits: Callable                     # hits(view, [(row, score, ranks)]) -> [Hit]
+    term_weights: Callable             # term_weights(view, tokens) -> {term: BM25 idf}
+
+
+def search_with(kb, retrievers: Retrievers, query: str, k: int, mode: str, filters: dict | None,
+                rerank: bool | None) -> list[Hit]:
+    """The k best chunks of `kb` (its config, embedder, fusion and reranker) for the query: plan, retrieve,
+    fuse, then rerank the fused candidates (kb.config's rerank unless `rerank` says) by the query's idf."""
+    c = kb.config.search
+    plan = SearchPlan.make(query, k, mode, filters, c, kb.fusion)
+    vector = embed_query(kb.embedder, query) if "vector" in plan.use else None
+    reranking = c.rerank if rerank is None else rerank
+
+    def work(view):
+        if retrievers.size(view) == 0:
+            raise RetrievalError("the knowledge base is empty; add documents first "
+                                 "(agentic-rag index PATH --kb DIR)")
+        tokens = tokenize(query)
+        fused = plan.fuse(retrievers.retrieve(view, plan, tokens, vector), c.rrf_k)
+        hits = retrievers.hits(view, fused[:plan.depth if reranking else k])
+        return hits, retrievers.term_weights(view, tokens) if reranking else {}
+
+    hits, weights = retrievers.read(work)
+    if reranking:
+        hits = kb.reranker.rerank(query, hits, weights)
+    return hits[:k]
+
+
+def graph_ranking(found: dict[int, tuple[int, list[str]]], scores, k: int) -> list[tuple[int, float, dict, list]]:
+    """The k best rows a graph walk found (row -> (hop, path)): nearest first, then by BM25 score
+    for the query (`scores[row]`), then by row; as (row, score 1/hop, ranks, path)."""
+    order = sorted(found, key=lambda row: (found[row][0], -scores[row], row))[:k]
+    return [(row, 1.0 / found[row][0], {"graph": rank}, found[row][1]) for rank, row in enumerate(order, 1)]
+
+
+class RestrictedView:
+    """A knowledge base whose searches keep to chunks matching every one of a list of filters
+    (KnowledgeBase.restricted); what else a run asks of it goes to the knowledge base."""
+
+    def __init__(self, kb, filters: list[dict]):
+        self._kb, self._filters = kb, filters
+
+    def __getattr__(self, name):  # term weights, graph size, BM25 scores: as the knowledge base has them
+        return getattr(self._kb, name)
+
+    def __len__(self) -> int:
+        return len(self._kb)
+
+    def restricted(self, filters: dict) -> RestrictedView:
+        """A view that keeps to these filters as well."""
+        return RestrictedView(self._kb, [*self._filters, check_filters(filters)])
+
+    def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
+               rerank: bool | None = None) -> list[Hit]:
+        """As KnowledgeBase.search, keeping to the view's filters and the given ones: the first
+        condition on each field goes to the search, a second one on the same field is checked on a
+        ranking four times deeper."""
+        every = [*self._filters, check_filters(filters) if filters else {}]
+        first: dict = {}
+        for conditions in every:  # each is within the filter limit, not always all of them together:
+            more = {f: c for f, c in conditions.items() if f not in first}  # past it, a later one is checked
+            if filter_values({**first, **more}) <= MAX_FILTER_VALUES:        # on the hits instead
+                first.update(more)
+        later = [{f: c for f, c in conditions.items() if first.get(f) is not c} for conditions in every]
+        if not any(later):
+            return self._kb.search(query, k, mode, first, rerank)
+        hits = self._kb.search(query, k * 4, mode, first, rerank)
+        return [h for h in hits if all(matches(_fields(h), c) for c in later)][:k]
+
+    def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
+        """As KnowledgeBase.graph_search, keeping the hits that match the filters (at most k)."""
+        hits = self._kb.graph_search(query, k=max(k, 1) * 4, hops=hops)
+        return [h for h in hits if all(matches(_fields(h), c) for c in self._filters)][:k]
+
+
+def _fields(hit: Hit) -> dict:
+    """A hit's fields as filters see them."""
+    return {**hit.metadata, "doc_id": hit.doc_id, "source": hit.source, "title": hit.title}
