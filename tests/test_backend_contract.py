@@ -217,8 +217,12 @@ def test_rerank_reorders_the_fused_candidates_with_the_reranker(backend):
 
 
 def test_empty_knowledge_base_and_bad_queries_are_loud(backend, tiny):
+    empty = backend()
     with pytest.raises(RetrievalError, match="empty"):
-        backend().search("anything")
+        empty.search("anything")
+    assert (len(empty), empty.document_count, empty.graph_size) == (0, 0, (0, 0))
+    assert empty.graph_search("Anna Berg") == [] and empty.term_weights("anything") == {}
+    assert empty.bm25_scores("anything", ["a#0"]) == {} and empty.held_documents(["a"]) == []
     with pytest.raises(ConfigurationError, match="empty"):
         tiny.search("   ")
     with pytest.raises(ConfigurationError, match="unknown search mode"):
@@ -336,6 +340,7 @@ def test_graph_search_ranks_the_nearest_by_bm25_and_names_the_path(backend):
     assert [(h.id, h.path, h.ranks) for h in hits] == [("berg#0", ["Anna Berg", "Oslo"], {"graph": 1}),
                                                        ("film#0", ["Anna Berg", "Quiet Harbor"], {"graph": 2})]
     assert kb.graph_size == (4, 4)
+    assert [h.id for h in kb.restricted({"doc_id": "film"}).graph_search("Where was Anna Berg born?")] == ["film#0"]
 
 
 def _person(i: int) -> str:
@@ -378,8 +383,6 @@ def _hotpot() -> tuple[list[Document], list[str]]:
 @pytest.fixture(scope="module")
 def hotpot(pg_server):
     """The corpus in both backends, built once for the module: ({backend: kb}, questions)."""
-    if not (HOTPOT / "corpus.jsonl").is_file():
-        pytest.skip("needs ../shared/data/hotpotqa beside the project")
     docs, questions = _hotpot()
     kbs = {"embedded": KnowledgeBase(), "postgres": PostgresKnowledgeBase(_another_database(pg_server.get_uri()))}
     for kb in kbs.values():
