@@ -9,98 +9,6 @@ from agentic_rag.kb.embedders._embedders import SEMANTIC_FUSION
 from helpers import EXAMPLE_DATA, PARAPHRASES, DenseHashing
 
 
-def test_version_forms_and_chinese_synonyms_are_found(tiny_kb):
-    hits = tiny_kb.search("认证失败 修复 V2_3_1", k=2)
-    assert {h.doc_id for h in hits} == {"release-2.3.1", "ticket-1"}
-    hit = hits[0]
-    assert hit.source and hit.text and hit.id.startswith(hit.doc_id + "#")
-    assert set(hit.ranks) <= {"bm25", "vector"} and hit.ranks
-
-
-@pytest.mark.parametrize("mode", ["bm25", "vector", "hybrid"])
-def test_every_mode_finds_the_obvious_document(tiny_kb, mode):
-    hits = tiny_kb.search("Team plan price per member", k=1, mode=mode)
-    assert hits[0].doc_id == "pricing"
-    assert list(hits[0].ranks) == (["bm25", "vector"] if mode == "hybrid" else [mode])
-
-
-def test_hybrid_records_rank_in_each_retriever(tiny_kb):
-    hit = tiny_kb.search("authentication timeout", k=1)[0]
-    assert hit.ranks == {"bm25": 1, "vector": 1}
-    assert hit.score == pytest.approx(1.0 + 0.02)  # first in both: normalised 1 each, bm25 weight 1, vector 0.02
-
-
-def test_filters_apply_before_ranking(tiny_kb):
-    hits = tiny_kb.search("release notes", k=5, filters={"type": "release_note", "date": {"gte": "2026-04-01"}})
-    assert [h.doc_id for h in hits] == ["release-2.3.1"]
-    assert tiny_kb.search("release notes", filters={"doc_id": ["pricing"]}, mode="bm25") == []
-
-
-@pytest.mark.parametrize("mode", ["hybrid", "bm25", "vector"])
-def test_filters_after_incremental_adds_that_grew_the_arrays(tiny_kb, mode):
-    # an add may grow the retrievers' arrays past the rows in use (the filter mask's length); a
-    # filtered search after each of a dozen adds meets that, whatever the growth policy
-    tickets = {"ticket-1"}
-    for i in range(12):
-        tiny_kb.add_documents([Document(f"late-{i}", f"late ticket {i} about 认证失败", metadata={"type": "ticket"}),
-                               Document(f"note-{i}", f"a note {i} about 认证失败 tickets",
-                                        metadata={"type": "manual"})])
-        tickets.add(f"late-{i}")
-        hits = tiny_kb.search("认证失败 ticket", k=30, mode=mode, filters={"type": "ticket"})
-        assert {h.doc_id for h in hits} == tickets
-
-
-def test_readding_a_changed_document_replaces_its_chunks(tiny_kb, tiny_docs):
-    assert tiny_kb.add_documents(tiny_docs).unchanged == len(tiny_docs)
-    changed = Document("pricing", "The Team plan now costs 9 USD per member.", title="Pricing", source="p.md")
-    result = tiny_kb.add_documents([changed])
-    assert (result.added, result.replaced, result.chunks) == (0, 1, 1)
-    hits = tiny_kb.search("Team plan costs USD", k=5, mode="bm25")
-    assert [h.text for h in hits if h.doc_id == "pricing"] == [changed.text]
-    assert len(tiny_kb) == len(tiny_docs) and tiny_kb.document_count == len(tiny_docs)
-
-
-def test_delete_removes_every_chunk(tiny_kb):
-    assert tiny_kb.delete_documents(["pricing", "unknown"]) == 1
-    assert all(h.doc_id != "pricing" for h in tiny_kb.search("Team plan 8 USD", k=10))
-    assert len(tiny_kb) == 4
-
-
-def test_held_documents_names_the_ids_it_holds_in_the_order_given(tiny_kb):
-    assert tiny_kb.held_documents(["shipping", "nope", "pricing", "shipping"]) == ["shipping", "pricing"]
-    tiny_kb.delete_documents(["pricing"])
-    assert tiny_kb.held_documents(["pricing"]) == []
-
-
-def test_long_document_is_chunked_with_stable_ids():
-    kb = KnowledgeBase(config=Config(chunk_size=60, chunk_overlap=0))
-    text = " ".join(f"Sentence number {i} talks about topic {i}." for i in range(12))
-    kb.add_documents([Document("long", text)])
-    again = KnowledgeBase(config=Config(chunk_size=60, chunk_overlap=0))
-    again.add_documents([Document("long", text)])
-    first = [h.id for h in kb.search("topic 7", k=3, mode="bm25")]
-    assert first == [h.id for h in again.search("topic 7", k=3, mode="bm25")]
-    assert first[0] == "long#7" and len(kb) == 12
-
-
-def test_empty_knowledge_base_and_bad_queries_are_loud(tiny_kb):
-    with pytest.raises(RetrievalError, match="empty"):
-        KnowledgeBase().search("anything")
-    with pytest.raises(ConfigurationError, match="empty"):
-        tiny_kb.search("   ")
-    with pytest.raises(ConfigurationError, match="unknown search mode"):
-        tiny_kb.search("x", mode="dense")
-    with pytest.raises(ConfigurationError, match="k = 0"):
-        tiny_kb.search("x", k=0)
-
-
-def test_rerank_switch_keeps_the_same_hits(tiny_kb):
-    plain = tiny_kb.search("shipping cut-off 15:00", k=5, rerank=False)
-    reranked = tiny_kb.search("shipping cut-off 15:00", k=5, rerank=True)
-    assert {h.id for h in plain} == {h.id for h in reranked}
-    assert reranked[0].doc_id == "shipping"
-
-
 def test_concurrent_searches_while_documents_are_added(tmp_path):
     kb = KnowledgeBase(DenseHashing(), config=Config(exact_search_below=40))  # crosses into hnswlib while readers run
     kb.add_documents([Document(f"seed{i}", f"seed document {i} about apples") for i in range(10)])
@@ -156,45 +64,6 @@ class SpyEmbedder(HashingEmbedder):
     def embed_query(self, texts):
         self.queries.extend(texts)
         return HashingEmbedder.embed(self, texts)
-
-
-def test_searches_embed_the_query_with_embed_query_and_documents_with_embed(tiny_docs):
-    spy = SpyEmbedder()
-    kb = KnowledgeBase(spy)
-    kb.add_documents(tiny_docs)
-    assert spy.queries == [] and len(spy.documents) == len(tiny_docs)
-    kb.search("authentication timeout", mode="vector")
-    kb.search("warehouse rules", mode="hybrid")
-    kb.search("pricing", mode="bm25")  # no vector asked for, nothing embedded
-    assert spy.queries == ["authentication timeout", "warehouse rules"]
-    assert len(spy.documents) == len(tiny_docs)
-
-
-def test_an_embedder_without_embed_query_embeds_queries_as_documents(tiny_docs):
-    class DocumentsOnly:  # a third-party embedder written before embed_query
-        name, dimension = "documents-only", 64
-
-        def embed(self, texts):
-            return HashingEmbedder(64).embed(texts)
-
-    kb = KnowledgeBase(DocumentsOnly())
-    kb.add_documents(tiny_docs)
-    reference = KnowledgeBase(HashingEmbedder(64))
-    reference.add_documents(tiny_docs)
-    found = kb.search("Team plan price per member", k=3, mode="vector")
-    assert [h.id for h in found] == [h.id for h in reference.search("Team plan price per member", k=3, mode="vector")]
-    assert found[0].doc_id == "pricing"
-
-
-def test_a_query_vector_of_the_wrong_shape_is_a_clear_error(tiny_docs):
-    class WrongQueries(HashingEmbedder):
-        def embed_query(self, texts):
-            return super().embed(list(texts) * 2)
-
-    kb = KnowledgeBase(WrongQueries(64))
-    kb.add_documents(tiny_docs)
-    with pytest.raises(ConfigurationError, match=r"returned shape \(2, 64\) for a query"):
-        kb.search("pricing", mode="vector")
 
 
 @pytest.mark.parametrize(("query", "doc_id"), PARAPHRASES)
@@ -310,20 +179,6 @@ def test_reused_vectors_are_reported_and_follow_deletes(tiny_docs, capsys):
     kb.delete_documents([tiny_docs[0].id, "copy"])
     kb.add_documents(tiny_docs[:1])  # no live chunk holds its text any more: embedded again
     assert len(spy.documents) == 3
-
-
-def test_a_restricted_view_keeps_to_its_filters_and_a_route_narrows_further():
-    kb = KnowledgeBase()
-    kb.add_documents([Document("t", "login error after the update", metadata={"type": "ticket"}),
-                      Document("m", "login error: see the manual page", metadata={"type": "manual"}),
-                      Document("p", "login error policy", metadata={"type": "policy"})])
-    view = kb.restricted({"type": ["ticket", "manual"]})
-    assert {h.doc_id for h in view.search("login error", k=5)} == {"t", "m"}
-    assert [h.doc_id for h in view.search("login error", k=5, filters={"type": "ticket"})] == ["t"]  # both hold
-    assert [h.doc_id for h in view.restricted({"type": "manual"}).search("login error", k=5)] == ["m"]
-    assert len(view) == 3 and view.term_weights("login") == kb.term_weights("login")
-    wide = kb.restricted({"doc_id": ["t", "m"] + [f"x{i}" for i in range(998)]})   # at the filter limit
-    assert [h.doc_id for h in wide.search("login error", k=5, filters={"type": ["manual"]})] == ["m"]
 
 
 def test_a_folder_tokenized_otherwise_is_refused_with_the_fix(tmp_path):

@@ -1,7 +1,8 @@
 """The PostgreSQL backend against a real PostgreSQL 16 with pgvector, started by the tests themselves
-(pgserver, one server for the whole session, a new database per test): every operation, filters,
-parity with the embedded knowledge base, concurrent writers from two processes, a crash in the
-middle of a batch, a dropped connection, schema versions."""
+(pgserver, one server for the whole session, a new database per test): what only this backend
+has (concurrent writers from two processes, a crash in the middle of a batch, a dropped
+connection, schema versions and migrations, the bulk index rebuild, text it cannot store). What
+both backends promise is tested on each in test_backend_contract.py."""
 import json
 import os
 import signal
@@ -28,41 +29,6 @@ QUERIES = ["认证失败", "authentication timeout 2.3.1", "shipping after 15:00
 
 def _ids(hits):
     return [h.id for h in hits]
-
-
-def test_every_operation_matches_the_embedded_knowledge_base(pg_url):
-    config = Config(chunk_size=200, chunk_overlap=20)
-    embedded, pg = KnowledgeBase(config=config), PostgresKnowledgeBase(pg_url, config=config)
-    for kb in (embedded, pg):
-        kb.add_documents(TINY)
-    assert len(pg) == len(embedded) and pg.document_count == embedded.document_count
-    for query in QUERIES:
-        for mode in ("bm25", "vector", "hybrid"):
-            ours, theirs = embedded.search(query, k=3, mode=mode), pg.search(query, k=3, mode=mode)
-            assert _ids(theirs) == _ids(ours), (query, mode)
-            assert [round(h.score, 4) for h in theirs] == [round(h.score, 4) for h in ours]
-    assert pg.term_weights("shipping 认证") == pytest.approx(embedded.term_weights("shipping 认证"), abs=1e-6)
-    replaced = Document(TINY[0].id, "认证失败 means the login failed; replaced text about zebras.")
-    for kb in (embedded, pg):
-        assert kb.add_documents([replaced]).replaced == 1
-        assert kb.held_documents(["nope", "pricing", "shipping"]) == ["pricing", "shipping"]
-        assert kb.delete_documents(["pricing", "nope"]) == 1
-        assert kb.held_documents(["pricing"]) == []
-    assert _ids(pg.search("zebras", k=2)) == _ids(embedded.search("zebras", k=2))
-    assert len(pg) == len(embedded) and pg.document_count == embedded.document_count
-    assert pg.add_documents([replaced]).unchanged == 1 and pg.generation().startswith("pg-")
-
-
-def test_a_filter_keeping_one_percent_of_rows_still_gives_k_hits(pg_url):
-    pg = PostgresKnowledgeBase(pg_url)
-    docs = [Document(f"d{i}", f"shipping note {i} about parcels and depots", metadata={
-        "type": "rare" if i % 100 == 7 else "common", "year": 2000 + i % 30}) for i in range(300)]
-    pg.add_documents(docs)
-    for mode in ("vector", "bm25", "hybrid"):
-        hits = pg.search("shipping parcels", k=3, mode=mode, filters={"type": "rare"})
-        assert len(hits) == 3 and all(h.metadata["type"] == "rare" for h in hits), mode
-    ranged = pg.search("shipping", k=50, mode="bm25", filters={"year": {"gte": 2025}, "doc_id": ["d5", "d26", "d1"]})
-    assert {h.doc_id for h in ranged} == {"d26"}
 
 
 def test_the_schema_version_and_settings_are_checked(pg_url):
@@ -162,17 +128,6 @@ def test_a_dropped_connection_is_retried_and_an_unreachable_server_is_a_clear_er
         PostgresKnowledgeBase("postgresql://nobody:secret@127.0.0.1:1/none")
 
 
-def test_graph_search_walks_the_same_edges(pg_url):
-    embedded, pg = KnowledgeBase(), PostgresKnowledgeBase(pg_url)
-    docs = [Document("film", "The film Quiet Harbor was directed by Anna Berg in 2019.", title="Quiet Harbor"),
-            Document("berg", "Anna Berg was born in Tromsø and studied in Oslo.", title="Anna Berg")]
-    for kb in (embedded, pg):
-        kb.add_documents(docs)
-    ours, theirs = embedded.graph_search("Where was Anna Berg born?"), pg.graph_search("Where was Anna Berg born?")
-    assert {h.doc_id for h in theirs} == {h.doc_id for h in ours} and theirs[0].path
-    assert pg.graph_size == embedded.graph_size
-
-
 def test_every_command_and_the_service_take_a_database_url(pg_url, capsys):
     from agentic_rag.cli import main
     from agentic_rag.service import create_app
@@ -201,13 +156,6 @@ def test_every_command_and_the_service_take_a_database_url(pg_url, capsys):
                                        "wsgi.input": io.BytesIO(data)}, lambda s, h: status.append(s))))
     assert status[-1] == "200 OK" and written["added"] == 1 and written["generation"] != body["generation"]
     assert PostgresKnowledgeBase(pg_url).search("mascot teal", k=1)[0].doc_id == "mascot"  # through the database
-
-
-def test_both_backends_implement_the_protocol(pg_url, tiny_kb):
-    from agentic_rag import KnowledgeBaseBackend
-
-    assert isinstance(tiny_kb, KnowledgeBaseBackend) and isinstance(PostgresKnowledgeBase(pg_url), KnowledgeBaseBackend)
-    assert isinstance(tiny_kb.restricted({"type": "ticket"}), KnowledgeBaseBackend)
 
 
 def test_a_bulk_load_rebuilds_the_vector_index_after_it(pg_url):
@@ -239,43 +187,30 @@ def test_an_older_schema_is_migrated_step_by_step(pg_url, monkeypatch):
         assert db.execute("SELECT count(note) FROM ar_documents").fetchone()[0] == 0   # the new column is there
 
 
-def test_a_costly_filter_is_refused_as_the_embedded_knowledge_base_refuses_it(pg_url):
-    embedded, pg = KnowledgeBase(), PostgresKnowledgeBase(pg_url)
-    for kb in (embedded, pg):
-        kb.add_documents([Document("a", "zebra notes")])
-    for bad, message in (({"doc_id": {"gte": list(range(100_000))}}, "'gte' bound is a list"),
-                         ({"doc_id": list(range(1_001))}, "hold 1001 values")):
-        for kb in (embedded, pg):   # one check for both backends, before any SQL is built
-            for mode in ("bm25", "vector", "hybrid"):
-                with pytest.raises(ConfigurationError, match=message):
-                    kb.search("zebra", k=5, mode=mode, filters=bad)
-            with pytest.raises(ConfigurationError, match=message):
-                kb.restricted(bad)
-    assert [h.doc_id for h in pg.search("zebra", filters={"doc_id": [str(n) for n in range(999)] + ["a"]})] == ["a"]
-
-
-def test_filters_on_odd_metadata_and_bad_text_behave_as_the_embedded_knowledge_base(pg_url):
+def test_text_postgresql_cannot_hold_is_refused_and_an_empty_write_keeps_the_generation(pg_url):
     from agentic_rag.kb.backends._postgres import safe_url
 
-    docs = [Document("a", "zebra notes", metadata={"flag": True, "e": "1e5", "n": "1" + "0" * 400}),
-            Document("b", "zebra notes", metadata={"flag": False, "e": "+3", "n": "2"}),
-            Document("c", "zebra notes", metadata={"e": ".5", "n": "x"})]
-    embedded, pg = KnowledgeBase(), PostgresKnowledgeBase(pg_url)
-    for kb in (embedded, pg):
-        kb.add_documents(docs)
-    for filters in ({"flag": True}, {"flag": [False]}, {"flag": "true"}, {"e": {"gt": 1}}, {"e": {"lt": 1.5}},
-                    {"n": {"gt": 1.5}}, {"n": {"gte": 2}}):
-        for mode in ("bm25", "vector"):
-            assert sorted(h.doc_id for h in pg.search("zebra", k=5, mode=mode, filters=filters)) == \
-                sorted(h.doc_id for h in embedded.search("zebra", k=5, mode=mode, filters=filters)), (filters, mode)
+    pg = PostgresKnowledgeBase(pg_url)
+    pg.add_documents(TINY[:3])
     with pytest.raises(ConfigurationError, match="PostgreSQL cannot store this batch"):
         pg.add_documents([Document("nul", "a NUL \x00 inside")])
     assert pg.document_count == 3 and pg.generation() == pg.generation()
     before = pg.generation()
+    assert before.startswith("pg-")
     assert pg.delete_documents(["nope"]) == 0 and pg.generation() == before   # nothing changed: same generation
     assert safe_url("postgresql://:s3cret@h/kb") == "postgresql://:***@h/kb"
     assert safe_url("postgresql://alice@h/kb?sslmode=require&password=s3cret") == \
         "postgresql://alice@h/kb?sslmode=require&password=***"
+
+
+def test_an_option_postgresql_cannot_honour_is_refused(pg_url, tmp_path):
+    saved = KnowledgeBase()
+    saved.add_documents(TINY)
+    saved.save(tmp_path / "kb")
+    pg = PostgresKnowledgeBase(pg_url)
+    with pytest.raises(ConfigurationError, match="reuse_from"):   # it never copies a folder's vectors
+        pg.add_documents(TINY, reuse_from=[tmp_path / "kb"])
+    assert pg.add_documents(TINY, reuse_from=()).added == len(TINY)
 
 
 def test_doctor_checks_a_database_and_never_prints_its_password(pg_url, capsys):

@@ -1,0 +1,434 @@
+"""What every knowledge-base backend promises, run on each of them (the embedded KnowledgeBase and
+PostgresKnowledgeBase against a real PostgreSQL) through one parametrized fixture: documents added,
+replaced by id, skipped when unchanged and deleted; every search mode; filters of every kind;
+graph search and its ranking; term weights and BM25 scores; restricted views; the errors; and the
+add's memory bound. A behaviour tested here holds on both backends or fails on the one that drifted.
+Where the two are compared directly (a real dev corpus), the full ranked lists must be equal."""
+import json
+import uuid
+from itertools import islice
+
+import pytest
+
+from agentic_rag import Config, ConfigurationError, HashingEmbedder, KnowledgeBase, RetrievalError
+from agentic_rag.kb import Document, KnowledgeBaseBackend, LexicalReranker
+from agentic_rag.kb.backends._core import ADD_BATCH
+from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
+from helpers import SHARED_DATA, TINY
+
+BACKENDS = ["embedded", "postgres"]
+
+
+def _another_database(url: str) -> str:
+    """A new empty database on the server behind `url`, by URL."""
+    import psycopg
+
+    name = f"c_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(url, autocommit=True) as db:
+        db.execute(f"CREATE DATABASE {name}")
+    head, _, tail = url.partition("?")
+    return head.rsplit("/", 1)[0] + f"/{name}" + (f"?{tail}" if tail else "")
+
+
+def _maker(name: str, url: str | None, opened: list):
+    """make(embedder=None, config=None): a new, empty knowledge base of backend `name` (in PostgreSQL
+    the first in `url`'s database, each later one in a database of its own)."""
+    def make(embedder=None, config=None):
+        if name == "embedded":
+            return KnowledgeBase(embedder, config)
+        kb = PostgresKnowledgeBase(_another_database(url) if opened else url, embedder, config)
+        opened.append(kb)
+        return kb
+
+    return make
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    """A factory making empty knowledge bases of one backend: make(embedder=None, config=None)."""
+    opened = []
+    url = request.getfixturevalue("pg_url") if request.param == "postgres" else None
+    yield _maker(request.param, url, opened)
+    for kb in opened:
+        kb.close()
+
+
+@pytest.fixture
+def tiny(backend):
+    """The tiny mixed Chinese/English corpus in a knowledge base of the backend under test."""
+    kb = backend(config=Config(chunk_size=200, chunk_overlap=20))
+    kb.add_documents(TINY)
+    return kb
+
+
+def _ids(hits):
+    return [h.id for h in hits]
+
+
+# -- documents in: add, replace, skip, delete, held ------------------------------------------------
+
+
+def test_both_backends_implement_the_protocol(tiny):
+    assert isinstance(tiny, KnowledgeBaseBackend)
+    assert isinstance(tiny.restricted({"type": "ticket"}), KnowledgeBaseBackend)
+
+
+def test_readding_a_changed_document_replaces_its_chunks(tiny):
+    assert tiny.add_documents(TINY).unchanged == len(TINY)
+    changed = Document("pricing", "The Team plan now costs 9 USD per member.", title="Pricing", source="p.md")
+    result = tiny.add_documents([changed])
+    assert (result.added, result.replaced, result.unchanged, result.chunks) == (0, 1, 0, 1)
+    hits = tiny.search("Team plan costs USD", k=5, mode="bm25")
+    assert [h.text for h in hits if h.doc_id == "pricing"] == [changed.text]
+    assert len(tiny) == len(TINY) and tiny.document_count == len(TINY)
+    assert tiny.add_documents([changed]).unchanged == 1
+
+
+def test_delete_removes_every_chunk(tiny):
+    assert tiny.delete_documents(["pricing", "unknown"]) == 1
+    assert all(h.doc_id != "pricing" for h in tiny.search("Team plan 8 USD", k=10))
+    assert len(tiny) == 4 and tiny.document_count == 4
+    assert tiny.delete_documents(["pricing"]) == 0
+
+
+def test_held_documents_names_the_ids_it_holds_in_the_order_given(tiny):
+    assert tiny.held_documents(["shipping", "nope", "pricing", "shipping"]) == ["shipping", "pricing"]
+    tiny.delete_documents(["pricing"])
+    assert tiny.held_documents(["pricing"]) == []
+
+
+def test_long_document_is_chunked_with_stable_ids(backend):
+    text = " ".join(f"Sentence number {i} talks about topic {i}." for i in range(12))
+    kb, again = backend(config=Config(chunk_size=60, chunk_overlap=0)), backend(config=Config(chunk_size=60,
+                                                                                               chunk_overlap=0))
+    kb.add_documents([Document("long", text)])
+    again.add_documents([Document("long", text)])
+    first = _ids(kb.search("topic 7", k=3, mode="bm25"))
+    assert first == _ids(again.search("topic 7", k=3, mode="bm25"))
+    assert first[0] == "long#7" and len(kb) == 12
+
+
+class Recorder(HashingEmbedder):
+    """The hashing embedder taking any number of texts at once (no batch size of its own, so an add's
+    own batching shows), recording the texts of each embed (documents) and embed_query call."""
+
+    batch_size = 1 << 30
+
+    def __init__(self, dimension: int = 64):
+        super().__init__(dimension)
+        self.batches, self.queries = [], []
+
+    def embed(self, texts):
+        self.batches.append(list(texts))
+        return super().embed(texts)
+
+    def embed_query(self, texts):
+        self.queries.extend(texts)
+        return HashingEmbedder.embed(self, texts)
+
+
+def test_an_add_embeds_in_batches_of_at_most_add_batch_chunks(backend):
+    recorder = Recorder()
+    kb = backend(recorder)
+    docs = [Document(f"n{i}", f"note {i} about parcels and depot {i % 17}") for i in range(ADD_BATCH + 300)]
+    assert kb.add_documents(docs).chunks == len(docs)
+    sizes = [len(batch) for batch in recorder.batches]
+    assert sum(sizes) == len(docs) and max(sizes) <= ADD_BATCH, sizes   # the add's scratch memory is bounded
+    assert len(kb) == len(docs) and kb.search("note 2100 depot", k=1, mode="bm25")[0].doc_id == "n2100"
+
+
+def test_searches_embed_the_query_with_embed_query_and_documents_with_embed(backend):
+    recorder = Recorder()
+    kb = backend(recorder)
+    kb.add_documents(TINY)
+    assert recorder.queries == [] and sum(map(len, recorder.batches)) == len(TINY)
+    kb.search("authentication timeout", mode="vector")
+    kb.search("warehouse rules", mode="hybrid")
+    kb.search("pricing", mode="bm25")  # no vector asked for, nothing embedded
+    assert recorder.queries == ["authentication timeout", "warehouse rules"]
+    assert sum(map(len, recorder.batches)) == len(TINY)
+
+
+def test_an_embedder_without_embed_query_embeds_queries_as_documents(backend):
+    class DocumentsOnly:  # a third-party embedder written before embed_query
+        name, dimension = "documents-only", 64
+
+        def embed(self, texts):
+            return HashingEmbedder(64).embed(texts)
+
+    kb, reference = backend(DocumentsOnly()), backend(HashingEmbedder(64))
+    for each in (kb, reference):
+        each.add_documents(TINY)
+    found = kb.search("Team plan price per member", k=3, mode="vector")
+    assert _ids(found) == _ids(reference.search("Team plan price per member", k=3, mode="vector"))
+    assert found[0].doc_id == "pricing"
+
+
+def test_a_query_vector_of_the_wrong_shape_is_a_clear_error(backend):
+    class WrongQueries(HashingEmbedder):
+        def embed_query(self, texts):
+            return super().embed(list(texts) * 2)
+
+    kb = backend(WrongQueries(64))
+    kb.add_documents(TINY)
+    with pytest.raises(ConfigurationError, match=r"returned shape \(2, 64\) for a query"):
+        kb.search("pricing", mode="vector")
+
+
+# -- search: every mode, scores, ranks, rerank, errors ----------------------------------------------
+
+
+def test_version_forms_and_chinese_synonyms_are_found(tiny):
+    hits = tiny.search("认证失败 修复 V2_3_1", k=2)
+    assert {h.doc_id for h in hits} == {"release-2.3.1", "ticket-1"}
+    hit = hits[0]
+    assert hit.source and hit.text and hit.id.startswith(hit.doc_id + "#")
+    assert set(hit.ranks) <= {"bm25", "vector"} and hit.ranks
+
+
+@pytest.mark.parametrize("mode", ["bm25", "vector", "hybrid"])
+def test_every_mode_finds_the_obvious_document(tiny, mode):
+    hits = tiny.search("Team plan price per member", k=1, mode=mode)
+    assert hits[0].doc_id == "pricing"
+    assert list(hits[0].ranks) == (["bm25", "vector"] if mode == "hybrid" else [mode])
+
+
+def test_hybrid_records_rank_in_each_retriever(tiny):
+    hit = tiny.search("authentication timeout", k=1)[0]
+    assert hit.ranks == {"bm25": 1, "vector": 1}
+    assert hit.score == pytest.approx(1.0 + 0.02)  # first in both: normalised 1 each, bm25 weight 1, vector 0.02
+
+
+def test_rerank_reorders_the_fused_candidates_with_the_reranker(backend):
+    kb = backend()
+    kb.add_documents([Document("a", "The depot depot depot depot stores boxes. Parcels are counted elsewhere in "
+                                    "another building far away."),
+                      Document("b", "Parcels leave the depot on Monday."),
+                      Document("c", "Boxes and crates wait in the yard."), Document("d", "The depot opens at six.")])
+    query, changed = "depot boxes", []
+    for mode in ("hybrid", "bm25", "vector"):
+        plain = kb.search(query, k=4, mode=mode, rerank=False)
+        reranked = kb.search(query, k=4, mode=mode, rerank=True)
+        candidates = kb.search(query, k=Config().candidates, mode=mode, rerank=False)   # what fusion gives
+        expected = LexicalReranker().rerank(query, candidates, kb.term_weights(query))[:4]
+        assert _ids(reranked) == _ids(expected) and {h.id for h in plain} == {h.id for h in reranked}, mode
+        changed += [mode] if _ids(plain) != _ids(reranked) else []
+    assert changed == ["vector"]   # "boxes" near "depot" in a: c moves up past d
+
+
+def test_empty_knowledge_base_and_bad_queries_are_loud(backend, tiny):
+    empty = backend()
+    with pytest.raises(RetrievalError, match="empty"):
+        empty.search("anything")
+    assert (len(empty), empty.document_count, empty.graph_size) == (0, 0, (0, 0))
+    assert empty.graph_search("Anna Berg") == [] and empty.term_weights("anything") == {}
+    assert empty.bm25_scores("anything", ["a#0"]) == {} and empty.held_documents(["a"]) == []
+    with pytest.raises(ConfigurationError, match="empty"):
+        tiny.search("   ")
+    with pytest.raises(ConfigurationError, match="unknown search mode"):
+        tiny.search("x", mode="dense")
+    with pytest.raises(ConfigurationError, match="k = 0"):
+        tiny.search("x", k=0)
+
+
+# -- filters ---------------------------------------------------------------------------------------
+
+
+def test_filters_apply_before_ranking(tiny):
+    hits = tiny.search("release notes", k=5, filters={"type": "release_note", "date": {"gte": "2026-04-01"}})
+    assert [h.doc_id for h in hits] == ["release-2.3.1"]
+    assert tiny.search("release notes", filters={"doc_id": ["pricing"]}, mode="bm25") == []
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "bm25", "vector"])
+def test_filters_after_incremental_adds(tiny, mode):
+    # an add may grow a retriever's arrays past the rows in use (the filter mask's length); a
+    # filtered search after each of a dozen adds meets that, whatever the growth policy
+    tickets = {"ticket-1"}
+    for i in range(12):
+        tiny.add_documents([Document(f"late-{i}", f"late ticket {i} about 认证失败", metadata={"type": "ticket"}),
+                            Document(f"note-{i}", f"a note {i} about 认证失败 tickets", metadata={"type": "manual"})])
+        tickets.add(f"late-{i}")
+        hits = tiny.search("认证失败 ticket", k=30, mode=mode, filters={"type": "ticket"})
+        assert {h.doc_id for h in hits} == tickets
+
+
+def test_a_filter_keeping_one_percent_of_rows_still_gives_k_hits(backend):
+    kb = backend()
+    kb.add_documents([Document(f"d{i}", f"shipping note {i} about parcels and depots", metadata={
+        "type": "rare" if i % 100 == 7 else "common", "year": 2000 + i % 30}) for i in range(300)])
+    for mode in ("vector", "bm25", "hybrid"):
+        hits = kb.search("shipping parcels", k=3, mode=mode, filters={"type": "rare"})
+        assert len(hits) == 3 and all(h.metadata["type"] == "rare" for h in hits), mode
+    ranged = kb.search("shipping", k=50, mode="bm25", filters={"year": {"gte": 2025}, "doc_id": ["d5", "d26", "d1"]})
+    assert {h.doc_id for h in ranged} == {"d26"}
+
+
+@pytest.mark.parametrize(("filters", "expected"), [
+    ({"flag": True}, ["a"]), ({"flag": [False]}, ["b"]), ({"flag": "true"}, []),   # booleans read as str() has them
+    ({"e": {"gt": 1}}, ["a", "b"]), ({"e": {"lt": 1.5}}, ["c"]),                   # numbers in any written form
+    ({"n": {"gt": 1.5}}, ["a", "b"]), ({"n": {"gte": 2}}, ["a", "b"]),             # a 401-digit one; "x" is none
+])
+def test_filters_on_odd_metadata(backend, filters, expected):
+    kb = backend()
+    kb.add_documents([Document("a", "zebra notes", metadata={"flag": True, "e": "1e5", "n": "1" + "0" * 400}),
+                      Document("b", "zebra notes", metadata={"flag": False, "e": "+3", "n": "2"}),
+                      Document("c", "zebra notes", metadata={"e": ".5", "n": "x"})])
+    for mode in ("bm25", "vector", "hybrid"):
+        assert sorted(h.doc_id for h in kb.search("zebra", k=5, mode=mode, filters=filters)) == expected, mode
+
+
+def test_a_costly_filter_is_refused(backend):
+    kb = backend()
+    kb.add_documents([Document("a", "zebra notes")])
+    for bad, message in (({"doc_id": {"gte": list(range(100_000))}}, "'gte' bound is a list"),
+                         ({"doc_id": list(range(1_001))}, "hold 1001 values")):
+        for mode in ("bm25", "vector", "hybrid"):
+            with pytest.raises(ConfigurationError, match=message):
+                kb.search("zebra", k=5, mode=mode, filters=bad)
+        with pytest.raises(ConfigurationError, match=message):
+            kb.restricted(bad)
+    assert [h.doc_id for h in kb.search("zebra", filters={"doc_id": [str(n) for n in range(999)] + ["a"]})] == ["a"]
+
+
+def test_a_restricted_view_keeps_to_its_filters_and_a_route_narrows_further(backend):
+    kb = backend()
+    kb.add_documents([Document("t", "login error after the update", metadata={"type": "ticket"}),
+                      Document("m", "login error: see the manual page", metadata={"type": "manual"}),
+                      Document("p", "login error policy", metadata={"type": "policy"})])
+    view = kb.restricted({"type": ["ticket", "manual"]})
+    assert {h.doc_id for h in view.search("login error", k=5)} == {"t", "m"}
+    assert [h.doc_id for h in view.search("login error", k=5, filters={"type": "ticket"})] == ["t"]  # both hold
+    assert [h.doc_id for h in view.restricted({"type": "manual"}).search("login error", k=5)] == ["m"]
+    assert len(view) == 3 and view.term_weights("login") == kb.term_weights("login")
+    wide = kb.restricted({"doc_id": ["t", "m"] + [f"x{i}" for i in range(998)]})   # at the filter limit
+    assert [h.doc_id for h in wide.search("login error", k=5, filters={"type": ["manual"]})] == ["m"]
+
+
+# -- term weights and BM25 scores ------------------------------------------------------------------
+
+
+def test_term_weights_are_the_bm25_idf_of_the_terms_held(tiny):
+    weights = tiny.term_weights("shipping shipping 认证 zebra")
+    assert set(weights) == {"ship", "认", "证", "认证"}   # distinct tokens held (stemmed, CJK unigrams and bigrams)
+    # idf = ln(1 + (N - df + 0.5) / (df + 0.5)) over N = 5 chunks (Lucene's BM25)
+    assert weights["ship"] == pytest.approx(1.3862944, abs=1e-6)       # df 1: ln 4
+    assert weights["认证"] == pytest.approx(0.8754687, abs=1e-6)       # df 2 (2.3.1 and the ticket): ln 2.4
+    assert tiny.term_weights("zebra") == {}
+
+
+def test_bm25_scores_are_those_the_bm25_search_ranks_by(tiny):
+    query = "authentication timeout 2.3.1 认证"
+    ranked = tiny.search(query, k=5, mode="bm25")
+    scores = tiny.bm25_scores(query, [h.id for h in ranked] + ["nope#0"])
+    assert set(scores) == {h.id for h in ranked}           # an id it does not hold gets no score
+    assert [scores[h.id] for h in ranked] == pytest.approx([h.score for h in ranked], rel=1e-5)
+    assert tiny.bm25_scores(query, ["pricing#0"]) == {"pricing#0": 0.0}
+
+
+# -- graph search ----------------------------------------------------------------------------------
+
+
+def test_graph_search_ranks_the_nearest_by_bm25_and_names_the_path(backend):
+    kb = backend()
+    kb.add_documents([Document("film", "The film Quiet Harbor was directed by Anna Berg in 2019.",
+                               title="Quiet Harbor"),
+                      Document("berg", "Anna Berg was born in Tromsø and studied in Oslo.", title="Anna Berg")])
+    hits = kb.graph_search("Where was Anna Berg born?")
+    # both one hop from Anna Berg: the chunk saying "born" first; each path through the neighbours
+    # in order of edge strength, then name (Oslo before Tromsø)
+    assert [(h.id, h.path, h.ranks) for h in hits] == [("berg#0", ["Anna Berg", "Oslo"], {"graph": 1}),
+                                                       ("film#0", ["Anna Berg", "Quiet Harbor"], {"graph": 2})]
+    assert kb.graph_size == (4, 4)
+    assert [h.id for h in kb.restricted({"doc_id": "film"}).graph_search("Where was Anna Berg born?")] == ["film#0"]
+
+
+def _person(i: int) -> str:
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return f"Mira {letters[i // 26].upper()}{letters[i % 26]}berg"   # sorted as i is
+
+
+def test_graph_search_follows_at_most_40_neighbours_a_node_the_strongest_first(backend):
+    kb = backend()
+    docs = [Document(f"n{i:02d}", f"Zorblat Quist met {_person(i)} in the hall.") for i in range(50)]
+    docs += [Document(f"again{i}", f"Zorblat Quist wrote to {_person(i)} twice.") for i in range(45, 50)]
+    kb.add_documents(docs)
+    hits = kb.graph_search("Where is Zorblat Quist?", k=100, hops=1)
+    # 50 neighbours: the five with two chunks behind their edge, then the 35 first by name
+    strong = [f"n{i}" for i in range(45, 50)] + [f"again{i}" for i in range(45, 50)]
+    assert sorted(h.doc_id for h in hits) == sorted(strong + [f"n{i:02d}" for i in range(35)])
+    assert all(h.path == ["Zorblat Quist", _person(int(h.doc_id[-2:]))] for h in hits)
+
+
+# -- a real dev corpus: graph ranking, and the two backends rank alike ------------------------------
+
+HOTPOT = SHARED_DATA / "hotpotqa"
+needs_hotpot = pytest.mark.skipif(not (HOTPOT / "corpus.jsonl").is_file(),
+                                  reason="needs ../shared/data/hotpotqa beside the project")
+CORPUS_SIZE, QUESTIONS = 300, 8
+
+
+def _hotpot() -> tuple[list[Document], list[str]]:
+    """The first CORPUS_SIZE passages of the hotpotqa dev corpus, and the first QUESTIONS questions
+    whose passages are all among them."""
+    with (HOTPOT / "corpus.jsonl").open(encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in islice(lines, CORPUS_SIZE)]
+    docs = [Document(row["id"], row["text"], title=row.get("title") or "") for row in rows]
+    held = {doc.id for doc in docs}
+    with (HOTPOT / "questions.jsonl").open(encoding="utf-8") as lines:
+        asked = [json.loads(line) for line in lines]
+    return docs, [q["question"] for q in asked if set(q["relevant_ids"]) <= held][:QUESTIONS]
+
+
+@pytest.fixture(scope="module")
+def hotpot(pg_server):
+    """The corpus in both backends, built once for the module: ({backend: kb}, questions)."""
+    docs, questions = _hotpot()
+    kbs = {"embedded": KnowledgeBase(), "postgres": PostgresKnowledgeBase(_another_database(pg_server.get_uri()))}
+    for kb in kbs.values():
+        kb.add_documents(docs)
+    yield kbs, questions
+    kbs["postgres"].close()
+
+
+@needs_hotpot
+@pytest.mark.parametrize("name", BACKENDS)
+def test_graph_search_on_a_real_corpus_ranks_by_hop_then_bm25(hotpot, name):
+    kbs, questions = hotpot
+    kb, walked = kbs[name], 0
+    for question in questions:
+        hits = kb.graph_search(question, k=10)
+        hops = [len(h.path) - 1 for h in hits]       # the path: the start name, then one name a hop
+        assert [round(1 / h.score) for h in hits] == hops and hops == sorted(hops), question
+        scores = kb.bm25_scores(question, _ids(hits))
+        for hop in set(hops):
+            same = [scores[h.id] for h, at in zip(hits, hops, strict=True) if at == hop]
+            assert same == sorted(same, reverse=True), (question, hop)   # nearest first, then by BM25
+        walked += bool(hits)
+    assert walked >= len(questions) // 2             # the graph does reach something for most questions
+
+
+@needs_hotpot
+def test_the_backends_search_alike_on_a_real_corpus(hotpot):
+    kbs, questions = hotpot
+    embedded, pg = kbs["embedded"], kbs["postgres"]
+    assert (len(pg), pg.document_count, pg.graph_size) == (len(embedded), embedded.document_count,
+                                                            embedded.graph_size)
+    for question in questions:
+        for mode in ("bm25", "vector", "hybrid"):
+            ours, theirs = embedded.search(question, k=10, mode=mode), pg.search(question, k=10, mode=mode)
+            assert [(h.id, round(h.score, 4), h.ranks) for h in theirs] == \
+                [(h.id, round(h.score, 4), h.ranks) for h in ours], (question, mode)
+        assert pg.term_weights(question) == pytest.approx(embedded.term_weights(question), abs=1e-6)
+        ids = _ids(embedded.search(question, k=10, mode="hybrid"))
+        assert pg.bm25_scores(question, ids) == pytest.approx(embedded.bm25_scores(question, ids), rel=1e-5)
+
+
+@needs_hotpot
+@pytest.mark.parametrize("hops", [1, 2])
+def test_the_backends_graph_search_alike_on_a_real_corpus(hotpot, hops):
+    kbs, questions = hotpot
+    for question in questions:   # the full ranked lists: ids in order, and the path to each
+        ours = kbs["embedded"].graph_search(question, k=10, hops=hops)
+        theirs = kbs["postgres"].graph_search(question, k=10, hops=hops)
+        assert [(h.id, h.path) for h in theirs] == [(h.id, h.path) for h in ours], question

@@ -1,0 +1,90 @@
+"""The parity benchmark: its agreement measure, which set folders it runs, and one run against a real
+PostgreSQL (the session's pgserver) on small sets written here."""
+import json
+
+from agentic_rag.eval import postgres_parity
+from agentic_rag.eval.postgres_parity import TARGET, agreement, dev_sets, markdown
+from helpers import TINY
+
+
+def test_agreement_is_shared_hits_over_the_longer_list_and_exact_order():
+    assert agreement(["a", "b"], ["b", "a"]) == (1.0, 0.0)     # the same hits, another order
+    assert agreement(["a", "b", "c"], ["a"]) == (1 / 3, 0.0)   # one list shorter: over the longer
+    assert agreement(["a"], ["a"]) == (1.0, 1.0)
+    assert agreement([], []) == (1.0, 1.0)                     # both find nothing: they agree
+    assert agreement(["a"], []) == (0.0, 0.0)
+
+
+def _write_set(folder, documents, questions):
+    folder.mkdir()
+    if documents is not None:
+        (folder / "corpus.jsonl").write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in documents),
+                                             encoding="utf-8")
+    (folder / "questions.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in questions),
+                                            encoding="utf-8")
+
+
+CORPUS = [{"id": d.id, "title": d.title, "text": d.text} for d in TINY]
+ASKED = [{"id": f"q{i}", "question": question, "answers": [], "relevant_ids": relevant, "answerable": bool(relevant)}
+         for i, (question, relevant) in enumerate([("Team plan price per member", ["pricing"]),
+                                                   ("认证失败 修复 V2_3_1", ["release-2.3.1", "ticket-1"]),
+                                                   ("Orders paid after 15:00", ["shipping"]),
+                                                   ("What does Nimbus cost on Mars?", [])])]
+
+
+def test_the_sets_are_the_folders_with_questions_and_a_corpus_or_documents(tmp_path):
+    _write_set(tmp_path / "small", CORPUS, ASKED)
+    _write_set(tmp_path / "files", None, ASKED[:1])
+    (tmp_path / "files" / "docs").mkdir()
+    _write_set(tmp_path / "questions-only", None, ASKED)
+    (tmp_path / "notes").mkdir()
+    assert dev_sets(tmp_path) == ["files", "small"]
+
+
+def _parity_databases(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url) as db:
+        return db.execute("SELECT count(*) FROM pg_database WHERE datname LIKE 'parity_%'").fetchone()[0]
+
+
+def test_a_run_measures_every_mode_on_every_set_and_half(tmp_path, pg_server):
+    data = tmp_path / "data"
+    data.mkdir()
+    _write_set(data / "small", CORPUS, ASKED)
+    _write_set(data / "small_again", CORPUS, ASKED[:2])              # the same corpus
+    _write_set(data / "files", None, [{"id": "f1", "question": "Which colour is the Nimbus mascot?"}])
+    (data / "files" / "docs").mkdir()
+    (data / "files" / "docs" / "mascot.md").write_text("# Mascot\n\nThe Nimbus mascot is a teal cloud.\n")
+    out = tmp_path / "report"
+    before = _parity_databases(pg_server.get_uri())
+    assert postgres_parity.main(["--data", str(data), "--url", pg_server.get_uri(), "--out", str(out)]) == 0
+    assert _parity_databases(pg_server.get_uri()) == before + 2        # small_again built nothing of its own
+    report = json.loads((out / "report.json").read_text())
+    assert report["target"] == {"top10_agreement": TARGET} and list(report["parity"]) == ["files", "small",
+                                                                                          "small_again"]
+    small = report["parity"]["small"]
+    assert (small["documents"], small["chunks"]) == (len(TINY), len(TINY))
+    halves = sorted(postgres_parity.half_of(q["id"]) for q in ASKED)
+    assert {split: a["questions"] for split, a in small["agreement"].items()} == \
+        {"all": 4, **{f"half {h}": halves.count(h) for h in set(halves)}}
+    for mode in ("bm25", "vector", "hybrid"):   # the searches are one plan in both backends: the same lists
+        assert small["agreement"]["all"][mode] == {"top10": 1.0, "exact": 1.0}, mode
+    assert 0 <= small["agreement"]["all"]["graph"]["top10"] <= 1
+    assert small["embedded r@5"] == small["postgres r@5"] and small["embedded r@5"] > 0.5
+    assert report["parity"]["files"]["embedded r@5"] is None           # no ids name its evidence
+    text = (out / "report.md").read_text()
+    assert f"Target: top-10 agreement >= {TARGET}" in text and "| small | half" in text
+
+
+def test_the_report_names_each_set_and_mode_under_the_target():
+    perfect = {"top10": 1.0, "exact": 1.0}
+    set_report = {"documents": 5, "chunks": 5, "embedded r@5": None,
+                  "agreement": {"all": {"questions": 2, "bm25": perfect, "vector": perfect, "hybrid": perfect,
+                                        "graph": {"top10": 0.5, "exact": 0.0}}}}
+    text = markdown({"caps": {"documents": 300, "questions": 0}, "parity": {"tiny": set_report}, "speed": {}})
+    assert "**Target missed**: tiny graph 0.500." in text and "the first 300 documents" in text
+    assert "| tiny | all | 5 | 5 | 2 | 1.000 / 1.000 | 1.000 / 1.000 | 1.000 / 1.000 | 0.500 / 0.000 |" in text
+    set_report["agreement"]["all"]["graph"] = perfect
+    assert "**Target met** on every set and mode." in markdown({"caps": {"documents": 0, "questions": 0},
+                                                                 "parity": {"tiny": set_report}, "speed": {}})
