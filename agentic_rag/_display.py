@@ -9,7 +9,9 @@ import math
 import os
 import sys
 import time
+from collections.abc import Mapping
 from contextlib import contextmanager
+from typing import Any
 
 from ._state import cited_as, format_trace
 from .kb.backends._store import os_cause
@@ -20,7 +22,7 @@ def counted(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def result_json(state: dict, model_name: str) -> dict:
+def result_json(state: Mapping[str, Any], model_name: str) -> dict:
     """The `ask --json` object: the answer, its citations, why it stopped, the trace, usage and timings."""
     keep = ("n", "id", "doc_id", "source", "title", "text", "kind", "page", "section", "media")
     return {"question": state["question"], "answer": state["answer"], "abstained": state["abstained"],
@@ -31,7 +33,7 @@ def result_json(state: dict, model_name: str) -> dict:
             "model": model_name, "error": state["error"]}
 
 
-def print_result(state: dict, trace: bool, streamed: bool) -> None:
+def print_result(state: Mapping[str, Any], trace: bool, streamed: bool) -> None:
     """The answer (after a streamed draft, the checked one only when the checks changed it), its
     sources, the trace line, the stop reason, usage and time."""
     if not streamed:

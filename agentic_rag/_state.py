@@ -4,8 +4,9 @@ from __future__ import annotations
 import re
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import asdict, fields
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from ._accounting import count_tokens, new_usage
 from ._config import Config
@@ -45,9 +46,21 @@ def new_evidence(id: str, doc_id: str, source: str, text: str, *, title: str = "
     """An evidence item; the optional keys (path, query, rank, relevance, page, section, media) are
     present only when given."""
     item = Evidence(id=id, doc_id=doc_id, source=source, title=title, text=text, kind=kind, ranks=dict(ranks or {}))
-    optional = {"path": path, "query": query, "rank": rank, "relevance": relevance, "page": page,
-                "section": section, "media": media}
-    item.update({key: value for key, value in optional.items() if value is not None})
+    # one key at a time, in this order (the order saved states and traces write them in)
+    if path is not None:
+        item["path"] = path
+    if query is not None:
+        item["query"] = query
+    if rank is not None:
+        item["rank"] = rank
+    if relevance is not None:
+        item["relevance"] = relevance
+    if page is not None:
+        item["page"] = page
+    if section is not None:
+        item["section"] = section
+    if media is not None:
+        item["media"] = media
     return item
 
 
@@ -200,7 +213,11 @@ def _runtime_types(hint: object) -> tuple[type, ...]:
     if hint is type(None):
         return (type(None),)
     origin = typing.get_origin(hint) or hint
-    return (dict,) if typing.is_typeddict(origin) else (int, float) if origin is float else (origin,)
+    if typing.is_typeddict(origin):
+        return (dict,)
+    if not isinstance(origin, type):  # Literal[...], a TypeVar: nothing isinstance could check a value against
+        raise TypeError(f"{hint!r} names no class; give the state's keys plain annotations")
+    return (int, float) if origin is float else (origin,)
 
 
 # how earlier versions began state["error"]: the class's name, after these words when a hook raised
@@ -241,13 +258,13 @@ def graded_apart_after_a_draft(trace: list[dict]) -> bool:
                and (b.get("detail") or {}).get("by") != "with the answer" for a, b in pairs)
 
 
-def cited_as(item: dict) -> str:
+def cited_as(item: Mapping[str, Any]) -> str:
     """Where a cited passage is: "contract-a.pdf, p. 3", "manual.html § Login", or its source."""
     if item.get("page") is not None:
         return f"{item['source']}, p. {item['page']}"
     return f"{item['source']} § {item['section']}" if item.get("section") else item["source"]
 
 
-def format_trace(state: dict) -> str:
+def format_trace(state: Mapping[str, Any]) -> str:
     """The run on one line, e.g. route:vector -> search:d3,d7 -> verify:0.42 -> generate -> faithfulness:0.95."""
     return " -> ".join(event["summary"] for event in state["trace"])

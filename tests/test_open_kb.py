@@ -32,6 +32,7 @@ def test_a_saved_folder_loads_as_the_knowledge_base_saved_there(tmp_path, tiny_k
         assert type(kb) is KnowledgeBase and kb.saves_to_folder
         assert _ids(kb) == _ids(tiny_kb) and kb.config.chunk_size == 200  # its own chunking, not the default
         assert kb.generation(tmp_path / "kb") == tiny_kb.generation(tmp_path / "kb")
+        assert kb.generation(None) is None  # the protocol allows no folder; the embedded one then names none
     with pytest.raises(ConfigurationError, match="chunked with size 200"):  # KnowledgeBase.load's checks hold
         open_kb(tmp_path / "kb", config=Config(chunk_size=300))
     with pytest.raises(ConfigurationError, match="built with embedder 'hashing' \\(2048-dim\\)"):

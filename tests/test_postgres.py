@@ -144,6 +144,10 @@ def test_every_command_and_the_service_take_a_database_url(pg_url, capsys):
     assert "deleted 1 document\n" in capsys.readouterr().out
     assert main(["compact", "--kb", pg_url]) == 0 and "nothing to compact" in capsys.readouterr().out
     app = create_app(OfflineModel(), kb=PostgresKnowledgeBase(pg_url))
+    other = PostgresKnowledgeBase(pg_url)
+    with pytest.raises(ConfigurationError, match="does not save to one: give such a knowledge base"):
+        create_app(OfflineModel(), kb_dir="kb", kb=other)  # a database has no folder to watch or save to
+    other.close()
     environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/healthz", "wsgi.input": None}
     status = []
     body = json.loads(b"".join(app(environ, lambda s, h: status.append(s))))

@@ -35,6 +35,20 @@ def test_new_evidence_has_the_required_keys_and_only_the_optional_ones_given():
                          relevance=0.0)
     assert set(found) - set(passage) == {"query", "rank", "relevance"} and found["relevance"] == 0.0
     assert json.loads(json.dumps(found)) == found
+    every = new_evidence(id="d1#0", doc_id="d1", source="d1.md", text="...", path=["Acme"], query="Acme", rank=1,
+                         relevance=0.5, page=2, section="History", media="image")
+    assert list(every) == ["id", "doc_id", "source", "title", "text", "kind", "ranks", "path", "query", "rank",
+                           "relevance", "page", "section", "media"]  # the order traces and saved states write
+
+
+def test_a_state_key_is_checked_only_against_classes():
+    from typing import Literal
+
+    from agentic_rag._state import _runtime_types
+
+    assert _runtime_types(float | None) == (int, float, type(None))
+    with pytest.raises(TypeError, match="names no class"):  # isinstance could not check a value against it
+        _runtime_types(Literal["route"])
 
 
 def test_bad_questions_are_refused():

@@ -13,9 +13,10 @@ import threading
 import time
 import uuid
 import zipfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -24,7 +25,7 @@ from .._display import result_json
 from .._errors import AgenticRAGError, ConfigurationError, RetrievalError, StorageError, WriteConflict
 from .._loop import run_agentic_rag
 from .._state import cited_as, new_state
-from ..kb import Document, KnowledgeBase
+from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
 from ..kb.backends._store import writer_lock
 from ..kb.ingestion._documents import read_file
 from ..kb.ingestion._files import MAX_UPLOAD_BYTES
@@ -35,6 +36,7 @@ from ._schemas import AskRequest, ChatRequest, DocumentsRequest, SearchRequest, 
 
 log = logging.getLogger("agentic_rag.service")
 MODEL_ID = "agentic-rag"  # the one model /v1/models lists: the agent, whatever model it runs on
+Schema = TypeVar("Schema", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -72,17 +74,22 @@ class Service:
     another process saved a new generation there, and every write is saved there (a delta segment)
     before the reply. Without it, `kb` is served from memory and writes stay in memory."""
 
-    def __init__(self, model, kb_dir: str | Path | None = None, kb: KnowledgeBase | None = None, tools=(),
+    def __init__(self, model, kb_dir: str | Path | None = None, kb: KnowledgeBaseBackend | None = None, tools=(),
                  config: Config | None = None, model_name: str = "offline", read_keys: Iterable[str] = (),
                  write_keys: Iterable[str] = (), limits: ServiceLimits | None = None, cache_size: int = 1024,
                  cache_ttl_s: float = 300.0, loader: Callable[[Path], KnowledgeBase] | None = None,
                  multiprocess_dir: str | None = None):
-        if kb_dir is None and kb is None:
-            raise ConfigurationError("give the service a knowledge base: kb_dir (a saved folder) or kb")
+        if kb_dir is not None and kb is not None and not isinstance(kb, KnowledgeBase):
+            raise ConfigurationError(f"kb_dir {kb_dir} is a saved folder, but kb ({type(kb).__name__}) does not "
+                                     f"save to one: give such a knowledge base (a database) without kb_dir")
         self.model, self.tools, self.config, self.model_name = model, tuple(tools), as_config(config), model_name
         self.kb_dir = Path(kb_dir) if kb_dir is not None else None
-        self._load = loader or KnowledgeBase.load
-        self._kb = kb if kb is not None else self._load(self.kb_dir)
+        self._load: Callable[[Path], KnowledgeBase] = loader or KnowledgeBase.load
+        if kb is None:
+            if self.kb_dir is None:
+                raise ConfigurationError("give the service a knowledge base: kb_dir (a saved folder) or kb")
+            kb = self._load(self.kb_dir)
+        self._kb: KnowledgeBaseBackend = kb
         self._memory_generation = 0
         self.write_keys = tuple(write_keys)
         self.read_keys = tuple(read_keys) + self.write_keys  # a write key may read too
@@ -102,17 +109,17 @@ class Service:
 
     # -- the knowledge base and its generation ----------------------------------------------------
 
-    def current(self) -> tuple[KnowledgeBase, str]:
+    def current(self) -> tuple[KnowledgeBaseBackend, str | None]:
         """The knowledge base and its generation, taken together; reloaded first if the folder no
         longer holds what it was loaded from (another process saved, or it was built again)."""
         if self.kb_dir is None:  # in memory, or a database (which names its own generation)
             kb = self._kb
             return kb, f"memory-{self._memory_generation}" if kb.saves_to_folder else kb.generation(None)
         kb = self._kb
-        if not kb.holds_saved(self.kb_dir):
+        if not _holds_saved(kb, self.kb_dir):
             with self._reload:
                 kb = self._kb
-                if not kb.holds_saved(self.kb_dir):
+                if not _holds_saved(kb, self.kb_dir):
                     try:
                         kb = self._kb = self._load(self.kb_dir)
                     except AgenticRAGError as exc:
@@ -122,7 +129,7 @@ class Service:
                                            [("Retry-After", "5")]) from None
         return kb, kb.generation(self.kb_dir)
 
-    def _write(self, change: Callable[[KnowledgeBase], dict]) -> dict:
+    def _write(self, change: Callable[[KnowledgeBaseBackend], dict]) -> dict:
         """Apply one change with no other writer (thread or process) at work, save it, and reply; a
         change that fails, or fails to save, is dropped (the saved knowledge base is read again, and
         the cache, which may hold answers that saw it, is emptied)."""
@@ -243,7 +250,7 @@ class Service:
         if need == "write" and not any(writes):
             raise ServiceError(403, "forbidden", "this key may read but not write; use a write key")
 
-    def _body(self, environ: dict, schema: type[BaseModel]) -> BaseModel:
+    def _body(self, environ: dict, schema: type[Schema]) -> Schema:
         """The request's JSON body as `schema`; 415 unless it says it is JSON (so that a web page
         cannot post it without the browser asking first), 413 past max_body_bytes, 400 if it is not JSON."""
         if environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower() != "application/json":
@@ -368,7 +375,7 @@ class Service:
                                                        f"limit is {self.limits.max_batch}")
         documents = self._read_uploads(request.documents)
 
-        def change(kb: KnowledgeBase) -> dict:
+        def change(kb: KnowledgeBaseBackend) -> dict:
             added = kb.add_documents(documents)
             return {"added": added.added, "replaced": added.replaced, "unchanged": added.unchanged,
                     "chunks": added.chunks}
@@ -491,6 +498,12 @@ def _finite(number: str) -> float:
     return value
 
 
+def _holds_saved(kb: KnowledgeBaseBackend, folder: Path) -> bool:
+    """Whether `kb` still holds exactly what `folder` holds: only the embedded knowledge base saves to a
+    folder (a service with kb_dir serves no other), so only it can."""
+    return isinstance(kb, KnowledgeBase) and kb.holds_saved(folder)
+
+
 def _error(kind: str, message: str) -> dict:
     return {"error": {"type": kind, "message": message}}
 
@@ -558,7 +571,7 @@ def _usage(reply: dict) -> dict:
             "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
 
 
-def keys_from(environ: dict, file: str | None = None) -> tuple[list[str], list[str]]:
+def keys_from(environ: Mapping[str, str], file: str | None = None) -> tuple[list[str], list[str]]:
     """(read keys, write keys): AGENTIC_RAG_READ_KEYS and AGENTIC_RAG_WRITE_KEYS (comma-separated),
     and a keys file of lines `read KEY` or `write KEY` (# starts a comment)."""
     reads = [k.strip() for k in environ.get("AGENTIC_RAG_READ_KEYS", "").split(",") if k.strip()]

@@ -75,8 +75,10 @@ class SegmentPersistence:
         def _new_vector_index(self) -> VectorIndex: ...
         def _delete_rows(self, rows: list[int]) -> None: ...
 
-    def generation(self, directory: str | Path) -> str | None:
+    def generation(self, directory: str | Path | None) -> str | None:
         """The generation this knowledge base was loaded from or last saved in `directory`, if any."""
+        if directory is None:
+            return None  # it names its generations by folder, so without one it has none
         saved = self._saved.get(os.path.realpath(directory))
         return saved["segments"][-1]["generation"] if saved else None
 

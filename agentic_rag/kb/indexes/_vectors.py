@@ -149,8 +149,9 @@ class DenseIndex:
         writers = {"vectors.npz": lambda path: write_npz(path, self.arrays(rows))}
         if whole:
             self.compact()
-            if self.hnsw is not None:
-                writers["hnsw.bin"] = lambda path: self.hnsw.save_index(str(path))
+            graph = self.hnsw  # the one just compacted: the writer runs within this save, before any other change
+            if graph is not None:
+                writers["hnsw.bin"] = lambda path: graph.save_index(str(path))
         return writers
 
     def add_arrays(self, arrays: dict, graph: Path | None = None) -> None:
