@@ -42,7 +42,7 @@ from ..indexes._graph import KnowledgeGraph, _key, walk
 from ..indexes._rerank import LexicalReranker, Reranker
 from ..ingestion._documents import Document
 from ._core import ADD_BATCH, AddResult, batches, check_built_with, chunk_records, index_text
-from ._search import RestrictedView, Retrievers, fusion_of, graph_ranking, search_with
+from ._search import RestrictedView, Retrievers, check_graph_arguments, fusion_of, graph_ranking, search_with
 
 SCHEMA_VERSION = 1
 # version -> the function (given a connection in a transaction) that brings version - 1 up to it
@@ -483,6 +483,8 @@ class PostgresKnowledgeBase:
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
         """Chunks behind the graph edges within `hops` of the names in the query, ranked as the
         embedded knowledge base ranks them (walk, graph_ranking), one query per hop."""
+        check_graph_arguments(k, hops)
+
         def run(db):
             starts = _starts(db, query)
             found = walk(lambda nodes: _neighbours(db, nodes), lambda pairs: _names(db, pairs),
