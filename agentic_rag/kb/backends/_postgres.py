@@ -144,8 +144,8 @@ class PostgresKnowledgeBase:
                 connection = self._psycopg.connect(self.url, autocommit=False)
             except (self._psycopg.OperationalError, self._psycopg.ProgrammingError) as exc:
                 if self._connected:  # reached before, by some thread: it dropped, and may come back
-                    raise ConnectionLost(f"the connection to {safe_url(self.url)} was lost and cannot be made "
-                                         f"again: {_first_line(exc)}; check the server and retry") from None
+                    raise ConnectionLost(f"cannot connect to {safe_url(self.url)} again (the connection was "
+                                         f"lost): {_first_line(exc)}; check the server and retry") from None
                 raise RetrievalError(f"cannot connect to {safe_url(self.url)}: {_first_line(exc)}") from None
             self._local.connection, self._connected = connection, True
         return connection
