@@ -3,6 +3,7 @@ the knowledge base `index` opens or creates, and how the memory of a large index
 from __future__ import annotations
 
 import ctypes
+import os
 import shlex
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from ._errors import ConfigurationError
 from ._settings import make_cli_embedder, make_model, model_settings, saved_cli_embedder
 from .kb import KnowledgeBaseBackend
 from .kb.backends._open import check_address, is_database, open_kb, saved_embedder
-from .kb.backends._store import MANIFEST, is_segment_folder
+from .kb.backends._store import MANIFEST, segment_parent
 from .kb.ingestion._documents import SUFFIXES
 from .kb.ingestion._loaders import IMAGE_SUFFIXES
 
@@ -26,6 +27,11 @@ def check_kb_path(command: str, kb: str | None) -> None:
         return
     check_address(kb)  # no other URL
     path = Path(kb)
+    parent = segment_parent(path)
+    if parent is not None:  # listed in the manifest or not: the knowledge base's next save deletes it
+        where = "a" if Path(os.path.abspath(path)).parent == parent else "inside a"
+        raise ConfigurationError(f"--kb {kb} is {where} segment folder of the knowledge base in {parent}; give the "
+                                 f"knowledge base's folder: --kb {shlex.quote(str(parent))}")
     if path.is_dir():
         return _check_kb_folder(command, path)
     if not path.is_file():
@@ -45,11 +51,8 @@ def check_kb_path(command: str, kb: str | None) -> None:
 
 
 def _check_kb_folder(command: str, path: Path) -> None:
-    """Refuse a --kb that names a segment folder of a knowledge base, or (but for `index`) a folder of
-    documents with no manifest: indexing into it would read the knowledge base's files as documents."""
-    if is_segment_folder(path):
-        raise ConfigurationError(f"--kb {path} is a segment folder of the knowledge base in {path.parent}; give the "
-                                 f"knowledge base's folder: --kb {shlex.quote(str(path.parent))}")
+    """Refuse (but for `index`) a --kb that names a folder of documents with no manifest: indexing
+    into it would read the knowledge base's files as documents."""
     if command == "index" or (path / MANIFEST).exists():
         return
     if any(p.suffix.lower() in INDEXED_SUFFIXES and p.is_file() for p in path.rglob("*")):

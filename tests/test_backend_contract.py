@@ -432,3 +432,18 @@ def test_the_backends_graph_search_alike_on_a_real_corpus(hotpot, hops):
         ours = kbs["embedded"].graph_search(question, k=10, hops=hops)
         theirs = kbs["postgres"].graph_search(question, k=10, hops=hops)
         assert [(h.id, h.path) for h in theirs] == [(h.id, h.path) for h in ours], question
+
+
+@pytest.mark.parametrize("arguments", [{"k": -1}, {"k": 0}, {"k": "3"}, {"k": True}, {"k": 2.0},
+                                       {"hops": -1}, {"hops": 1.5}, {"hops": "2"}, {"hops": False}])
+def test_graph_search_refuses_a_k_or_hops_that_is_not_a_whole_number_in_range(backend, arguments):
+    kb = backend()
+    kb.add_documents([Document("film", "The film Quiet Harbor was directed by Anna Berg in 2019.",
+                               title="Quiet Harbor"),
+                      Document("berg", "Anna Berg was born in Tromsø and studied in Oslo.", title="Anna Berg")])
+    (name, value), = arguments.items()
+    for searched in (kb, kb.restricted({"doc_id": "film"})):
+        with pytest.raises(ConfigurationError, match=f"^{name} = {value!r}; "):
+            searched.graph_search("Where was Anna Berg born?", **arguments)
+    assert len(kb.graph_search("Where was Anna Berg born?", k=1, hops=1)) == 1  # the least of each is taken
+    assert kb.graph_search("Where was Anna Berg born?", hops=0) == []           # no edge walked: no chunk

@@ -293,3 +293,15 @@ def test_only_the_progress_stream_is_written_as_whole_lines_when_not_a_terminal(
     progress.write("\rembedding 64/64 chunks")
     progress.write("\n")
     assert err.getvalue() == "embedding 32/64 chunks\nembedding 64/64 chunks\n"
+
+
+@pytest.mark.parametrize("listed", [True, False])
+def test_kb_inside_a_segment_folder_is_refused_listed_or_not(capsys, tmp_path, listed):
+    doc = tmp_path / "doc.txt"
+    doc.write_text("Alice met Bob.", encoding="utf-8")
+    assert run(capsys, "index", str(doc), "--kb", str(tmp_path / "kb"))[0] == 0
+    segment = tmp_path / "kb" / ("gen-000001" if listed else "gen-000099")  # unlisted: the next index deletes it
+    code, out, err = run(capsys, "index", str(doc), "--kb", str(segment))
+    assert code == 1 and err.count("\n") == 1, err
+    assert err.strip().endswith(f"give the knowledge base's folder: --kb {tmp_path / 'kb'}"), err
+    assert not (segment / "manifest.json").exists()

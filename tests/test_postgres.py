@@ -196,7 +196,7 @@ def test_text_postgresql_cannot_hold_is_refused_and_an_empty_write_keeps_the_gen
 
     pg = PostgresKnowledgeBase(pg_url)
     pg.add_documents(TINY[:3])
-    with pytest.raises(ConfigurationError, match="PostgreSQL cannot store this batch"):
+    with pytest.raises(ConfigurationError, match="PostgreSQL text cannot hold NUL characters"):
         pg.add_documents([Document("nul", "a NUL \x00 inside")])
     assert pg.document_count == 3 and pg.generation() == pg.generation()
     before = pg.generation()
@@ -410,3 +410,108 @@ def test_a_database_tokenized_otherwise_is_refused_as_a_folder_is(pg_url):
     with pytest.raises(RetrievalError, match=r"^postgresql://.* was tokenized with \{'version': 0\}; rebuild it with "
                                              r"this version: agentic-rag index PATH --kb NEW_DATABASE_URL$"):
         PostgresKnowledgeBase(pg_url)
+
+
+def _admin(pg_url: str) -> tuple[str, str]:
+    """(the database's name, a URL of the server's postgres database, to change this one from)."""
+    name = pg_url.partition("?")[0].rsplit("/", 1)[1]
+    return name, pg_url.replace(f"/{name}", "/postgres")
+
+
+def test_a_lost_server_is_connection_lost_in_every_thread(pg_url):
+    import threading
+
+    import psycopg
+
+    from agentic_rag import ConnectionLost
+
+    pg = PostgresKnowledgeBase(pg_url)
+    pg.add_documents(TINY[:2])
+    name, admin = _admin(pg_url)
+    caught: list[Exception] = []
+
+    def search() -> None:
+        try:
+            pg.search("Team plan")
+        except RetrievalError as exc:
+            caught.append(exc)
+
+    with psycopg.connect(admin, autocommit=True) as db:
+        db.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+        try:
+            search()
+            thread = threading.Thread(target=search)  # never connected in this thread: still a lost connection
+            thread.start()
+            thread.join()
+        finally:
+            db.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+    assert len(caught) == 2 and all(isinstance(e, ConnectionLost) for e in caught), caught
+    assert all("check the server and retry" in str(e) for e in caught)
+
+
+def test_a_role_without_a_right_is_one_line_naming_it(pg_url, capsys):
+    import uuid
+
+    import psycopg
+
+    from agentic_rag.cli import main
+
+    role = f"ro_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute(f"CREATE ROLE {role} LOGIN")
+    as_role = pg_url.replace("postgres:@", f"{role}:@")
+    assert as_role != pg_url
+    with pytest.raises(ConfigurationError, match="may not create or read .*run CREATE EXTENSION vector"):
+        PostgresKnowledgeBase(as_role)
+    doc = ROOT / "examples" / "data" / "contracts" / "contract-a.md"
+    assert main(["index", str(doc), "--kb", as_role]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "CREATE EXTENSION vector" in err and "Traceback" not in err, err
+    PostgresKnowledgeBase(pg_url).add_documents(TINY[:2])
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+    reader = PostgresKnowledgeBase(as_role)
+    assert _ids(reader.search("Team plan", k=1))  # reading is all it may do
+    with pytest.raises(ConfigurationError, match="may not write .*connect as a role that may write"):
+        reader.add_documents(TINY[2:3])
+    with pytest.raises(ConfigurationError, match="may not write"):
+        reader.delete_documents(["pricing"])
+
+
+def test_a_nul_in_a_query_a_filter_or_an_id_is_one_clear_error(pg_url):
+    pg = PostgresKnowledgeBase(pg_url)
+    pg.add_documents(TINY[:2])
+    nul = "PostgreSQL text cannot hold NUL characters; remove them from"
+    for call in (lambda: pg.search("Team", filters={"doc_id": "a\x00"}),
+                 lambda: pg.graph_search("Team\x00 plan"), lambda: pg.held_documents(["a\x00"])):
+        with pytest.raises(ConfigurationError, match=f"{nul} the query, the filters and the document ids"):
+            call()
+    with pytest.raises(ConfigurationError, match=f"{nul} the document ids$"):
+        pg.delete_documents(["a\x00"])
+    with pytest.raises(ConfigurationError, match=f"{nul} the documents' ids$"):
+        pg.add_documents([Document("n\x00", "text")])
+    assert pg.document_count == 2
+
+
+@pytest.mark.parametrize("tables", [
+    "CREATE TABLE ar_meta (key text PRIMARY KEY, value jsonb NOT NULL); "
+    "INSERT INTO ar_meta VALUES ('schema_version', '\"x\"')",
+    "CREATE TABLE ar_meta (key text PRIMARY KEY, value jsonb NOT NULL); "
+    "INSERT INTO ar_meta VALUES ('schema_version', '1')",
+    "CREATE TABLE ar_meta (a int); INSERT INTO ar_meta VALUES (1)"])
+def test_a_database_with_a_foreign_or_damaged_schema_says_so(pg_url, tables):
+    import psycopg
+
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute(tables)
+    with pytest.raises(RetrievalError, match="does not hold an agentic-rag knowledge base's schema, or it is damaged "
+                                             ".*give a new, empty database") as caught:
+        PostgresKnowledgeBase(pg_url)
+    assert "upgrade" not in str(caught.value)
+
+
+def test_an_ssl_key_password_is_masked_too():
+    from agentic_rag.kb.backends._postgres import safe_url
+
+    assert safe_url("postgresql://h/kb?sslpassword=s3cret&password=p") == "postgresql://h/kb?sslpassword=***&password=***"

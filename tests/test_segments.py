@@ -204,3 +204,24 @@ def test_searches_during_a_compacting_save_never_see_a_half_built_graph(tmp_path
     done.set()
     reader.join()
     assert wrong and not any(wrong) and kb._vectors.hnsw.get_current_count() == kb._vectors.size
+
+
+@pytest.mark.parametrize("name", ["gen-000001", "gen-000099", ".gen-000002.tmp", "gen-000001/inner"])
+def test_no_knowledge_base_is_made_or_saved_inside_a_segment_folder(tmp_path, name):
+    from agentic_rag import ConfigurationError, RetrievalError, open_kb
+
+    parent = tmp_path / "kb"
+    kb = KnowledgeBase()
+    kb.add_documents([Document(id="a", text="Alice met Bob.")])
+    kb.save(parent)  # writes gen-000001; gen-000099 and the .tmp name are not listed: its next save deletes them
+    inside = parent / name
+    with pytest.raises(ConfigurationError, match=f"inside the knowledge base in {parent}"):
+        open_kb(inside, create=True)
+    nested = KnowledgeBase()
+    nested.add_documents([Document(id="x", text="Nested doc.")])
+    with pytest.raises(ConfigurationError, match=f"use that knowledge base \\({parent}\\)"):
+        nested.save(inside)
+    assert not (inside / "manifest.json").exists()
+    with pytest.raises(RetrievalError, match=f"not one of its own; open {parent}$") as caught:
+        open_kb(inside)
+    assert "build one" not in str(caught.value)  # building there is what loses it

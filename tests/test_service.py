@@ -796,3 +796,34 @@ def test_a_requests_settings_keep_the_services_config_and_its_class(kb_dir):
     app = create_app(OfflineModel(), kb=KnowledgeBase.load(kb_dir), config=config)
     given = app._settings(AskRequest(question=QUESTION, settings={"max_rounds": 3, "token_budget": 9000}))
     assert type(given) is Tuned and given == replace(config, token_budget=9000) and given.max_rounds == 2
+
+
+def test_a_database_that_cannot_be_reached_is_503_with_retry_after_on_every_endpoint(pg_url):
+    import psycopg
+
+    from agentic_rag.kb import Document
+    from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
+
+    kb = PostgresKnowledgeBase(pg_url)
+    kb.add_documents([Document(id="a", text="Orders paid on weekends ship on Monday.")])
+    server = Server(create_app(OfflineModel(), kb=kb))
+    name = pg_url.partition("?")[0].rsplit("/", 1)[1]
+    admin = pg_url.replace(f"/{name}", "/postgres")
+    try:
+        assert server.request("POST", "/v1/search", {"query": "orders weekend"})[0] == 200
+        with psycopg.connect(admin, autocommit=True) as db:  # the server refuses it, as one that is down does
+            db.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+            db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+        for method, path, body in [("POST", "/v1/search", {"query": "orders weekend"}), ("GET", "/healthz", None),
+                                   ("POST", "/v1/documents", {"documents": [{"id": "b", "text": "hello"}]}),
+                                   ("POST", "/v1/ask", {"question": "When do orders paid on weekends ship?"})]:
+            status, headers, reply = server.request(method, path, body)
+            assert (status, headers.get("Retry-After")) == (503, "5"), (path, status, reply)
+            assert reply["error"]["type"] == "unavailable" and "check the server" in reply["error"]["message"], reply
+    finally:
+        with psycopg.connect(admin, autocommit=True) as db:
+            db.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+    try:
+        assert server.request("POST", "/v1/search", {"query": "orders weekend"})[0] == 200  # back: served again
+    finally:
+        server.close()

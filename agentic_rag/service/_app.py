@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from .._config import Config, as_config
 from .._display import result_json
-from .._errors import AgenticRAGError, ConfigurationError, RetrievalError, StorageError, WriteConflict
+from .._errors import AgenticRAGError, ConfigurationError, ConnectionLost, RetrievalError, StorageError, WriteConflict
 from .._loop import run_agentic_rag
 from .._state import cited_as, new_state
 from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
@@ -193,6 +193,9 @@ class Service:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "body"
             status, body, headers = 400, _error("invalid_request", f"{where}: {first['msg']}"), []
+        except ConnectionLost as exc:  # the database, not the request: it may be back in a moment
+            log.error("request %s %s: %s", method, path, exc)
+            status, body, headers = 503, _error("unavailable", self._public(str(exc))), [("Retry-After", "5")]
         except (ConfigurationError, RetrievalError) as exc:  # bad input, or nothing to search (an empty base)
             status, body, headers = 400, _error("invalid_request", self._public(str(exc))), []
         except AgenticRAGError as exc:

@@ -30,7 +30,7 @@ from ..indexes._vectors import VectorIndex, vector_index
 from ..ingestion._documents import Document
 from ._core import ADD_BATCH, AddResult, batches, chunk_records, index_text
 from ._rwlock import ReadWriteLock
-from ._search import RestrictedView, Retrievers, fusion_of, graph_ranking, search_with
+from ._search import RestrictedView, Retrievers, check_graph_arguments, fusion_of, graph_ranking, search_with
 from ._segments import SegmentPersistence, saved_vectors
 
 __all__ = ["ADD_BATCH", "AddResult", "KnowledgeBase", "RestrictedView"]
@@ -222,6 +222,7 @@ class KnowledgeBase(SegmentPersistence):
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
         """Chunks behind the graph edges within `hops` of the names in the query, nearest first
         (ties by BM25 for the query); each hit's `path` is the chain of names that reached it."""
+        check_graph_arguments(k, hops)
         with self._lock.read():
             found = self._graph.walk(self._graph.find(query), hops)
             ranked = graph_ranking(found, self._bm25.scores(tokenize(query)), k)

@@ -42,7 +42,7 @@ from ..indexes._graph import KnowledgeGraph, _key, walk
 from ..indexes._rerank import LexicalReranker, Reranker
 from ..ingestion._documents import Document
 from ._core import ADD_BATCH, AddResult, batches, check_built_with, chunk_records, index_text
-from ._search import RestrictedView, Retrievers, fusion_of, graph_ranking, search_with
+from ._search import RestrictedView, Retrievers, check_graph_arguments, fusion_of, graph_ranking, search_with
 
 SCHEMA_VERSION = 1
 # version -> the function (given a connection in a transaction) that brings version - 1 up to it
@@ -121,13 +121,17 @@ class PostgresKnowledgeBase:
         _check_index_settings(self.config.index)
         self.reranker = reranker or LexicalReranker()
         self._local = threading.local()
+        self._connected = False  # once any thread has connected, a failure to connect is a lost connection
         with self._connection() as db:
-            meta = self._meta(db)
-            if meta is None:
-                self.embedder = embedder or make_embedder("hashing")
-                self._create(db)
-            else:
-                self.embedder = self._check(meta, embedder, config)
+            try:
+                meta = self._meta(db)
+                if meta is None:
+                    self.embedder = embedder or make_embedder("hashing")
+                    self._create(db)
+                else:
+                    self.embedder = self._check(meta, embedder, config)
+            except self._psycopg.errors.InsufficientPrivilege as exc:
+                raise self._no_right(exc, "create or read") from None
         self.graph_method = "names"
 
     # -- connections and the schema ----------------------------------------------------------------
@@ -139,16 +143,41 @@ class PostgresKnowledgeBase:
             try:
                 connection = self._psycopg.connect(self.url, autocommit=False)
             except (self._psycopg.OperationalError, self._psycopg.ProgrammingError) as exc:
-                error = RetrievalError if connection is None else ConnectionLost  # open before: it dropped
-                raise error(f"cannot connect to {safe_url(self.url)}: {_first_line(exc)}") from None
-            self._local.connection = connection
+                if self._connected:  # reached before, by some thread: it dropped, and may come back
+                    raise ConnectionLost(f"cannot connect to {safe_url(self.url)} again (the connection was "
+                                         f"lost): {_first_line(exc)}; check the server and retry") from None
+                raise RetrievalError(f"cannot connect to {safe_url(self.url)}: {_first_line(exc)}") from None
+            self._local.connection, self._connected = connection, True
         return connection
 
     def _meta(self, db) -> dict | None:
         exists = db.execute("SELECT to_regclass('ar_meta') IS NOT NULL").fetchone()[0]
-        meta = dict(db.execute("SELECT key, value FROM ar_meta").fetchall()) if exists else {}
+        try:
+            meta = dict(db.execute("SELECT key, value FROM ar_meta").fetchall()) if exists else {}
+        except (self._psycopg.errors.UndefinedColumn, self._psycopg.errors.UndefinedFunction):
+            db.rollback()
+            raise self._foreign("its table ar_meta has other columns") from None
         db.commit()
         return meta or None
+
+    def _foreign(self, why: str) -> RetrievalError:
+        """The error for a database whose ar_ tables are not an agentic-rag schema (or a damaged one)."""
+        return RetrievalError(f"{safe_url(self.url)} does not hold an agentic-rag knowledge base's schema, or it is "
+                              f"damaged ({why}); give a new, empty database (or drop its ar_ tables) and index again")
+
+    def _no_right(self, exc: Exception, doing: str) -> ConfigurationError:
+        """The one-line error for a role that lacks a right, naming it and who can grant it."""
+        first = _first_line(exc)
+        if "extension" in first.lower():
+            fix = "have the database's owner (or a superuser) run CREATE EXTENSION vector; in it, then open it again"
+        elif doing == "write":
+            fix = ("connect as a role that may write (INSERT, UPDATE, DELETE on the ar_ tables), or only search "
+                   "with this one")
+        else:
+            fix = ("open it once as the database's owner, who creates the schema, and grant this role SELECT on the "
+                   "ar_ tables (and INSERT, UPDATE, DELETE to write)")
+        return ConfigurationError(f"{safe_url(self.url)}: this role may not {doing} the knowledge base "
+                                  f"({first}); {fix}")
 
     def _create(self, db) -> None:
         dimension = self.embedder.dimension
@@ -172,11 +201,16 @@ class PostgresKnowledgeBase:
     def _check(self, meta: dict, embedder: Embedder | None, config) -> Embedder:
         """The embedder the database was built with; a newer schema or other settings are clear errors."""
         version = meta.get("schema_version")
-        if not isinstance(version, int) or version > SCHEMA_VERSION:
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise self._foreign(f"schema_version is {version!r}")
+        if version > SCHEMA_VERSION:
             raise RetrievalError(f"{safe_url(self.url)} holds knowledge-base schema {version!r}; this agentic-rag "
                                  f"reads schema {SCHEMA_VERSION} and older: upgrade agentic-rag")
         if version < SCHEMA_VERSION:
             self._migrate(version)
+        missing = _meta_problem(meta)
+        if missing:
+            raise self._foreign(missing)
         embedder, self.config = check_built_with(safe_url(self.url), meta, embedder, config, "NEW_DATABASE_URL")
         return embedder
 
@@ -190,7 +224,7 @@ class PostgresKnowledgeBase:
                 MIGRATIONS[step](db)
             db.execute("UPDATE ar_meta SET value = %s WHERE key = 'schema_version'", (json.dumps(SCHEMA_VERSION),))
 
-    def _read(self, work):
+    def _read(self, work, given: str = "the query, the filters and the document ids"):
         """Run `work(connection)` in one read-only snapshot (REPEATABLE READ: every statement of a
         search sees the same committed state, never one writer's change between two of them); a
         dropped connection is retried once."""
@@ -201,16 +235,21 @@ class PostgresKnowledgeBase:
                 with db.transaction():
                     db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                     return work(db)
+            except self._psycopg.DataError as exc:  # a NUL in a query, a filter or an id: text cannot hold it
+                raise _data_error(exc, given) from None
+            except self._psycopg.errors.InsufficientPrivilege as exc:
+                raise self._no_right(exc, "read") from None
             except self._psycopg.OperationalError as exc:
                 db.close()
                 if attempt == 2:
                     raise ConnectionLost(f"the connection to {safe_url(self.url)} dropped: {_first_line(exc)}; "
                                          f"check the server and retry") from None
 
-    def _write(self, work):
+    def _write(self, work, given: str = "the documents (text, titles, metadata, ids)"):
         """Run `work(connection)` in one write transaction, serialised with every other writer on the
         stats row. A connection that dropped before the commit is retried once (nothing was written);
-        one that dropped during the commit is reported: the write may or may not have been saved."""
+        one that dropped during the commit is reported: the write may or may not have been saved.
+        A value PostgreSQL cannot hold is an error naming where it came from (`given`)."""
         for attempt in (1, 2):
             db, committing = self._connection(), False
             try:
@@ -223,14 +262,19 @@ class PostgresKnowledgeBase:
                     committing = True
                 return result
             except self._psycopg.DataError as exc:  # e.g. a NUL character, which PostgreSQL text cannot hold
-                raise ConfigurationError(f"PostgreSQL cannot store this batch: {_first_line(exc)}; remove the "
-                                         f"offending characters (NUL, NaN) from the documents") from None
+                raise _data_error(exc, given) from None
+            except self._psycopg.errors.InsufficientPrivilege as exc:
+                raise self._no_right(exc, "write") from None
             except self._psycopg.OperationalError as exc:
                 db.close()
-                if committing or attempt == 2:
-                    raise ConnectionLost(f"the connection to {safe_url(self.url)} dropped during a write: "
+                if committing:
+                    raise ConnectionLost(f"the connection to {safe_url(self.url)} dropped during a write's commit: "
                                          f"{_first_line(exc)}; it may or may not have been saved: check, then "
                                          f"retry") from None
+                if attempt == 2:
+                    raise ConnectionLost(f"the connection to {safe_url(self.url)} dropped during a write, before "
+                                         f"its commit: {_first_line(exc)}; nothing of it was written: check the "
+                                         f"server and retry") from None
 
     # -- writes ------------------------------------------------------------------------------------
 
@@ -242,7 +286,7 @@ class PostgresKnowledgeBase:
                                      "add without it: every chunk is embedded")
         latest = {doc.id: doc for doc in documents}
         hashes = self._read(lambda db: dict(db.execute("SELECT id, hash FROM ar_documents WHERE id = ANY(%s)",
-                                                       (list(latest),)).fetchall()))
+                                                       (list(latest),)).fetchall()), "the documents' ids")
         todo = [d for d in latest.values() if hashes.get(d.id) != d.content_hash()]
         total = sum(1 for _ in chunk_records(todo, self.config.index))  # decides the index rebuild, before any write
 
@@ -324,7 +368,7 @@ class PostgresKnowledgeBase:
     def delete_documents(self, doc_ids: Iterable[str]) -> int:
         """Remove documents and all their chunks in one transaction; returns how many were found."""
         wanted = list(dict.fromkeys(doc_ids))
-        return self._write(lambda db: self._remove(db, wanted))
+        return self._write(lambda db: self._remove(db, wanted), "the document ids")
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -439,6 +483,8 @@ class PostgresKnowledgeBase:
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
         """Chunks behind the graph edges within `hops` of the names in the query, ranked as the
         embedded knowledge base ranks them (walk, graph_ranking), one query per hop."""
+        check_graph_arguments(k, hops)
+
         def run(db):
             starts = _starts(db, query)
             found = walk(lambda nodes: _neighbours(db, nodes), lambda pairs: _names(db, pairs),
@@ -570,9 +616,31 @@ _NUMBER = r"^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)?$"
 
 
 def safe_url(url: str) -> str:
-    """The URL without its password, in the user part or as a parameter (a folder's path as it is)."""
+    """The URL without its passwords, in the user part or as a parameter (a folder's path as it is)."""
     url = re.sub(r"://([^:/@]*):[^@]*@", r"://\1:***@", url)
-    return re.sub(r"([?&]password=)[^&]*", r"\1***", url)
+    return re.sub(r"([?&](?:ssl)?password=)[^&]*", r"\1***", url)
+
+
+def _data_error(exc: Exception, given: str) -> ConfigurationError:
+    """A value PostgreSQL refused, as one line naming what to change."""
+    first = _first_line(exc)
+    if "NUL" in first or "0x00" in first:
+        return ConfigurationError(f"PostgreSQL text cannot hold NUL characters; remove them from {given}")
+    return ConfigurationError(f"PostgreSQL cannot store this value: {first}; change it in {given} "
+                              f"(e.g. a NaN in metadata)")
+
+
+def _meta_problem(meta: dict) -> str | None:
+    """What a knowledge base's ar_meta lacks (its embedder, tokenizer, chunking), or None."""
+    embedder, chunking = meta.get("embedder"), meta.get("chunking")
+    if not (isinstance(embedder, dict) and isinstance(embedder.get("name"), str)
+            and isinstance(embedder.get("dimension"), int)):
+        return f"ar_meta's embedder is {embedder!r}"
+    if not (isinstance(chunking, dict) and all(isinstance(chunking.get(k), int) for k in ("size", "overlap"))):
+        return f"ar_meta's chunking is {chunking!r}"
+    if "tokenizer" not in meta:
+        return "ar_meta has no tokenizer"
+    return None
 
 
 def _first_line(exc: Exception) -> str:

@@ -97,6 +97,15 @@ def search_with(kb, retrievers: Retrievers, query: str, k: int, mode: str, filte
     return hits[:k]
 
 
+def check_graph_arguments(k, hops) -> None:
+    """Refuse a graph search's k that is not a whole number of hits (>= 1), or hops not a whole number (>= 0)."""
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ConfigurationError(f"k = {k!r}; ask for at least one hit (k, a whole number >= 1)")
+    if not isinstance(hops, int) or isinstance(hops, bool) or hops < 0:
+        raise ConfigurationError(f"hops = {hops!r}; give how many edges to walk from the query's names "
+                                 f"(hops, a whole number >= 0)")
+
+
 def graph_ranking(found: dict[int, tuple[int, list[str]]], scores, k: int) -> list[tuple[int, float, dict, list]]:
     """The k best rows a graph walk found (row -> (hop, path)): nearest first, then by BM25 score
     for the query (`scores[row]`), then by row; as (row, score 1/hop, ranks, path)."""
@@ -140,7 +149,8 @@ class RestrictedView:
 
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
         """As KnowledgeBase.graph_search, keeping the hits that match the filters (at most k)."""
-        hits = self._kb.graph_search(query, k=max(k, 1) * 4, hops=hops)
+        check_graph_arguments(k, hops)
+        hits = self._kb.graph_search(query, k=k * 4, hops=hops)
         return [h for h in hits if all(matches(_fields(h), c) for c in self._filters)][:k]
 
 

@@ -61,8 +61,12 @@ def _fsync(path: Path) -> None:
 
 
 def check_target(directory: Path) -> None:
-    """Raise ConfigurationError unless `directory` is a folder or can be created as one, and
-    StorageError unless it can be written."""
+    """Raise ConfigurationError unless `directory` is a folder or can be created as one, outside any
+    knowledge base's segment folders, and StorageError unless it can be written."""
+    parent = segment_parent(directory)
+    if parent is not None:
+        raise ConfigurationError(f"{directory} is inside the knowledge base in {parent}, whose next save would "
+                                 f"delete it; use that knowledge base ({parent}) or give a folder outside it")
     for path in (directory, *directory.parents):
         if not os.path.lexists(path):
             continue
@@ -227,6 +231,19 @@ def is_segment_folder(path: Path) -> bool:
     return bool(_GENERATION.match(path.name)) and path.name in _segment_names(path.parent)
 
 
+_SEGMENT_LIKE = re.compile(r"^(gen-\d{6}|\.gen-\d{6}\.tmp)$")  # a segment, or one being written
+
+
+def segment_parent(path: Path) -> Path | None:
+    """The knowledge base folder whose segment folder (gen-NNNNNN or .gen-NNNNNN.tmp, listed in its
+    manifest or not) holds `path` or is `path`: its saves delete such folders. None if there is none."""
+    path = Path(os.path.abspath(path))  # "..", and a relative path's folders above it, count too
+    for folder in (path, *path.parents):
+        if _SEGMENT_LIKE.match(folder.name) and (folder.parent / MANIFEST).is_file():
+            return folder.parent
+    return None
+
+
 def _segment_names(directory: Path) -> set[str]:
     try:
         return {s["generation"] for s in segments(json.loads((directory / MANIFEST).read_text(encoding="utf-8")))}
@@ -246,6 +263,9 @@ def read_generation(directory: Path) -> tuple[dict, list[Path]]:
     segments in the order they are read, every file's checksum verified."""
     rebuild = "rebuild it into a new folder with: agentic-rag index PATH --kb NEW_DIR"  # DIR itself would load it
     manifest_path = directory / MANIFEST
+    if not manifest_path.is_file() and (parent := segment_parent(directory)) is not None:
+        raise RetrievalError(f"{directory} is part of the knowledge base in {parent}, not one of its own; "
+                             f"open {parent}")
     if not manifest_path.is_file():
         raise RetrievalError(f"no knowledge base at {directory} (no {MANIFEST}); build one with: "
                              f"agentic-rag index PATH --kb {directory}")
