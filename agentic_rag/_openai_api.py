@@ -1,6 +1,6 @@
 """Where and how to reach an OpenAI-compatible endpoint: the endpoint settings, the SDK client and
 one clear error per failed call. Shared by the chat models (models/_openai_client.py) and the
-embedder (kb/_openai_embedder.py), so neither imports the other. The `openai` SDK is imported
+embedder (kb/embedders/_openai.py), so neither imports the other. The `openai` SDK is imported
 inside the functions that use it: `import agentic_rag` does not load it (it more than doubled the
 import time)."""
 from __future__ import annotations

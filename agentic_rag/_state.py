@@ -46,21 +46,10 @@ def new_evidence(id: str, doc_id: str, source: str, text: str, *, title: str = "
     """An evidence item; the optional keys (path, query, rank, relevance, page, section, media) are
     present only when given."""
     item = Evidence(id=id, doc_id=doc_id, source=source, title=title, text=text, kind=kind, ranks=dict(ranks or {}))
-    # one key at a time, in this order (the order saved states and traces write them in)
-    if path is not None:
-        item["path"] = path
-    if query is not None:
-        item["query"] = query
-    if rank is not None:
-        item["rank"] = rank
-    if relevance is not None:
-        item["relevance"] = relevance
-    if page is not None:
-        item["page"] = page
-    if section is not None:
-        item["section"] = section
-    if media is not None:
-        item["media"] = media
+    optional = {"path": path, "query": query, "rank": rank, "relevance": relevance, "page": page,
+                "section": section, "media": media}  # in the order saved states and traces write them
+    # each value's type is its parameter's, which mypy cannot follow through the dict
+    item.update({key: value for key, value in optional.items() if value is not None})  # type: ignore[typeddict-item]
     return item
 
 

@@ -9,7 +9,8 @@
 from ..text._sentences import split_sentences
 from ..text._tokenize import tokenize
 from ._hit import Hit
-from .backends._embedded import AddResult, KnowledgeBase
+from .backends._core import AddResult
+from .backends._embedded import KnowledgeBase
 from .backends._open import open_kb
 from .backends._postgres import PostgresKnowledgeBase
 from .backends._protocol import KnowledgeBaseBackend

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -33,7 +34,18 @@ from ._rwlock import ReadWriteLock
 from ._search import RestrictedView, Retrievers, check_graph_arguments, fusion_of, graph_ranking, search_with
 from ._segments import SegmentPersistence, saved_vectors
 
-__all__ = ["ADD_BATCH", "AddResult", "KnowledgeBase", "RestrictedView"]
+
+@dataclass
+class _Prepared:
+    """An add's chunks with their content keys, BM25 postings (and the terms new to the vocabulary),
+    vectors as the vector index packs them (dense or sparse), and model triples, before they are written."""
+
+    chunks: list[dict] = field(default_factory=list)
+    keys: list[bytes] = field(default_factory=list)
+    postings: list = field(default_factory=list)
+    fresh: dict[str, int] = field(default_factory=dict)
+    packed: list[tuple[list[int], Any]] = field(default_factory=list)
+    triples: list = field(default_factory=list)
 
 
 class KnowledgeBase(SegmentPersistence):
@@ -85,53 +97,59 @@ class KnowledgeBase(SegmentPersistence):
             with self._lock.read():
                 todo = [d for d in latest.values() if self._docs.get(d.id, {}).get("hash") != d.content_hash()]
             result.unchanged = len(latest) - len(todo)
-            chunks: list[dict] = []
-            keys: list[bytes] = []
-            postings: list = []
-            packed: list[tuple[list[int], Any]] = []  # as the vector index packs them (dense or sparse)
-            triples: list = []
-            fresh: dict[str, int] = {}
-            total = sum(1 for _ in chunk_records(todo, self.config.index)) if progress else 0
-            shown = EmbedProgress(total) if total > embedder_trait(self.embedder, "batch_size") else False
-            reused = 0
-            for batch in batches(chunk_records(todo, self.config.index), ADD_BATCH):  # bounded memory
-                texts = [index_text(c) for c in batch]
-                batch_keys = [content_key(t) for t in texts]
-                postings.append(batch_postings([tokenize(t) for t in texts], self._bm25.vocab, fresh))  # one writer
-                parts, known = self._embed(texts, batch_keys, shown, reuse_from)
-                packed += [([len(chunks) + i for i in indices], part) for indices, part in parts]
-                reused += known
-                if self.extract_triples:
-                    triples += [self.extract_triples(c["title"], c["text"]) for c in batch]
-                chunks.extend(batch)
-                keys.extend(batch_keys)
-            if isinstance(shown, EmbedProgress):
-                shown.close()
-            if progress and reused:
-                print(f"reused the vectors of {reused} of {len(chunks)} chunks", file=sys.stderr)
+            prepared = self._prepare(todo, progress, reuse_from)
             with self._lock.write():
                 for doc in todo:
                     if doc.id in self._docs:
                         result.replaced += 1
                         self._delete_rows(self._docs.pop(doc.id)["rows"])
                 result.added = len(todo) - result.replaced
-                rows = list(range(len(self._chunks), len(self._chunks) + len(chunks)))
-                self._chunks.extend(chunks)
-                for doc in todo:
-                    self._docs[doc.id] = {"hash": doc.content_hash(), "rows": []}
-                    self._changed_docs.append(doc.id)
-                for row, chunk in zip(rows, chunks, strict=True):
-                    self._docs[chunk["doc_id"]]["rows"].append(row)
-                self._bm25.add_batches(rows, postings, fresh)
-                self._vectors.add_packs([([rows[i] for i in indices], part) for indices, part in packed])
-                self._content_rows().update(zip(keys, rows, strict=True))
-                for i, (row, chunk) in enumerate(zip(rows, chunks, strict=True)):
-                    if not self.extract_triples:
-                        self._graph.add(row, chunk["title"], chunk["text"])
-                    else:
-                        self._graph.add_triples(row, triples[i])
-        result.chunks = len(chunks)
+                self._put(todo, prepared)
+        result.chunks = len(prepared.chunks)
         return result
+
+    def _prepare(self, todo: list[Document], progress: bool, reuse_from: Iterable[str | Path]) -> _Prepared:
+        """Everything an add writes, worked out before the write lock is taken (searches go on
+        meanwhile), a batch of ADD_BATCH chunks at a time so that its scratch memory is bounded."""
+        out = _Prepared()
+        total = sum(1 for _ in chunk_records(todo, self.config.index)) if progress else 0
+        shown = EmbedProgress(total) if total > embedder_trait(self.embedder, "batch_size") else False
+        reused = 0
+        for batch in batches(chunk_records(todo, self.config.index), ADD_BATCH):
+            texts = [index_text(c) for c in batch]
+            batch_keys = [content_key(t) for t in texts]
+            out.postings.append(batch_postings([tokenize(t) for t in texts], self._bm25.vocab, out.fresh))  # one writer
+            parts, known = self._embed(texts, batch_keys, shown, reuse_from)
+            out.packed += [([len(out.chunks) + i for i in indices], part) for indices, part in parts]
+            reused += known
+            if self.extract_triples:
+                out.triples += [self.extract_triples(c["title"], c["text"]) for c in batch]
+            out.chunks.extend(batch)
+            out.keys.extend(batch_keys)
+        if isinstance(shown, EmbedProgress):
+            shown.close()
+        if progress and reused:
+            print(f"reused the vectors of {reused} of {len(out.chunks)} chunks", file=sys.stderr)
+        return out
+
+    def _put(self, todo: list[Document], prepared: _Prepared) -> None:
+        """Write an add's prepared chunks under new rows, into every index (the write lock held)."""
+        chunks = prepared.chunks
+        rows = list(range(len(self._chunks), len(self._chunks) + len(chunks)))
+        self._chunks.extend(chunks)
+        for doc in todo:
+            self._docs[doc.id] = {"hash": doc.content_hash(), "rows": []}
+            self._changed_docs.append(doc.id)
+        for row, chunk in zip(rows, chunks, strict=True):
+            self._docs[chunk["doc_id"]]["rows"].append(row)
+        self._bm25.add_batches(rows, prepared.postings, prepared.fresh)
+        self._vectors.add_packs([([rows[i] for i in indices], part) for indices, part in prepared.packed])
+        self._content_rows().update(zip(prepared.keys, rows, strict=True))
+        for i, (row, chunk) in enumerate(zip(rows, chunks, strict=True)):
+            if not self.extract_triples:
+                self._graph.add(row, chunk["title"], chunk["text"])
+            else:
+                self._graph.add_triples(row, prepared.triples[i])
 
     def _embed(self, texts: list[str], keys: list[bytes], progress: bool | EmbedProgress,
                reuse_from: Iterable[str | Path] | str | Path) -> tuple[list[tuple[list[int], Any]], int]:

@@ -17,22 +17,14 @@ from ..._errors import ConfigurationError, RetrievalError
 from ...text._tokenize import TOKENIZER_SETTINGS, tokenize
 from ..embedders._embedders import Embedder, content_key, embedder_trait
 from ..indexes._bm25 import BM25
+from ..indexes._checks import check_bm25, check_bm25_arrays, check_graph, check_vocab
 from ..indexes._csr import write_npz
 from ..indexes._graph import KnowledgeGraph
 from ..indexes._rerank import Reranker
 from ..indexes._vectors import load_vectors, saved_arrays, vector_index
 from . import _store as store
 from ._core import built_embedder, check_built_with, check_tokenizer, index_text
-from ._integrity import (
-    LOAD_ERRORS,
-    check_bm25,
-    check_bm25_arrays,
-    check_chunk,
-    check_documents,
-    check_graph,
-    check_vocab,
-    reading,
-)
+from ._integrity import LOAD_ERRORS, check_chunk, check_documents, reading
 
 if TYPE_CHECKING:
     import threading
