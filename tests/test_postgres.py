@@ -93,11 +93,11 @@ def test_two_processes_writing_at_once_lose_nothing(pg_url):
 def test_a_crash_in_the_middle_of_a_batch_leaves_nothing_of_it(pg_url):
     PostgresKnowledgeBase(pg_url).add_documents(TINY[:1])
     code = ("import sys, time\nfrom agentic_rag.kb import Document\n"
-            "from agentic_rag.kb.backends import _postgres as p\n"
+            "from agentic_rag.kb.backends import _postgres as p, _postgres_sql as sql\n"
             "kb = p.PostgresKnowledgeBase(sys.argv[1])\n"
-            "real = p._edges\n"
+            "real = sql.chunk_edges\n"
             "def slow(*a):\n    print('inside', flush=True); time.sleep(0.05); return real(*a)\n"
-            "p._edges = slow\n"
+            "sql.chunk_edges = slow\n"
             "kb.add_documents([Document(f'batch-{i}', f'batch note {i}') for i in range(400)])\n")
     process = subprocess.Popen([sys.executable, "-c", code, pg_url], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     for _ in range(5):
@@ -192,7 +192,7 @@ def test_an_older_schema_is_migrated_step_by_step(pg_url, monkeypatch):
 
 
 def test_text_postgresql_cannot_hold_is_refused_and_an_empty_write_keeps_the_generation(pg_url):
-    from agentic_rag.kb.backends._postgres import safe_url
+    from agentic_rag.kb.backends._postgres_errors import safe_url
 
     pg = PostgresKnowledgeBase(pg_url)
     pg.add_documents(TINY[:3])
@@ -512,6 +512,6 @@ def test_a_database_with_a_foreign_or_damaged_schema_says_so(pg_url, tables):
 
 
 def test_an_ssl_key_password_is_masked_too():
-    from agentic_rag.kb.backends._postgres import safe_url
+    from agentic_rag.kb.backends._postgres_errors import safe_url
 
     assert safe_url("postgresql://h/kb?sslpassword=s3cret&password=p") == "postgresql://h/kb?sslpassword=***&password=***"
