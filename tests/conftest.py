@@ -156,16 +156,9 @@ def pg_server(tmp_path_factory):
 @pytest.fixture
 def pg_url(pg_server):
     """A new, empty database on the session's server, by URL."""
-    import uuid
+    from agentic_rag.eval.postgres_parity import new_database
 
-    import psycopg
-
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    base = pg_server.get_uri()
-    with psycopg.connect(base, autocommit=True) as db:
-        db.execute(f"CREATE DATABASE {name}")
-    head, _, tail = base.partition("?")
-    return head.rsplit("/", 1)[0] + f"/{name}" + (f"?{tail}" if tail else "")
+    return new_database(pg_server.get_uri(), "t")
 
 
 # -- real storage failures: a small file system that fills up, or is read-only -------------------------
