@@ -30,8 +30,10 @@ def pytest_addoption(parser):
 
 # -- test tiers: `pytest -m "not slow"` is the edit loop (under a minute), CI runs every test ----------
 # The markers are registered in setup.cfg (with --strict-markers). Tests get them here, by what they
-# use, so test files carry no tier marks and a new test that asks for PostgreSQL or e5, or starts a
-# Python of its own, joins its tier at once. A value is one or more markers; each implies `slow`.
+# use, so a new test that asks for PostgreSQL or e5, or starts a Python of its own, joins its tier at
+# once and test files carry no tier marks but where the rules cannot see (a fixture asked for inside
+# another, through getfixturevalue: the backend contract's postgres parameter). A value is one or more
+# markers; each implies `slow`, as does a tier marked by hand.
 
 TIERS_BY_FIXTURE = {
     "pg_server": "postgres",             # pg_url asks for it, so this covers every database test
@@ -156,16 +158,9 @@ def pg_server(tmp_path_factory):
 @pytest.fixture
 def pg_url(pg_server):
     """A new, empty database on the session's server, by URL."""
-    import uuid
+    from agentic_rag.eval.postgres_parity import new_database
 
-    import psycopg
-
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    base = pg_server.get_uri()
-    with psycopg.connect(base, autocommit=True) as db:
-        db.execute(f"CREATE DATABASE {name}")
-    head, _, tail = base.partition("?")
-    return head.rsplit("/", 1)[0] + f"/{name}" + (f"?{tail}" if tail else "")
+    return new_database(pg_server.get_uri(), "t")
 
 
 # -- real storage failures: a small file system that fills up, or is read-only -------------------------

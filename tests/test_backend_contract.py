@@ -5,29 +5,20 @@ graph search and its ranking; term weights and BM25 scores; restricted views; th
 add's memory bound. A behaviour tested here holds on both backends or fails on the one that drifted.
 Where the two are compared directly (a real dev corpus), the full ranked lists must be equal."""
 import json
-import uuid
 from itertools import islice
 
 import pytest
 
-from agentic_rag import Config, ConfigurationError, HashingEmbedder, KnowledgeBase, RetrievalError
+from agentic_rag import Config, ConfigurationError, HashingEmbedder, KnowledgeBase, RetrievalError, SearchConfig
+from agentic_rag.eval.postgres_parity import new_database
 from agentic_rag.kb import Document, KnowledgeBaseBackend, LexicalReranker
 from agentic_rag.kb.backends._core import ADD_BATCH
 from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
 from helpers import SHARED_DATA, TINY
 
 BACKENDS = ["embedded", "postgres"]
-
-
-def _another_database(url: str) -> str:
-    """A new empty database on the server behind `url`, by URL."""
-    import psycopg
-
-    name = f"c_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(url, autocommit=True) as db:
-        db.execute(f"CREATE DATABASE {name}")
-    head, _, tail = url.partition("?")
-    return head.rsplit("/", 1)[0] + f"/{name}" + (f"?{tail}" if tail else "")
+# the fixture asks for pg_url only inside (getfixturevalue), which the tier rules cannot see: the mark says it
+BACKEND_PARAMS = ["embedded", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 def _maker(name: str, url: str | None, opened: list):
@@ -36,14 +27,14 @@ def _maker(name: str, url: str | None, opened: list):
     def make(embedder=None, config=None):
         if name == "embedded":
             return KnowledgeBase(embedder, config)
-        kb = PostgresKnowledgeBase(_another_database(url) if opened else url, embedder, config)
+        kb = PostgresKnowledgeBase(new_database(url, "c") if opened else url, embedder, config)
         opened.append(kb)
         return kb
 
     return make
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=BACKEND_PARAMS)
 def backend(request):
     """A factory making empty knowledge bases of one backend: make(embedder=None, config=None)."""
     opened = []
@@ -201,10 +192,11 @@ def test_hybrid_records_rank_in_each_retriever(tiny):
 
 def test_rerank_reorders_the_fused_candidates_with_the_reranker(backend):
     kb = backend()
-    kb.add_documents([Document("a", "The depot depot depot depot stores boxes. Parcels are counted elsewhere in "
-                                    "another building far away."),
-                      Document("b", "Parcels leave the depot on Monday."),
-                      Document("c", "Boxes and crates wait in the yard."), Document("d", "The depot opens at six.")])
+    docs = [Document("a", "The depot depot depot depot stores boxes. Parcels are counted elsewhere in "
+                          "another building far away."),
+            Document("b", "Parcels leave the depot on Monday."),
+            Document("c", "Boxes and crates wait in the yard."), Document("d", "The depot opens at six.")]
+    kb.add_documents(docs)
     query, changed = "depot boxes", []
     for mode in ("hybrid", "bm25", "vector"):
         plain = kb.search(query, k=4, mode=mode, rerank=False)
@@ -214,6 +206,9 @@ def test_rerank_reorders_the_fused_candidates_with_the_reranker(backend):
         assert _ids(reranked) == _ids(expected) and {h.id for h in plain} == {h.id for h in reranked}, mode
         changed += [mode] if _ids(plain) != _ids(reranked) else []
     assert changed == ["vector"]   # "boxes" near "depot" in a: c moves up past d
+    on = backend(config=SearchConfig(rerank=True))   # the config's rerank is the default of every search
+    on.add_documents(docs)
+    assert _ids(on.search(query, k=4, mode="vector")) == _ids(kb.search(query, k=4, mode="vector", rerank=True))
 
 
 def test_empty_knowledge_base_and_bad_queries_are_loud(backend, tiny):
@@ -384,7 +379,7 @@ def _hotpot() -> tuple[list[Document], list[str]]:
 def hotpot(pg_server):
     """The corpus in both backends, built once for the module: ({backend: kb}, questions)."""
     docs, questions = _hotpot()
-    kbs = {"embedded": KnowledgeBase(), "postgres": PostgresKnowledgeBase(_another_database(pg_server.get_uri()))}
+    kbs = {"embedded": KnowledgeBase(), "postgres": PostgresKnowledgeBase(new_database(pg_server.get_uri(), "c"))}
     for kb in kbs.values():
         kb.add_documents(docs)
     yield kbs, questions
@@ -428,10 +423,11 @@ def test_the_backends_search_alike_on_a_real_corpus(hotpot):
 @pytest.mark.parametrize("hops", [1, 2])
 def test_the_backends_graph_search_alike_on_a_real_corpus(hotpot, hops):
     kbs, questions = hotpot
-    for question in questions:   # the full ranked lists: ids in order, and the path to each
+    for question in questions:   # the full ranked lists: ids in order, their scores and ranks, the path to each
         ours = kbs["embedded"].graph_search(question, k=10, hops=hops)
         theirs = kbs["postgres"].graph_search(question, k=10, hops=hops)
-        assert [(h.id, h.path) for h in theirs] == [(h.id, h.path) for h in ours], question
+        assert [(h.id, h.score, h.ranks, h.path) for h in theirs] == \
+            [(h.id, h.score, h.ranks, h.path) for h in ours], question
 
 
 @pytest.mark.parametrize("arguments", [{"k": -1}, {"k": 0}, {"k": "3"}, {"k": True}, {"k": 2.0},

@@ -93,11 +93,11 @@ def test_two_processes_writing_at_once_lose_nothing(pg_url):
 def test_a_crash_in_the_middle_of_a_batch_leaves_nothing_of_it(pg_url):
     PostgresKnowledgeBase(pg_url).add_documents(TINY[:1])
     code = ("import sys, time\nfrom agentic_rag.kb import Document\n"
-            "from agentic_rag.kb.backends import _postgres as p\n"
+            "from agentic_rag.kb.backends import _postgres as p, _postgres_sql as sql\n"
             "kb = p.PostgresKnowledgeBase(sys.argv[1])\n"
-            "real = p._edges\n"
+            "real = sql.chunk_edges\n"
             "def slow(*a):\n    print('inside', flush=True); time.sleep(0.05); return real(*a)\n"
-            "p._edges = slow\n"
+            "sql.chunk_edges = slow\n"
             "kb.add_documents([Document(f'batch-{i}', f'batch note {i}') for i in range(400)])\n")
     process = subprocess.Popen([sys.executable, "-c", code, pg_url], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     for _ in range(5):
@@ -173,6 +173,8 @@ def test_a_bulk_load_rebuilds_the_vector_index_after_it(pg_url):
     pg.add_documents(docs)
     with psycopg.connect(pg_url) as db:
         assert db.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'ar_chunks_hnsw'").fetchone()[0] == 1
+        n, total = db.execute("SELECT n, total_length FROM ar_stats").fetchone()  # every add batch's chunks, tokens
+        assert (n, total) == (len(docs), db.execute("SELECT sum(length) FROM ar_chunks").fetchone()[0])
     assert pg.search("note 4321 about topic21", k=1, mode="bm25")[0].doc_id == "d4321"
     assert len(pg.search("topic21 word4", k=5, mode="vector")) == 5
 
@@ -192,7 +194,7 @@ def test_an_older_schema_is_migrated_step_by_step(pg_url, monkeypatch):
 
 
 def test_text_postgresql_cannot_hold_is_refused_and_an_empty_write_keeps_the_generation(pg_url):
-    from agentic_rag.kb.backends._postgres import safe_url
+    from agentic_rag.kb.backends._postgres_errors import safe_url
 
     pg = PostgresKnowledgeBase(pg_url)
     pg.add_documents(TINY[:3])
@@ -205,16 +207,6 @@ def test_text_postgresql_cannot_hold_is_refused_and_an_empty_write_keeps_the_gen
     assert safe_url("postgresql://:s3cret@h/kb") == "postgresql://:***@h/kb"
     assert safe_url("postgresql://alice@h/kb?sslmode=require&password=s3cret") == \
         "postgresql://alice@h/kb?sslmode=require&password=***"
-
-
-def test_an_option_postgresql_cannot_honour_is_refused(pg_url, tmp_path):
-    saved = KnowledgeBase()
-    saved.add_documents(TINY)
-    saved.save(tmp_path / "kb")
-    pg = PostgresKnowledgeBase(pg_url)
-    with pytest.raises(ConfigurationError, match="reuse_from"):   # it never copies a folder's vectors
-        pg.add_documents(TINY, reuse_from=[tmp_path / "kb"])
-    assert pg.add_documents(TINY, reuse_from=()).added == len(TINY)
 
 
 def test_doctor_checks_a_database_and_never_prints_its_password(pg_url, capsys):
@@ -241,64 +233,6 @@ def test_a_pdf_in_the_database_keeps_its_pages_and_the_answer_cites_one(pg_url):
     state = run_agentic_rag("Which extended attribute can hold a file's MIME type?", pg, OfflineModel(),
                             config=Config(max_rounds=2))
     assert "user.mime_type" in state["answer"] and 14 in [c.get("page") for c in state["citations"]]
-
-
-def _dev_set(name: str):
-    from helpers import SHARED_DATA
-
-    if not (SHARED_DATA / name).is_dir():
-        pytest.skip("needs ../shared/data beside the project")
-    from agentic_rag.eval._datasets import load_set
-
-    return load_set(SHARED_DATA / name)
-
-
-def test_graph_search_ranks_as_the_embedded_knowledge_base_on_a_dev_corpus(pg_url):
-    corpus, questions = _dev_set("hotpotqa")
-    embedded, pg = KnowledgeBase(), PostgresKnowledgeBase(pg_url)
-    for kb in (embedded, pg):
-        kb.add_documents(corpus)
-    assert pg.graph_size == embedded.graph_size
-    for question in questions[:40]:
-        for hops in (1, 2):
-            ours = embedded.graph_search(question.question, k=10, hops=hops)
-            theirs = pg.graph_search(question.question, k=10, hops=hops)
-            assert [(h.id, h.score, h.ranks, h.path) for h in theirs] == \
-                [(h.id, h.score, h.ranks, h.path) for h in ours], (question.question, hops)
-
-
-def test_a_hub_is_walked_by_its_40_strongest_edges_in_both_backends(pg_url):
-    # the hub meets 45 names; five of them twice (two chunks), so those lead and the walk drops five weak ones
-    docs = [Document(f"d{i}", f"Port Hub met Visitor{i:02d} Quay today.", title=f"Note {i}") for i in range(45)]
-    docs += [Document(f"e{i}", f"Port Hub met Visitor{i:02d} Quay again.", title=f"Again {i}")
-             for i in range(40, 45)]
-    embedded, pg = KnowledgeBase(), PostgresKnowledgeBase(pg_url)
-    for kb in (embedded, pg):
-        kb.add_documents(docs)
-    ours, theirs = embedded.graph_search("Port Hub", k=200, hops=1), pg.graph_search("Port Hub", k=200, hops=1)
-    assert [(h.id, h.path) for h in theirs] == [(h.id, h.path) for h in ours]
-    assert {h.doc_id for h in ours} >= {f"e{i}" for i in range(40, 45)}
-    # the five strong edges' ten rows, then by key the 'again' titles' (the same rows) and 30 notes' rows;
-    # every edge walked would reach all 50
-    assert len(ours) == 40 and {h.doc_id for h in ours} >= {f"d{i}" for i in range(40, 45)}
-
-
-def test_rerank_reorders_the_database_s_hits_as_the_embedded_ones(pg_url):
-    docs = [Document("scattered", "Harbor cranes lift harbor cargo at the harbor every harbor morning. The weather "
-                                  "was mild. Nobody spoke of it. Much later a ferry left."),
-            Document("close", "The ferry leaves the harbor at noon. " + "Gulls circle over quiet water. " * 6),
-            Document("other", "Trains run inland from the station on weekdays.")]
-    embedded, pg = KnowledgeBase(), PostgresKnowledgeBase(pg_url)
-    for kb in (embedded, pg):
-        kb.add_documents(docs)
-    for mode in ("bm25", "hybrid", "vector"):
-        for rerank in (False, True):
-            ours = embedded.search("harbor ferry", k=3, mode=mode, rerank=rerank)
-            assert _ids(pg.search("harbor ferry", k=3, mode=mode, rerank=rerank)) == _ids(ours), (mode, rerank)
-    assert _ids(pg.search("harbor ferry", k=2, mode="bm25", rerank=True)) == ["close#0", "scattered#0"]
-    assert _ids(pg.search("harbor ferry", k=2, mode="bm25")) == ["scattered#0", "close#0"]
-    on = PostgresKnowledgeBase(pg_url, config=SearchConfig(rerank=True))  # the config's rerank, as the embedded
-    assert _ids(on.search("harbor ferry", k=2, mode="bm25")) == ["close#0", "scattered#0"]
 
 
 def test_options_the_database_cannot_honour_are_refused_not_ignored(pg_url, tmp_path):
@@ -340,34 +274,6 @@ def test_below_exact_search_below_vectors_are_searched_exactly_as_the_embedded_i
     for query in ("w5 w7 w300", "w11 w12", "w3 w90 w2 w399"):  # the same best scores (ties may swap ids)
         ours, theirs = embedded.search(query, k=10, mode="vector"), pg.search(query, k=10, mode="vector")
         assert [h.score for h in theirs] == pytest.approx([h.score for h in ours], abs=1e-3), query
-
-
-def test_an_add_embeds_and_writes_at_most_add_batch_chunks_at_a_time(pg_url):
-    import psycopg
-
-    from agentic_rag.kb import HashingEmbedder
-    from agentic_rag.kb.backends._core import ADD_BATCH
-
-    class Recording(HashingEmbedder):
-        batch_size = 10 ** 6  # the embedder would take the whole add at once: only the add's batches bound it
-
-        def __init__(self):
-            super().__init__()
-            self.sizes = []
-
-        def embed(self, texts):
-            self.sizes.append(len(texts))
-            return super().embed(texts)
-
-    embedder = Recording()
-    pg = PostgresKnowledgeBase(pg_url, embedder)
-    docs = [Document(f"d{i}", f"short note {i}") for i in range(ADD_BATCH * 2 + 5)]
-    assert pg.add_documents(docs).chunks == len(docs)
-    assert embedder.sizes == [ADD_BATCH, ADD_BATCH, 5] and len(pg) == len(docs)
-    assert pg.search("note 4100", k=1, mode="bm25")[0].doc_id == "d4100"
-    with psycopg.connect(pg_url) as db:  # the stats row counts every batch's chunks and tokens
-        n, total = db.execute("SELECT n, total_length FROM ar_stats").fetchone()
-        assert (n, total) == (len(docs), db.execute("SELECT sum(length) FROM ar_chunks").fetchone()[0])
 
 
 def test_a_failure_in_a_later_batch_leaves_nothing_of_the_add(pg_url):
@@ -512,6 +418,6 @@ def test_a_database_with_a_foreign_or_damaged_schema_says_so(pg_url, tables):
 
 
 def test_an_ssl_key_password_is_masked_too():
-    from agentic_rag.kb.backends._postgres import safe_url
+    from agentic_rag.kb.backends._postgres_errors import safe_url
 
     assert safe_url("postgresql://h/kb?sslpassword=s3cret&password=p") == "postgresql://h/kb?sslpassword=***&password=***"

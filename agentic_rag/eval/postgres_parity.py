@@ -42,11 +42,11 @@ TARGET = 0.98  # top-10 agreement, every mode, every set
 K = 10
 
 
-def _database(server_url: str) -> str:
-    """A new empty database on the server; its URL."""
+def new_database(server_url: str, prefix: str = "parity") -> str:
+    """A new empty database on the server behind `server_url` (named `prefix`_ and a random suffix); its URL."""
     import psycopg
 
-    name = f"parity_{uuid.uuid4().hex[:10]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(server_url, autocommit=True) as db:
         db.execute(f"CREATE DATABASE {name}")
     head, _, tail = server_url.partition("?")
@@ -124,7 +124,7 @@ def parity(server_url: str, data: Path, names: list[str], max_docs: int, max_que
             documents, questions = documents[:max_docs or None], questions[:max_questions or None]
             start = time.perf_counter()
             if (digest, len(documents)) not in built:
-                embedded, pg = KnowledgeBase(), PostgresKnowledgeBase(_database(server_url))
+                embedded, pg = KnowledgeBase(), PostgresKnowledgeBase(new_database(server_url))
                 opened.append(pg)
                 embedded.add_documents(documents)
                 pg.add_documents(documents)
@@ -155,7 +155,7 @@ def speed(server_url: str, size: int, query_count: int) -> dict:
                 kb.add_documents(documents)
                 kb.save(folder)
             else:
-                kb = PostgresKnowledgeBase(_database(server_url), embedder, config)
+                kb = PostgresKnowledgeBase(new_database(server_url), embedder, config)
                 kb.add_documents(documents)
             build = time.perf_counter() - start
             ms = []
