@@ -6,8 +6,8 @@ a postgresql:// URL names a PostgresKnowledgeBase.
     kb = open_kb("new-kb", create=True); kb.add_documents(docs); kb.save("new-kb")
     with writing("kb"): kb = open_kb("kb"); ...; kb.save("kb")   # no other writer in between
 
-What differs between the two by where they live is decided here, so that the command line and the
-service ask these functions (or `kb.saves_to_folder`) and never which kind of address they hold.
+What differs between the two by where they live is decided here, so that the command line asks
+these functions (or, once opened, `kb.saves_to_folder`), never which kind of address it holds.
 """
 from __future__ import annotations
 
