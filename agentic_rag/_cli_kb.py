@@ -11,7 +11,7 @@ from ._config import Config
 from ._errors import ConfigurationError
 from ._settings import make_cli_embedder, make_model, model_settings, saved_cli_embedder
 from .kb import KnowledgeBaseBackend
-from .kb.backends._open import check_address, is_database, open_kb, saved_embedder
+from .kb.backends._open import check_address, open_kb, saved_embedder
 from .kb.backends._store import MANIFEST, segment_parent
 from .kb.ingestion._documents import SUFFIXES
 from .kb.ingestion._loaders import IMAGE_SUFFIXES
@@ -23,10 +23,11 @@ INDEXED_SUFFIXES = tuple(suffix for suffix in SUFFIXES if suffix not in IMAGE_SU
 def check_kb_path(command: str, kb: str | None) -> None:
     """Refuse a --kb that names a file, with a fix that works: the folder holding it when that folder
     is a knowledge base, else a new folder (`index`), or indexing the file into one."""
-    if not kb or is_database(kb):  # a string's check, before anything is opened
+    if not kb:
         return
-    check_address(kb)  # no other URL
-    path = Path(kb)
+    path = check_address(kb)  # a string's check, before anything is opened: no other URL
+    if path is None:  # a database: no file to mistake for it
+        return
     parent = segment_parent(path)
     if parent is not None:  # listed in the manifest or not: the knowledge base's next save deletes it
         where = "a" if Path(os.path.abspath(path)).parent == parent else "inside a"

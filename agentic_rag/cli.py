@@ -14,12 +14,12 @@ from . import _cli_parser
 from ._cli_kb import check_kb_path, glibc_memory, open_or_create, skipped
 from ._config import Config, RunConfig
 from ._display import counted, discard, os_error_line, print_result, result_json, tracked_lines
-from ._errors import AgenticRAGError, ConfigurationError, RetrievalError
+from ._errors import AgenticRAGError, ConfigurationError
 from ._loop import run_agentic_rag
 from ._settings import ask_tools, load_kb, make_cli_embedder, make_describer, make_model, model_settings, serve_settings
 from .kb import load_documents
 from .kb.backends import _store as store
-from .kb.backends._open import is_database
+from .kb.backends._open import check_address, writing
 from .kb.backends._postgres import safe_url
 from .models import OfflineModel
 
@@ -28,22 +28,12 @@ LOCK_WAIT_S = 10.0  # how long index or delete waits for another writer on the s
 
 @contextmanager
 def _writing(kb_dir, create: bool):
-    """Hold the folder's writer lock from load to save, so two writers never lose each other's changes
-    (a PostgreSQL knowledge base: every write is a transaction of its own, nothing to hold). Decided
-    by the --kb value, not the knowledge base: the lock is taken before it is opened."""
-    if is_database(kb_dir):
-        yield
-        return
-    kb_dir = Path(kb_dir)
-    store.check_target(kb_dir)  # before any reading or embedding: a bad --kb fails at once
-    if not create and not kb_dir.is_dir():
-        raise RetrievalError(f"no knowledge base at {kb_dir}; build one with: agentic-rag index PATH --kb {kb_dir}")
-    kb_dir.mkdir(parents=True, exist_ok=True)
-
+    """Hold the --kb's writer lock from load to save (a folder's; a database has none to hold), saying
+    so while another writer keeps it."""
     def waiting():
-        print(f"waiting for another writer on {kb_dir} ...", file=sys.stderr, flush=True)
+        print(f"waiting for another writer on {Path(kb_dir)} ...", file=sys.stderr, flush=True)
 
-    with store.writer_lock(kb_dir, LOCK_WAIT_S, waiting):
+    with writing(kb_dir, create=create, wait_s=LOCK_WAIT_S, on_wait=waiting):
         yield
 
 
@@ -174,9 +164,10 @@ def cmd_serve(args) -> int:
     limits = ServiceLimits(max_concurrent_runs=args.max_runs, max_body_bytes=args.max_body,
                            max_file_bytes=args.max_file_size)
     model, tools = make_model(settings), ask_tools(args)
-    kb = load_kb(args.kb, settings)
-    # a folder is watched for other writers' saves and locked to write; a database is shared already
-    app = create_app(model, kb_dir=args.kb if kb.saves_to_folder else None, kb=kb, tools=tools,
+    # a folder is loaded by the service, watched for other writers' saves and locked to write; a
+    # database is opened here and shared already
+    folder = check_address(args.kb)
+    app = create_app(model, kb_dir=folder, kb=None if folder else load_kb(args.kb, settings), tools=tools,
                      model_name=settings["name"], cache_size=args.cache_size, cache_ttl_s=args.cache_ttl,
                      limits=limits, loader=lambda path: load_kb(str(path), settings), **access)
     try:  # bodies past the limit are refused before they are read; slow clients are cut off (see _server)

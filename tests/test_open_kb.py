@@ -3,7 +3,9 @@ opens (its schema made), anything else is one clear line; and both backends impl
 of the protocol the callers rely on."""
 import inspect
 import re
+import threading
 import typing
+from pathlib import Path
 
 import pytest
 
@@ -15,9 +17,12 @@ from agentic_rag import (
     KnowledgeBaseBackend,
     PostgresKnowledgeBase,
     RetrievalError,
+    WriteConflict,
     open_kb,
+    writer_lock,
 )
 from agentic_rag.cli import main
+from agentic_rag.kb.backends._open import check_address, writing
 from helpers import EXAMPLE_DATA, TINY
 
 
@@ -100,6 +105,43 @@ def test_the_command_line_refuses_another_url_before_making_a_folder(capsys, tmp
     assert main(["index", str(EXAMPLE_DATA / "policies"), "--kb", "mysql://db/kb"]) == 1
     assert "mysql://db/kb: not a knowledge base's address" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_address_names_its_folder_or_none_for_a_database(tmp_path):
+    assert check_address(tmp_path / "kb") == tmp_path / "kb" and check_address("kb") == Path("kb")
+    assert check_address("postgresql://rag@db/kb") is None and check_address("postgres://db/kb") is None
+
+
+def test_writing_holds_a_folders_writer_lock_and_nothing_for_a_database(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RetrievalError, match="no knowledge base at .*missing; build one with: agentic-rag index"):
+        with writing(tmp_path / "missing"):
+            pass
+    taken = []
+
+    def another_writer():
+        try:
+            with writer_lock(tmp_path / "kb", wait_s=0.1):
+                taken.append("taken")
+        except WriteConflict:
+            taken.append("refused")
+
+    with writing(tmp_path / "kb", create=True):
+        thread = threading.Thread(target=another_writer)
+        thread.start()
+        thread.join()
+    assert taken == ["refused"]
+    with writing("postgresql://rag@127.0.0.1:1/kb"):  # nothing opened, no folder made of the URL
+        pass
+    assert [p.name for p in tmp_path.iterdir()] == ["kb"]
+
+
+def test_an_empty_kb_is_refused_before_a_lock_is_taken_anywhere(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["delete", "x", "--kb", ""]) == 1
+    assert capsys.readouterr().err == ("agentic-rag: error: the knowledge base's folder is empty text; give a folder "
+                                       "(str or Path) or a postgresql:// URL\n")
+    assert list(tmp_path.iterdir()) == []  # no .lock in the working folder
 
 
 def test_a_postgresql_url_opens_the_database_making_its_schema(pg_url):

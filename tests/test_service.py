@@ -378,6 +378,21 @@ def test_a_write_waiting_on_another_writer_gets_409_and_changes_nothing(served):
     assert status == 409 and reply["error"]["type"] == "conflict" and (folder / "manifest.json").read_text() == before
 
 
+def test_a_knowledge_base_given_beside_its_folder_is_read_again_from_the_folder(kb_dir, tmp_path):
+    import shutil
+
+    from agentic_rag import Document
+
+    folder = tmp_path / "kb"
+    shutil.copytree(kb_dir, folder)
+    elsewhere = KnowledgeBase()
+    elsewhere.add_documents([Document("elsewhere", "a note the folder does not hold")])
+    app = create_app(OfflineModel(), kb_dir=folder, kb=elsewhere, cache_size=0)
+    health = json.loads(b"".join(app({"REQUEST_METHOD": "GET", "PATH_INFO": "/healthz"}, lambda s, h: None)))
+    saved = KnowledgeBase.load(folder)
+    assert (health["documents"], health["generation"]) == (saved.document_count, saved.generation(folder))
+
+
 def test_a_write_conflict_is_known_by_its_class_not_by_its_words(kb_dir, tmp_path):
     import shutil
 

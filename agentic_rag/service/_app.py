@@ -79,17 +79,20 @@ class Service:
                  write_keys: Iterable[str] = (), limits: ServiceLimits | None = None, cache_size: int = 1024,
                  cache_ttl_s: float = 300.0, loader: Callable[[Path], KnowledgeBase] | None = None,
                  multiprocess_dir: str | None = None):
-        if kb_dir is not None and kb is not None and not isinstance(kb, KnowledgeBase):
+        if kb_dir is not None and kb is not None and not kb.saves_to_folder:
             raise ConfigurationError(f"kb_dir {kb_dir} is a saved folder, but kb ({type(kb).__name__}) does not "
                                      f"save to one: give such a knowledge base (a database) without kb_dir")
         self.model, self.tools, self.config, self.model_name = model, tuple(tools), as_config(config), model_name
         self.kb_dir = Path(kb_dir) if kb_dir is not None else None
         self._load: Callable[[Path], KnowledgeBase] = loader or KnowledgeBase.load
+        # what self._load last read from kb_dir, None until it has: a kb given beside kb_dir was
+        # loaded by someone else, so the first request reads the folder again rather than trust it
+        self._saved: KnowledgeBase | None = None
         if kb is None:
             if self.kb_dir is None:
                 raise ConfigurationError("give the service a knowledge base: kb_dir (a saved folder) or kb")
-            kb = self._load(self.kb_dir)
-        self._kb: KnowledgeBaseBackend = kb
+            kb = self._saved = self._load(self.kb_dir)
+        self._kb: KnowledgeBaseBackend = kb  # the one served: self._saved with kb_dir
         self._memory_generation = 0
         self.write_keys = tuple(write_keys)
         self.read_keys = tuple(read_keys) + self.write_keys  # a write key may read too
@@ -116,12 +119,12 @@ class Service:
             kb = self._kb
             return kb, f"memory-{self._memory_generation}" if kb.saves_to_folder else kb.generation(None)
         kb = self._kb
-        if not _holds_saved(kb, self.kb_dir):
+        if not _holds_saved(self._saved, self.kb_dir):
             with self._reload:
                 kb = self._kb
-                if not _holds_saved(kb, self.kb_dir):
+                if not _holds_saved(self._saved, self.kb_dir):
                     try:
-                        kb = self._kb = self._load(self.kb_dir)
+                        kb = self._kb = self._saved = self._load(self.kb_dir)
                     except AgenticRAGError as exc:
                         log.error("the knowledge base cannot be loaded: %s", exc)
                         raise ServiceError(503, "unavailable", f"the knowledge base cannot be loaded: "
@@ -150,7 +153,7 @@ class Service:
                         kb.save(self.kb_dir)
                 except BaseException:
                     self.cache.clear()
-                    self._kb = self._load(self.kb_dir)
+                    self._kb = self._saved = self._load(self.kb_dir)
                     raise
             return dict(result, generation=kb.generation(self.kb_dir))
         except WriteConflict:
@@ -501,10 +504,9 @@ def _finite(number: str) -> float:
     return value
 
 
-def _holds_saved(kb: KnowledgeBaseBackend, folder: Path) -> bool:
-    """Whether `kb` still holds exactly what `folder` holds: only the embedded knowledge base saves to a
-    folder (a service with kb_dir serves no other), so only it can."""
-    return isinstance(kb, KnowledgeBase) and kb.holds_saved(folder)
+def _holds_saved(saved: KnowledgeBase | None, folder: Path) -> bool:
+    """Whether what the service read from `folder` (None: nothing yet) still holds exactly what it holds."""
+    return saved is not None and saved.holds_saved(folder)
 
 
 def _error(kind: str, message: str) -> dict:

@@ -4,22 +4,28 @@ a postgresql:// URL names a PostgresKnowledgeBase.
     kb = open_kb("kb")                                   # a folder agentic-rag index (or kb.save) wrote
     kb = open_kb("postgresql://rag@db.internal/kb")      # the schema is made if missing
     kb = open_kb("new-kb", create=True); kb.add_documents(docs); kb.save("new-kb")
+    with writing("kb"): kb = open_kb("kb"); ...; kb.save("kb")   # no other writer in between
+
+What differs between the two by where they live is decided here, so that the command line asks
+these functions (or, once opened, `kb.saves_to_folder`), never which kind of address it holds.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeGuard
 
 from ..._config import Config, IndexConfig, SearchConfig
-from ..._errors import ConfigurationError
+from ..._errors import ConfigurationError, RetrievalError
 from ..embedders._embedders import Embedder
 from ._embedded import KnowledgeBase
 from ._postgres import PostgresKnowledgeBase, safe_url
 from ._protocol import KnowledgeBaseBackend
-from ._store import MANIFEST, check_target
+from ._store import MANIFEST, check_target, writer_lock
 
 DATABASE_SCHEMES = ("postgresql://", "postgres://")  # the two libpq takes
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
@@ -72,8 +78,30 @@ def saved_embedder(path_or_url: str | os.PathLike) -> dict | None:
     return {"name": built["name"], "dimension": built["dimension"]} if ok else None
 
 
-def check_address(path_or_url) -> None:
-    """Refuse what names neither a folder nor a database: not a str or path, empty, or another URL."""
+@contextmanager
+def writing(path_or_url: str | os.PathLike, *, create: bool = False, wait_s: float = 0.0,
+            on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold the writer lock of a folder's knowledge base from load to save, so that two writers never
+    lose each other's changes; a database has nothing to hold (every write is a transaction of its
+    own). Taken before the knowledge base is opened, so decided by its address: a folder is checked
+    first (ConfigurationError or StorageError for one that cannot be written), a missing one is a
+    RetrievalError unless `create` (it is then made), and another writer is waited for as
+    writer_lock waits (`wait_s`, `on_wait`)."""
+    folder = check_address(path_or_url)
+    if folder is None:
+        yield
+        return
+    check_target(folder)  # before any reading or embedding: a bad folder fails at once
+    if not create and not folder.is_dir():
+        raise RetrievalError(f"no knowledge base at {folder}; build one with: agentic-rag index PATH --kb {folder}")
+    folder.mkdir(parents=True, exist_ok=True)
+    with writer_lock(folder, wait_s, on_wait):
+        yield
+
+
+def check_address(path_or_url) -> Path | None:
+    """The folder a knowledge base's address names, None when it names a database; what names
+    neither (not a str or path, empty, or another URL) is a ConfigurationError."""
     if isinstance(path_or_url, os.PathLike):
         path_or_url = os.fspath(path_or_url)
     if not isinstance(path_or_url, str):
@@ -84,6 +112,7 @@ def check_address(path_or_url) -> None:
                                  f"(or postgres://)")
     if not path_or_url.strip():
         raise ConfigurationError(f"the knowledge base's folder is empty text; {_WHERE}")
+    return None if is_database(path_or_url) else Path(path_or_url)
 
 
 def _folder(path_or_url) -> Path:
