@@ -6,7 +6,7 @@ from ._errors import AgenticRAGError
 from ._openai_api import call_error, make_client
 from ._schemas import Answer
 from .kb.backends._open import open_kb, saved_embedder
-from .kb.backends._postgres import safe_url
+from .kb.backends._postgres_errors import safe_url
 from .kb.embedders._openai import OpenAIEmbedder
 from .models._openai_client import OpenAIChatModel
 from .models._protocol import ModelRequest

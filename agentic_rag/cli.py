@@ -20,7 +20,7 @@ from ._settings import ask_tools, load_kb, make_cli_embedder, make_describer, ma
 from .kb import load_documents
 from .kb.backends import _store as store
 from .kb.backends._open import check_address, writing
-from .kb.backends._postgres import safe_url
+from .kb.backends._postgres_errors import safe_url
 from .models import OfflineModel
 
 LOCK_WAIT_S = 10.0  # how long index or delete waits for another writer on the same --kb before giving up

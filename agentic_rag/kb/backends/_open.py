@@ -23,7 +23,8 @@ from ..._config import Config, IndexConfig, SearchConfig
 from ..._errors import ConfigurationError, RetrievalError
 from ..embedders._embedders import Embedder
 from ._embedded import KnowledgeBase
-from ._postgres import PostgresKnowledgeBase, safe_url
+from ._postgres import PostgresKnowledgeBase
+from ._postgres_errors import safe_url
 from ._protocol import KnowledgeBaseBackend
 from ._store import MANIFEST, check_target, writer_lock
 
