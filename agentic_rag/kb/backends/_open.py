@@ -21,12 +21,13 @@ from typing import TypeGuard
 
 from ..._config import Config, IndexConfig, SearchConfig
 from ..._errors import ConfigurationError, RetrievalError
+from .._layout import MANIFEST
 from ..embedders._embedders import Embedder
 from ._embedded import KnowledgeBase
 from ._postgres import PostgresKnowledgeBase
 from ._postgres_errors import safe_url
 from ._protocol import KnowledgeBaseBackend
-from ._store import MANIFEST, check_target, writer_lock
+from ._store import check_target, writer_lock
 
 DATABASE_SCHEMES = ("postgresql://", "postgres://")  # the two libpq takes
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
