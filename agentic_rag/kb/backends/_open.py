@@ -8,6 +8,8 @@ a postgresql:// URL names a PostgresKnowledgeBase.
 
 What differs between the two by where they live is decided here, so that the command line asks
 these functions (or, once opened, `kb.saves_to_folder`), never which kind of address it holds.
+How a folder is laid out (its manifest, the segment folders no other knowledge base may live in)
+is kb/_layout's, which the store, ingestion and the command line share.
 """
 from __future__ import annotations
 
