@@ -318,3 +318,19 @@ def test_saving_into_the_same_folder_again_passes_the_guard(tmp_path):
     again = open_kb(tmp_path / "kb", create=True)  # create=True loads what is there
     again.add_documents([Document(id="c", text="Erin met Frank.")])
     assert again.save(tmp_path / "kb").name == "gen-000003" and len(KnowledgeBase.load(tmp_path / "kb")) == 3
+
+
+@pytest.mark.parametrize("text, names", [
+    ('{"format_version": 4, "generation": "gen-000003", "earlier": [{"generation": "gen-000001"}]}',
+     {"gen-000001", "gen-000003"}),
+    ('{"format_version": 9, "generation": "gen-000002", "earlier": "none"}', {"gen-000002"}),  # a newer save's
+    ('{"name": "my pwa", "generation": "gen-000001"}', set()),                # no format version: not ours
+    ('{"format_version": true, "generation": "gen-000001"}', set()),
+    ('{"format_version": 4, "generation": "../x"}', set()),
+    ('[4, "gen-000001"]', set()),
+    ("not json", set())])
+def test_only_a_manifest_an_agentic_rag_save_wrote_lists_segments(tmp_path, text, names):
+    from agentic_rag.kb._layout import segment_names
+
+    (tmp_path / "manifest.json").write_text(text, encoding="utf-8")
+    assert segment_names(tmp_path) == names

@@ -35,12 +35,11 @@ def segment_names(directory: Path) -> set[str]:
     # every manifest a save writes has a whole-number format version and names its newest segment
     if not isinstance(manifest, dict) or type(manifest.get("format_version")) is not int:
         return set()
-    earlier = manifest.get("earlier", [])
-    named = [manifest.get("generation"), *(s.get("generation") for s in earlier if isinstance(s, dict))] \
-        if isinstance(earlier, list) else [manifest.get("generation")]
-    if not isinstance(named[0], str) or not GENERATION.match(named[0]):
+    newest, earlier = manifest.get("generation"), manifest.get("earlier", [])
+    if not isinstance(newest, str) or not GENERATION.match(newest):
         return set()
-    return {name for name in named if isinstance(name, str) and GENERATION.match(name)}
+    named = [s.get("generation") for s in earlier if isinstance(s, dict)] if isinstance(earlier, list) else []
+    return {newest, *(name for name in named if isinstance(name, str) and GENERATION.match(name))}
 
 
 def is_segment_folder(path: Path) -> bool:
