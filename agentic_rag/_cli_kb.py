@@ -3,7 +3,6 @@ the knowledge base `index` opens or creates, and how the memory of a large index
 from __future__ import annotations
 
 import ctypes
-import os
 import shlex
 from pathlib import Path
 
@@ -11,8 +10,8 @@ from ._config import Config
 from ._errors import ConfigurationError
 from ._settings import make_cli_embedder, make_model, model_settings, saved_cli_embedder
 from .kb import KnowledgeBaseBackend
+from .kb._layout import MANIFEST, check_not_in_segment
 from .kb.backends._open import check_address, open_kb, saved_embedder
-from .kb.backends._store import MANIFEST, segment_parent
 from .kb.ingestion._documents import SUFFIXES
 from .kb.ingestion._loaders import IMAGE_SUFFIXES
 
@@ -28,11 +27,7 @@ def check_kb_path(command: str, kb: str | None) -> None:
     path = check_address(kb)  # a string's check, before anything is opened: no other URL
     if path is None:  # a database: no file to mistake for it
         return
-    parent = segment_parent(path)
-    if parent is not None:  # listed in the manifest or not: the knowledge base's next save deletes it
-        where = "a" if Path(os.path.abspath(path)).parent == parent else "inside a"
-        raise ConfigurationError(f"--kb {kb} is {where} segment folder of the knowledge base in {parent}; give the "
-                                 f"knowledge base's folder: --kb {shlex.quote(str(parent))}")
+    check_not_in_segment(kb, flag="--kb")  # listed in the manifest or not: the knowledge base's saves delete it
     if path.is_dir():
         return _check_kb_folder(command, path)
     if not path.is_file():

@@ -18,6 +18,7 @@ from ._errors import AgenticRAGError, ConfigurationError
 from ._loop import run_agentic_rag
 from ._settings import ask_tools, load_kb, make_cli_embedder, make_describer, make_model, model_settings, serve_settings
 from .kb import load_documents
+from .kb._layout import MANIFEST
 from .kb.backends import _store as store
 from .kb.backends._open import check_address, writing
 from .kb.backends._postgres_errors import safe_url
@@ -117,7 +118,7 @@ def cmd_compact(args) -> int:
             print("nothing to compact: a PostgreSQL knowledge base keeps no segments (VACUUM is the server's)")
             return 0
         kb_dir = Path(args.kb)
-        before = store.segments(json.loads((kb_dir / store.MANIFEST).read_text(encoding="utf-8")))
+        before = store.segments(json.loads((kb_dir / MANIFEST).read_text(encoding="utf-8")))
         kb.save(kb_dir, compact=True)
     print(f"compacted {counted(len(before), 'segment')} into one: {counted(kb.document_count, 'document')}, "
           f"{counted(len(kb), 'chunk')}; {time.perf_counter() - start:.1f} s -> {kb_dir}")

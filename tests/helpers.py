@@ -56,6 +56,21 @@ def refused(capsys, *argv) -> str:
     return err
 
 
+def without(target, member: str):
+    """A stand-in for `target` with every member of it but `member`: what a protocol check must refuse."""
+
+    class Without:
+        def __getattr__(self, name):
+            if name == member:
+                raise AttributeError(name)
+            return getattr(target, name)
+
+        def __len__(self):
+            return len(target)
+
+    return Without()
+
+
 class DenseHashing(HashingEmbedder):
     """The hashing embedder's vectors in a dense index (hnswlib above exact_search_below), for tests
     of that path without a model's weights; the hashing embedder itself is sparse, never a graph."""

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import agentic_rag
-from helpers import ROOT
+from helpers import ROOT, without
 
 SUBPACKAGES = ("kb", "models", "steps", "tools", "eval")
 REFERENCE = ROOT / "docs" / "reference"
@@ -120,14 +120,5 @@ def test_the_backend_protocol_asks_for_every_method_a_caller_may_use(tiny_kb):
     assert tiny_kb.held_documents(["nope", tiny_kb.search("login", k=1)[0].doc_id, "nope"]) == \
         [tiny_kb.search("login", k=1)[0].doc_id]
     # the command line's delete asks which ids are held: a backend without that is not one
-    class WithoutHeldDocuments:
-        def __getattr__(self, name):
-            if name == "held_documents":
-                raise AttributeError(name)
-            return getattr(tiny_kb, name)
-
-        def __len__(self):
-            return len(tiny_kb)
-
-    assert not isinstance(WithoutHeldDocuments(), KnowledgeBaseBackend)
-    assert isinstance(WithoutHeldDocuments().search, type(tiny_kb.search))  # all else is there
+    assert not isinstance(without(tiny_kb, "held_documents"), KnowledgeBaseBackend)
+    assert isinstance(without(tiny_kb, "held_documents").search, type(tiny_kb.search))  # all else is there

@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from agentic_rag import ConfigurationError, open_kb
 from agentic_rag.cli import build_parser
 from helpers import EXAMPLE_DATA, ROOT, refused, run
 
@@ -66,7 +67,7 @@ def test_kb_naming_a_segment_folder_names_the_knowledge_base(capsys, example_kb_
     segment = sorted(p for p in os.listdir(example_kb_dir) if p.startswith("gen-"))[0]
     code, _, err = run(capsys, "search", "违约金", "--kb", os.path.join(example_kb_dir, segment))
     assert code == 1 and err.count("\n") == 1, err
-    fix = re.search(r"give the knowledge base's folder: --kb (\S+)$", err.strip()).group(1)
+    fix = re.search(r"or the knowledge base's folder: --kb (\S+)$", err.strip()).group(1)
     assert fix == example_kb_dir and run(capsys, "search", "违约金", "--kb", fix)[0] == 0
 
 
@@ -303,5 +304,9 @@ def test_kb_inside_a_segment_folder_is_refused_listed_or_not(capsys, tmp_path, l
     segment = tmp_path / "kb" / ("gen-000001" if listed else "gen-000099")  # unlisted: the next index deletes it
     code, out, err = run(capsys, "index", str(doc), "--kb", str(segment))
     assert code == 1 and err.count("\n") == 1, err
-    assert err.strip().endswith(f"give the knowledge base's folder: --kb {tmp_path / 'kb'}"), err
+    assert err.strip().endswith(f"give a folder outside it or the knowledge base's folder: --kb {tmp_path / 'kb'}"), err
     assert not (segment / "manifest.json").exists()
+    with pytest.raises(ConfigurationError) as refused_too:  # the command line says what the library says
+        open_kb(segment, create=True)
+    said, _, fix = str(refused_too.value).rpartition(": ")
+    assert err.strip().endswith(f"--kb {said}: --kb {fix}") and " is a segment folder" not in err, err

@@ -13,7 +13,7 @@ from agentic_rag.cli import main
 from agentic_rag.kb import Document
 from agentic_rag.kb.backends import _store as store
 from agentic_rag.kb.backends._segments import MAX_DELTAS
-from helpers import TINY
+from helpers import TINY, run
 
 QUERIES = ["认证失败", "authentication timeout 2.3.1", "shipping after 15:00", "Team plan", "zebras", "apples"]
 
@@ -206,22 +206,131 @@ def test_searches_during_a_compacting_save_never_see_a_half_built_graph(tmp_path
     assert wrong and not any(wrong) and kb._vectors.hnsw.get_current_count() == kb._vectors.size
 
 
-@pytest.mark.parametrize("name", ["gen-000001", "gen-000099", ".gen-000002.tmp", "gen-000001/inner"])
+def _saved_kb(folder, text="Alice met Bob."):
+    kb = KnowledgeBase()
+    kb.add_documents([Document(id="a", text=text)])
+    kb.save(folder)
+    return kb
+
+
+@pytest.mark.parametrize("name", ["gen-000001", "gen-000099", ".gen-000002.tmp", ".gen-partial.tmp",
+                                  "gen-000001/inner"])
 def test_no_knowledge_base_is_made_or_saved_inside_a_segment_folder(tmp_path, name):
     from agentic_rag import ConfigurationError, RetrievalError, open_kb
 
     parent = tmp_path / "kb"
-    kb = KnowledgeBase()
-    kb.add_documents([Document(id="a", text="Alice met Bob.")])
-    kb.save(parent)  # writes gen-000001; gen-000099 and the .tmp name are not listed: its next save deletes them
+    _saved_kb(parent)  # writes gen-000001; the other names are not listed: its next save deletes them
     inside = parent / name
     with pytest.raises(ConfigurationError, match=f"inside the knowledge base in {parent}"):
         open_kb(inside, create=True)
     nested = KnowledgeBase()
     nested.add_documents([Document(id="x", text="Nested doc.")])
-    with pytest.raises(ConfigurationError, match=f"use that knowledge base \\({parent}\\)"):
+    with pytest.raises(ConfigurationError, match=f"give a folder outside it or the knowledge base's folder: {parent}$"):
         nested.save(inside)
     assert not (inside / "manifest.json").exists()
     with pytest.raises(RetrievalError, match=f"not one of its own; open {parent}$") as caught:
         open_kb(inside)
     assert "build one" not in str(caught.value)  # building there is what loses it
+
+
+@pytest.mark.parametrize("target", ["gen-000001", "gen-000002"])  # a segment, and one the next save makes
+def test_a_link_into_a_segment_folder_is_no_way_into_it(capsys, tmp_path, target):
+    from agentic_rag import ConfigurationError, open_kb
+
+    api = tmp_path / "api"
+    _saved_kb(api)
+    (tmp_path / "lnk").symlink_to(api / target)
+    inside = tmp_path / "lnk" / "sub"
+    with pytest.raises(ConfigurationError, match=f"{inside} is inside the knowledge base in {api}, "):
+        open_kb(inside, create=True)
+    with pytest.raises(ConfigurationError, match=f"the knowledge base's folder: {api}$"):
+        _saved_kb(inside, "Nested doc.")
+    (tmp_path / "doc.txt").write_text("Nested doc.", encoding="utf-8")
+    code, _, err = run(capsys, "index", str(tmp_path / "doc.txt"), "--kb", str(inside))
+    assert code == 1 and err.strip().endswith(f"the knowledge base's folder: --kb {api}"), err
+    assert not (api / target / "sub").exists()
+    kb = KnowledgeBase.load(api)
+    kb.add_documents([Document(id="b", text="Carol met Dan.")])
+    kb.save(api)  # what its saves delete holds nothing of anyone else's
+    assert {h.doc_id for h in KnowledgeBase.load(api).search("met", k=5)} == {"a", "b"}
+
+
+def test_a_link_to_a_knowledge_base_opens_and_saves_it(tmp_path):
+    from agentic_rag import open_kb
+
+    _saved_kb(tmp_path / "kb")
+    (tmp_path / "alias").symlink_to(tmp_path / "kb")
+    kb = open_kb(tmp_path / "alias", create=True)
+    kb.add_documents([Document(id="b", text="Carol met Dan.")])
+    assert kb.save(tmp_path / "alias").name == "gen-000002" and len(KnowledgeBase.load(tmp_path / "kb")) == 2
+
+
+def test_a_manifest_another_program_wrote_makes_no_segment_folder(capsys, tmp_path):
+    from agentic_rag import open_kb
+
+    web = tmp_path / "web"
+    web.mkdir()
+    (web / "manifest.json").write_text('{"name": "my pwa", "format_version": "1"}', encoding="utf-8")
+    kb = open_kb(web / "gen-000001", create=True)
+    kb.add_documents([Document(id="a", text="Alice met Bob.")])
+    kb.save(web / "gen-000001")
+    assert len(KnowledgeBase.load(web / "gen-000001")) == 1
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.md").write_text("# Notes\n\nCarol met Dan.", encoding="utf-8")
+    code, out, err = run(capsys, "index", str(tmp_path / "docs"), "--kb", str(web / "gen-000002"))
+    assert code == 0 and "indexed 1 document " in out, err
+
+
+def test_a_knowledge_base_whose_own_folder_is_named_like_a_segment_works(capsys, tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.md").write_text("# Notes\n\nCarol met Dan.", encoding="utf-8")
+    kb_dir = tmp_path / "gen-000001"  # no manifest beside it: no knowledge base holds it
+    kb = _saved_kb(kb_dir)
+    kb.add_documents([Document(id="b", text="Erin met Frank.")])
+    assert kb.save(kb_dir).name == "gen-000002"
+    assert len(KnowledgeBase.load(kb_dir)) == 2
+    assert run(capsys, "index", str(tmp_path / "docs"), "--kb", str(kb_dir))[0] == 0
+    code, out, err = run(capsys, "search", "Carol", "--kb", str(kb_dir), "--json")
+    assert code == 0 and json.loads(out)[0]["doc_id"] == "notes.md", err
+    assert run(capsys, "compact", "--kb", str(kb_dir))[0] == 0
+
+
+def test_a_knowledge_base_kept_inside_the_documents_it_indexes_is_not_read_as_them(capsys, tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "notes.md").write_text("# Notes\n\nCarol met Dan.", encoding="utf-8")
+    (docs / "log.jsonl").write_text('{"id": "t1", "text": "Erin met Frank."}\n', encoding="utf-8")
+    for _ in range(2):  # the second time, the knowledge base's own chunks.jsonl is there to be read
+        code, out, err = run(capsys, "index", str(docs), "--kb", str(docs / "kb"))
+        assert code == 0, err
+    assert "indexed 2 documents (0 new, 0 replaced, 2 unchanged)" in out, out
+
+
+def test_saving_into_the_same_folder_again_passes_the_guard(tmp_path):
+    from agentic_rag import open_kb
+
+    kb = open_kb(tmp_path / "kb", create=True)
+    kb.add_documents([Document(id="a", text="Alice met Bob.")])
+    assert kb.save(tmp_path / "kb").name == "gen-000001"
+    assert kb.save(tmp_path / "kb").name == "gen-000001"  # nothing changed: nothing written
+    kb.add_documents([Document(id="b", text="Carol met Dan.")])
+    assert kb.save(tmp_path / "kb").name == "gen-000002"
+    again = open_kb(tmp_path / "kb", create=True)  # create=True loads what is there
+    again.add_documents([Document(id="c", text="Erin met Frank.")])
+    assert again.save(tmp_path / "kb").name == "gen-000003" and len(KnowledgeBase.load(tmp_path / "kb")) == 3
+
+
+@pytest.mark.parametrize("text, names", [
+    ('{"format_version": 4, "generation": "gen-000003", "earlier": [{"generation": "gen-000001"}]}',
+     {"gen-000001", "gen-000003"}),
+    ('{"format_version": 9, "generation": "gen-000002", "earlier": "none"}', {"gen-000002"}),  # a newer save's
+    ('{"name": "my pwa", "generation": "gen-000001"}', set()),                # no format version: not ours
+    ('{"format_version": true, "generation": "gen-000001"}', set()),
+    ('{"format_version": 4, "generation": "../x"}', set()),
+    ('[4, "gen-000001"]', set()),
+    ("not json", set())])
+def test_only_a_manifest_an_agentic_rag_save_wrote_lists_segments(tmp_path, text, names):
+    from agentic_rag.kb._layout import segment_names
+
+    (tmp_path / "manifest.json").write_text(text, encoding="utf-8")
+    assert segment_names(tmp_path) == names

@@ -8,6 +8,8 @@ a postgresql:// URL names a PostgresKnowledgeBase.
 
 What differs between the two by where they live is decided here, so that the command line asks
 these functions (or, once opened, `kb.saves_to_folder`), never which kind of address it holds.
+How a folder is laid out (its manifest, the segment folders no other knowledge base may live in)
+is kb/_layout's, which the store, ingestion and the command line share.
 """
 from __future__ import annotations
 
@@ -21,12 +23,13 @@ from typing import TypeGuard
 
 from ..._config import Config, IndexConfig, SearchConfig
 from ..._errors import ConfigurationError, RetrievalError
+from .._layout import MANIFEST
 from ..embedders._embedders import Embedder
 from ._embedded import KnowledgeBase
 from ._postgres import PostgresKnowledgeBase
 from ._postgres_errors import safe_url
 from ._protocol import KnowledgeBaseBackend
-from ._store import MANIFEST, check_target, writer_lock
+from ._store import check_target, writer_lock
 
 DATABASE_SCHEMES = ("postgresql://", "postgres://")  # the two libpq takes
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")

@@ -27,14 +27,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..._errors import ConfigurationError, RetrievalError, StorageError, WriteConflict
+from .._layout import GENERATION, MANIFEST, SEGMENT_LIKE, check_not_in_segment, segment_names, segment_parent
 from . import _lock
 
 FORMAT_VERSION = 4  # 3: delta segments, vectors.npz (float16 or sparse); 4: .npz compressed, BM25 rows as gaps
 READABLE = (2, 3, 4)   # a version 2 knowledge base is one full segment
-MANIFEST = "manifest.json"
 FULL_FILES = ("chunks.jsonl", "documents.json", "bm25.npz", "vocab.json", "vectors.npz", "graph.json")
 DELTA_FILES = ("chunks.jsonl", "changes.json", "vectors.npz", "graph.json")
-_GENERATION = re.compile(r"^gen-(\d{6})$")
 _PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 # what a loader reads from the manifest: a missing key is a damaged manifest, not a KeyError
 _SHAPE: dict[str, type | dict[str, type]] = {
@@ -63,10 +62,7 @@ def _fsync(path: Path) -> None:
 def check_target(directory: Path) -> None:
     """Raise ConfigurationError unless `directory` is a folder or can be created as one, outside any
     knowledge base's segment folders, and StorageError unless it can be written."""
-    parent = segment_parent(directory)
-    if parent is not None:
-        raise ConfigurationError(f"{directory} is inside the knowledge base in {parent}, whose next save would "
-                                 f"delete it; use that knowledge base ({parent}) or give a folder outside it")
+    check_not_in_segment(directory)
     for path in (directory, *directory.parents):
         if not os.path.lexists(path):
             continue
@@ -179,8 +175,8 @@ def save_generation(directory: Path, writers: dict[str, Callable[[Path], None]],
         directory.mkdir(parents=True, exist_ok=True)
     with writer_lock(directory):
         _check_expected(directory, expected)
-        previous = _segment_names(directory)  # kept below, for a reader that opened its manifest a moment ago
-        numbers = [int(m.group(1)) for p in directory.iterdir() if (m := _GENERATION.match(p.name))]
+        previous = segment_names(directory)  # kept below, for a reader that opened its manifest a moment ago
+        numbers = [int(m.group(1)) for p in directory.iterdir() if (m := GENERATION.match(p.name))]
         name = f"gen-{max(numbers, default=0) + 1:06d}"
         staging, pending = directory / f".{name}.tmp", directory / f".{MANIFEST}.tmp"
         try:
@@ -226,35 +222,9 @@ def segments(manifest: dict) -> list[dict]:
     return [*manifest.get("earlier", []), newest]
 
 
-def is_segment_folder(path: Path) -> bool:
-    """Whether `path` is a segment folder (gen-NNNNNN) that the knowledge base manifest beside it lists."""
-    return bool(_GENERATION.match(path.name)) and path.name in _segment_names(path.parent)
-
-
-_SEGMENT_LIKE = re.compile(r"^(gen-\d{6}|\.gen-\d{6}\.tmp)$")  # a segment, or one being written
-
-
-def segment_parent(path: Path) -> Path | None:
-    """The knowledge base folder whose segment folder (gen-NNNNNN or .gen-NNNNNN.tmp, listed in its
-    manifest or not) holds `path` or is `path`: its saves delete such folders. None if there is none."""
-    path = Path(os.path.abspath(path))  # "..", and a relative path's folders above it, count too
-    for folder in (path, *path.parents):
-        if _SEGMENT_LIKE.match(folder.name) and (folder.parent / MANIFEST).is_file():
-            return folder.parent
-    return None
-
-
-def _segment_names(directory: Path) -> set[str]:
-    try:
-        return {s["generation"] for s in segments(json.loads((directory / MANIFEST).read_text(encoding="utf-8")))}
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
-        return set()
-
-
 def _remove_old_generations(directory: Path, keep: set[str]) -> None:
     for path in directory.iterdir():
-        stale_tmp = path.name.startswith(".gen-") and path.name.endswith(".tmp")
-        if (_GENERATION.match(path.name) and path.name not in keep) or stale_tmp:
+        if SEGMENT_LIKE.match(path.name) and path.name not in keep:  # `keep` holds segments: a .tmp goes
             shutil.rmtree(path, ignore_errors=True)
 
 
@@ -313,7 +283,7 @@ def _manifest_problem(manifest: dict) -> str | None:
                                                 and isinstance(s.get("files"), dict) for s in earlier):
         return "'earlier' is not a list of segments"
     for i, segment in enumerate(segments(manifest)):
-        if not _GENERATION.match(segment["generation"]):
+        if not GENERATION.match(segment["generation"]):
             return f"generation {segment['generation']!r} is not gen-NNNNNN"
         if any(not _PLAIN.match(name) for name in segment["files"]):  # no ../ or absolute paths out of the folder
             return f"'files' names a path, not a file of the generation: {sorted(segment['files'])}"

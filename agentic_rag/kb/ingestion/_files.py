@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ..._errors import ConfigurationError
-from ..backends._store import is_segment_folder
+from .._layout import is_segment_folder
 from ._loaders import Unreadable, too_large
 
 MAX_FILE_BYTES = 100_000_000  # a file past this is skipped before it is read (index --max-file-size)
