@@ -12,6 +12,7 @@ are public namespaces too.
 """
 from ._config import Config, IndexConfig, RunConfig, SearchConfig
 from ._errors import (
+    AccessDenied,
     AgenticRAGError,
     BudgetExceeded,
     ConfigurationError,
@@ -144,8 +145,8 @@ __all__ = [
     "Tool", "ToolRegistry", "tool_from_function", "CALCULATOR", "date_tools", "shop_tools", "SQLDatabase",
     "named_query", "sql_tool", "web_search_tool",
     # errors
-    "AgenticRAGError", "ConfigurationError", "RetrievalError", "ModelError", "ModelOutputError", "BudgetExceeded",
-    "DeadlineExceeded", "StorageError", "WriteConflict", "ConnectionLost", "ToolError",
+    "AgenticRAGError", "ConfigurationError", "AccessDenied", "RetrievalError", "ModelError", "ModelOutputError",
+    "BudgetExceeded", "DeadlineExceeded", "StorageError", "WriteConflict", "ConnectionLost", "ToolError",
     # evaluation
     "run_bench",
     # the HTTP service (the serve extra)

@@ -9,6 +9,11 @@ class ConfigurationError(AgenticRAGError):
     """A setting, flag or argument has a bad value; the message names it and the fix."""
 
 
+class AccessDenied(ConfigurationError):
+    """The database role lacks a right (to create the extension or the schema, read or write): the
+    server's setup, not the caller's input; the message names the right and who can grant it."""
+
+
 class ModelError(AgenticRAGError):
     """A model call failed (network, server, timeout) after its retries. `usage`, when the model
     knows it, holds the tokens the failed call spent (prompt_tokens, completion_tokens), so that a
@@ -42,7 +47,8 @@ class WriteConflict(RetrievalError):
 
 class ConnectionLost(RetrievalError):
     """The connection to PostgreSQL dropped and the one retry could not bring it back (it dropped
-    again, or the server could not be reached); a write cut off so may or may not have been saved."""
+    again, or the server could not be reached). A write cut off before its commit wrote nothing; only
+    one cut off during its commit may or may not have been saved, and the message says which."""
 
 
 class ToolError(AgenticRAGError):

@@ -226,6 +226,14 @@ def test_empty_knowledge_base_and_bad_queries_are_loud(backend, tiny):
         tiny.search("x", k=0)
 
 
+@pytest.mark.parametrize("k", [0, -1, "3", 2.0, True, False])
+def test_search_and_graph_search_refuse_the_same_ks_with_one_message(tiny, k):
+    message = rf"^k = {k!r}; ask for at least one hit \(k, a whole number >= 1\)$"
+    for search in (tiny.search, tiny.graph_search, tiny.restricted({"type": "ticket"}).search):
+        with pytest.raises(ConfigurationError, match=message):
+            search("Team plan", k=k)
+
+
 # -- filters ---------------------------------------------------------------------------------------
 
 

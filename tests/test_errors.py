@@ -3,6 +3,7 @@ it caught before; and a PostgreSQL connection that drops for good, against a rea
 import pytest
 
 from agentic_rag import (
+    AccessDenied,
     AgenticRAGError,
     ConfigurationError,
     ConnectionLost,
@@ -22,6 +23,8 @@ def test_each_class_sits_where_its_callers_catch_it():
     for private in (Unreadable, ServiceError):              # caught where they are raised, now in the tree too
         assert issubclass(private, AgenticRAGError) and not issubclass(private, (ConfigurationError, RetrievalError))
     assert issubclass(_NotJSON, ConfigurationError) and issubclass(_NotJSON, ValueError)  # JSON's parser's kind
+    # a role without a right: `except ConfigurationError` still catches it; the service tells it apart (500)
+    assert issubclass(AccessDenied, ConfigurationError) and not issubclass(AccessDenied, RetrievalError)
 
 
 def _drop_own_connection(db):
@@ -46,6 +49,9 @@ def test_a_connection_that_drops_again_on_its_retry_is_connection_lost(pg_url):
     pg.url = "postgresql://nobody:secret@127.0.0.1:1/none"
     with pytest.raises(ConnectionLost, match=r"cannot connect to postgresql://nobody:\*\*\*@127.0.0.1:1/"):
         pg.search("Team plan", k=2)
+    with pytest.raises(ConnectionLost, match=r"again \(the connection was lost\): .*; nothing of the write was "
+                                             r"written: check the server and retry$"):
+        pg.delete_documents(["pricing"])  # a write that cannot connect again has written nothing, and says so
     with pytest.raises(RetrievalError, match="cannot connect to") as refused:  # never connected: not lost
         PostgresKnowledgeBase("postgresql://nobody:secret@127.0.0.1:1/none")
     assert not isinstance(refused.value, ConnectionLost)

@@ -146,3 +146,11 @@ def test_graph_search_ranks_by_hop_then_bm25_then_row():
     # both first-hop rows hold the query's terms; the one BM25 scores higher leads, though its row is later
     assert [h.doc_id for h in hits] == ["rich", "plain", "far"]
     assert [h.score for h in hits] == [1.0, 1.0, 0.5] and hits[2].path == ["Anna Berg", "Carl Moe", "Bergen"]
+
+
+def test_node_key_is_the_one_name_form_both_backends_key_nodes_by():
+    from agentic_rag.kb.indexes._graph import node_key
+
+    assert node_key("  Wile\tCOYOTE \n") == node_key("wile coyote") == "wile coyote"
+    kb = _built(CORPUS)
+    assert _paths(kb, "Where did wile   COYOTE study?") == _paths(kb, "Where did Wile Coyote study?") != []

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from agentic_rag import (
+    AccessDenied,
     Config,
     ConfigurationError,
     IndexConfig,
@@ -368,7 +369,7 @@ def test_a_role_without_a_right_is_one_line_naming_it(pg_url, capsys):
         db.execute(f"CREATE ROLE {role} LOGIN")
     as_role = pg_url.replace("postgres:@", f"{role}:@")
     assert as_role != pg_url
-    with pytest.raises(ConfigurationError, match="may not create or read .*run CREATE EXTENSION vector"):
+    with pytest.raises(AccessDenied, match="may not create or read .*run CREATE EXTENSION vector"):
         PostgresKnowledgeBase(as_role)
     doc = ROOT / "examples" / "data" / "contracts" / "contract-a.md"
     assert main(["index", str(doc), "--kb", as_role]) == 1
@@ -379,9 +380,9 @@ def test_a_role_without_a_right_is_one_line_naming_it(pg_url, capsys):
         db.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
     reader = PostgresKnowledgeBase(as_role)
     assert _ids(reader.search("Team plan", k=1))  # reading is all it may do
-    with pytest.raises(ConfigurationError, match="may not write .*connect as a role that may write"):
+    with pytest.raises(AccessDenied, match="may not write .*connect as a role that may write"):
         reader.add_documents(TINY[2:3])
-    with pytest.raises(ConfigurationError, match="may not write"):
+    with pytest.raises(AccessDenied, match="may not write"):
         reader.delete_documents(["pricing"])
 
 
@@ -415,6 +416,31 @@ def test_a_database_with_a_foreign_or_damaged_schema_says_so(pg_url, tables):
                                              ".*give a new, empty database") as caught:
         PostgresKnowledgeBase(pg_url)
     assert "upgrade" not in str(caught.value)
+
+
+@pytest.mark.parametrize("damage", ["DROP TABLE ar_postings", "DROP TABLE ar_documents CASCADE",
+                                    "ALTER TABLE ar_chunks RENAME COLUMN text TO body",
+                                    "ALTER TABLE ar_stats DROP COLUMN generation"])
+def test_an_ar_table_dropped_or_altered_after_opening_says_the_schema_is_damaged(pg_url, damage):
+    import psycopg
+
+    pg = PostgresKnowledgeBase(pg_url)
+    pg.add_documents(TINY[:2])
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute(damage)
+    query = TINY[0].text  # words the knowledge base holds: BM25 reads their postings
+    reads = [lambda: pg.search(query, k=2, mode="bm25"), lambda: pg.search(query, k=2), pg.generation,
+             lambda: pg.document_count, lambda: pg.held_documents([TINY[0].id])]
+    writes = [lambda: pg.add_documents(TINY[2:3]), lambda: pg.delete_documents([TINY[0].id])]
+    failed = []
+    for call in reads + writes:  # psycopg's own error (UndefinedTable, UndefinedColumn) would end the test here
+        try:
+            call()
+        except RetrievalError as exc:
+            assert "does not hold an agentic-rag knowledge base's schema, or it is damaged (" in str(exc), exc
+            assert "give a new, empty database" in str(exc) and pg_url not in str(exc), exc
+            failed.append("read" if call in reads else "write")
+    assert "read" in failed and "write" in failed, failed
 
 
 def test_an_ssl_key_password_is_masked_too():

@@ -835,10 +835,88 @@ def test_a_database_that_cannot_be_reached_is_503_with_retry_after_on_every_endp
             status, headers, reply = server.request(method, path, body)
             assert (status, headers.get("Retry-After")) == (503, "5"), (path, status, reply)
             assert reply["error"]["type"] == "unavailable" and "check the server" in reply["error"]["message"], reply
+            assert "postgresql://" not in reply["error"]["message"] and "the database" in reply["error"]["message"]
     finally:
         with psycopg.connect(admin, autocommit=True) as db:
             db.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
     try:
         assert server.request("POST", "/v1/search", {"query": "orders weekend"})[0] == 200  # back: served again
+    finally:
+        server.close()
+
+
+def _events(text: str) -> list[tuple[str, dict]]:
+    """A server-sent-events reply as (event, data) pairs."""
+    return [(re.search(r"event: (\w+)", part).group(1), json.loads(re.search(r"data: (.*)", part).group(1)))
+            for part in text.strip().split("\n\n")]
+
+
+def test_a_database_lost_during_a_run_is_503_on_ask_chat_and_their_streams(pg_url):
+    import psycopg
+
+    from agentic_rag.kb import Document
+    from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
+
+    name = pg_url.partition("?")[0].rsplit("/", 1)[1]
+    admin = pg_url.replace(f"/{name}", "/postgres")
+
+    def allow(on: bool) -> None:
+        with psycopg.connect(admin, autocommit=True) as db:
+            db.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS {'true' if on else 'false'}")
+            if not on:
+                db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+
+    class GoesDown(PostgresKnowledgeBase):
+        """The database goes down as the run's search begins: after the service read its generation
+        and the run its size, so that the run, not the request, meets the lost connection."""
+
+        def search(self, *args, **kwargs):
+            allow(False)
+            return super().search(*args, **kwargs)
+
+    kb = GoesDown(pg_url)
+    kb.add_documents([Document(id="a", text="Orders paid on weekends ship on Monday.")])
+    server = Server(create_app(OfflineModel(), kb=kb, cache_size=0))
+    question = "When do orders paid on weekends ship?"
+    chat = {"model": "agentic-rag", "messages": [{"role": "user", "content": question}]}
+    try:
+        for path, body in [("/v1/ask", {"question": question}), ("/v1/chat/completions", chat)]:
+            status, headers, reply = server.request("POST", path, body)
+            allow(True)
+            assert (status, headers.get("Retry-After"), reply["error"]["type"]) == (503, "5", "unavailable"), reply
+            assert "ConnectionLost" in reply["error"]["message"] and "postgresql://" not in reply["error"]["message"]
+        status, _, text = server.request("POST", "/v1/ask", {"question": question, "stream": True})
+        allow(True)
+        error = dict(_events(text))["error"]["error"]
+        assert (status, error["status"], error["type"]) == (200, 503, "unavailable"), text
+        status, _, text = server.request("POST", "/v1/chat/completions", dict(chat, stream=True))
+        allow(True)
+        assert status == 200 and '"type": "unavailable"' in text and "postgresql://" not in text, text
+    finally:
+        allow(True)
+        server.close()
+
+
+def test_a_role_without_a_right_is_the_servers_500_and_no_reply_shows_the_database_url(pg_url):
+    import uuid
+
+    import psycopg
+
+    from agentic_rag.kb import Document
+    from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
+
+    PostgresKnowledgeBase(pg_url).add_documents([Document(id="a", text="Orders paid on weekends ship on Monday.")])
+    role = f"ro_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        db.execute(f"CREATE ROLE {role} LOGIN")
+        db.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+    as_role = pg_url.replace("postgres:@", f"{role}:@")
+    server = Server(create_app(OfflineModel(), kb=PostgresKnowledgeBase(as_role)))
+    try:
+        status, _, reply = server.request("POST", "/v1/documents", {"documents": [{"id": "b", "text": "hello"}]})
+        assert (status, reply["error"]["type"]) == (500, "internal_error"), reply
+        message = reply["error"]["message"]
+        assert message.startswith("the database: this role may not write the knowledge base"), message
+        assert "postgresql://" not in message and role not in message, message
     finally:
         server.close()

@@ -22,7 +22,15 @@ from pydantic import BaseModel, ValidationError
 
 from .._config import Config, as_config
 from .._display import result_json
-from .._errors import AgenticRAGError, ConfigurationError, ConnectionLost, RetrievalError, StorageError, WriteConflict
+from .._errors import (
+    AccessDenied,
+    AgenticRAGError,
+    ConfigurationError,
+    ConnectionLost,
+    RetrievalError,
+    StorageError,
+    WriteConflict,
+)
 from .._loop import run_agentic_rag
 from .._state import cited_as, new_state
 from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
@@ -65,6 +73,12 @@ _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden"
             507: "Insufficient Storage"}
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a write that failed for want of space: 507, not 503
 _SERVER_PATH = re.compile(r"(?<![\w.:/~-])/[^\s:;,'\"()]+")  # an absolute path, as messages write one
+# a database URL (its passwords masked or not), without the punctuation a sentence puts after it ("URL: ...")
+_DATABASE_URL = re.compile(r"postgres(?:ql)?://[^\s'\"()]*[^\s'\"():;,.]", re.IGNORECASE)
+_RETRY = (("Retry-After", "5"),)  # a database that dropped, or a folder that cannot be read, may be back soon
+# a run's error_type -> its reply, when the failure is the server's database and not the model
+_RUN_FAILED: dict[str, tuple[int, str, tuple]] = {ConnectionLost.__name__: (503, "unavailable", _RETRY),
+                                                  AccessDenied.__name__: (500, "internal_error", ())}
 
 
 class Service:
@@ -129,7 +143,7 @@ class Service:
                         log.error("the knowledge base cannot be loaded: %s", exc)
                         raise ServiceError(503, "unavailable", f"the knowledge base cannot be loaded: "
                                                                f"{self._public(str(exc))}",
-                                           [("Retry-After", "5")]) from None
+                                           _RETRY) from None
         return kb, kb.generation(self.kb_dir)
 
     def _write(self, change: Callable[[KnowledgeBaseBackend], dict]) -> dict:
@@ -166,8 +180,10 @@ class Service:
             self._writing.release()
 
     def _public(self, message: str) -> str:
-        """A message for a client: the knowledge base's folder by its name, and no other absolute path
-        of the server (the log has the whole message)."""
+        """A message for a client: the knowledge base's folder by its name, a database as "the
+        database" (its user, host and name are the server's), and no other absolute path of the
+        server (the log has the whole message)."""
+        message = _DATABASE_URL.sub("the database", message)
         if self.kb_dir is not None:
             for form in sorted({str(self.kb_dir.resolve()), str(self.kb_dir.absolute()), str(self.kb_dir)},
                                key=len, reverse=True):
@@ -198,7 +214,10 @@ class Service:
             status, body, headers = 400, _error("invalid_request", f"{where}: {first['msg']}"), []
         except ConnectionLost as exc:  # the database, not the request: it may be back in a moment
             log.error("request %s %s: %s", method, path, exc)
-            status, body, headers = 503, _error("unavailable", self._public(str(exc))), [("Retry-After", "5")]
+            status, body, headers = 503, _error("unavailable", self._public(str(exc))), list(_RETRY)
+        except AccessDenied as exc:  # the server's database role, not the request: its operator must grant it
+            log.error("request %s %s: %s", method, path, exc)
+            status, body, headers = 500, _error("internal_error", self._public(str(exc))), []
         except (ConfigurationError, RetrievalError) as exc:  # bad input, or nothing to search (an empty base)
             status, body, headers = 400, _error("invalid_request", self._public(str(exc))), []
         except AgenticRAGError as exc:
@@ -319,7 +338,8 @@ class Service:
 
     def _finish(self, ready: dict, on_token: Callable[[str], object] | None = None) -> dict:
         """The run `_prepare` made ready (its slot released at the end), or its cached reply: the fields
-        of `ask --json` and the generation it answered from. A run that failed is a 502."""
+        of `ask --json` and the generation it answered from. A run that failed is a 502, unless the
+        database failed it: 503 when its connection was lost, 500 when its role lacks a right."""
         if "cached" in ready:
             if on_token:
                 on_token(ready["cached"]["answer"])
@@ -332,7 +352,9 @@ class Service:
             self._runs.release()
         self.metrics.run(state, self.model_name)
         if state["stop_reason"] == "error":
-            raise ServiceError(502, "model_error", f"the run failed: {state['error']}")
+            log.error("a run failed: %s", state["error"])  # the whole line: the reply's shows no server path or URL
+            status, kind, headers = _RUN_FAILED.get(state["error_type"] or "", (502, "model_error", ()))
+            raise ServiceError(status, kind, f"the run failed: {self._public(state['error'] or '')}", headers)
         reply = dict(result_json(state, self.model_name), generation=ready["generation"], cached=False)
         # kept only when it answers the same next time: not cut short, no tool (a clock, a database, the web)
         if ready["store"] and state["stop_reason"] not in ("deadline", "token_budget") and not state["used_tools"]:

@@ -87,16 +87,18 @@ class PostgresKnowledgeBase:
 
     # -- connections and the schema ----------------------------------------------------------------
 
-    def _connection(self):
-        """This thread's connection (opened on first use, and again after it dropped)."""
+    def _connection(self, writing: bool = False):
+        """This thread's connection (opened on first use, and again after it dropped); `writing`: for
+        a write, which has written nothing when it cannot connect."""
         connection = getattr(self._local, "connection", None)
         if connection is None or connection.closed:
             try:
                 connection = self._psycopg.connect(self.url, autocommit=False)
             except (self._psycopg.OperationalError, self._psycopg.ProgrammingError) as exc:
                 if self._connected:  # reached before, by some thread: it dropped, and may come back
+                    nothing = "nothing of the write was written: " if writing else ""
                     raise ConnectionLost(f"cannot connect to {safe_url(self.url)} again (the connection was "
-                                         f"lost): {first_line(exc)}; check the server and retry") from None
+                                         f"lost): {first_line(exc)}; {nothing}check the server and retry") from None
                 raise RetrievalError(f"cannot connect to {safe_url(self.url)}: {first_line(exc)}") from None
             self._local.connection, self._connected = connection, True
         return connection
@@ -137,6 +139,13 @@ class PostgresKnowledgeBase:
                 MIGRATIONS[step](db)
             db.execute("UPDATE ar_meta SET value = %s WHERE key = 'schema_version'", (json.dumps(SCHEMA_VERSION),))
 
+    @property
+    def _schema_errors(self) -> tuple:
+        """What PostgreSQL raises on a statement over a missing table or column, or one of another type
+        (no operator for it)."""
+        errors = self._psycopg.errors
+        return errors.UndefinedTable, errors.UndefinedColumn, errors.UndefinedFunction
+
     def _read(self, work, given: str = "the query, the filters and the document ids"):
         """Run `work(connection)` in one read-only snapshot (REPEATABLE READ: every statement of a
         search sees the same committed state, never one writer's change between two of them); a
@@ -152,6 +161,8 @@ class PostgresKnowledgeBase:
                 raise data_error(exc, given) from None
             except self._psycopg.errors.InsufficientPrivilege as exc:
                 raise no_right(self.url, exc, "read") from None
+            except self._schema_errors as exc:  # an ar_ table dropped or altered after the schema was checked
+                raise foreign_schema(self.url, first_line(exc)) from None
             except self._psycopg.OperationalError as exc:
                 db.close()
                 if attempt == 2:
@@ -164,7 +175,7 @@ class PostgresKnowledgeBase:
         one that dropped during the commit is reported: the write may or may not have been saved.
         A value PostgreSQL cannot hold is an error naming where it came from (`given`)."""
         for attempt in (1, 2):
-            db, committing = self._connection(), False
+            db, committing = self._connection(writing=True), False
             try:
                 self._register(db)
                 with db.transaction():
@@ -178,6 +189,8 @@ class PostgresKnowledgeBase:
                 raise data_error(exc, given) from None
             except self._psycopg.errors.InsufficientPrivilege as exc:
                 raise no_right(self.url, exc, "write") from None
+            except self._schema_errors as exc:
+                raise foreign_schema(self.url, first_line(exc)) from None
             except self._psycopg.OperationalError as exc:
                 db.close()
                 if committing:
@@ -286,7 +299,6 @@ class PostgresKnowledgeBase:
         """BM25 idf of each distinct token of `text` that the knowledge base holds."""
         terms = list(dict.fromkeys(tokenize(text)))
         return self._read(lambda db: idf_of(db, terms)) if terms else {}
-
 
     def bm25_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
         """The BM25 score of each given chunk for `query`."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ..._errors import ConfigurationError, RetrievalError
+from ..._errors import AccessDenied, ConfigurationError, RetrievalError
 
 
 def safe_url(url: str) -> str:
@@ -34,7 +34,7 @@ def foreign_schema(url: str, why: str) -> RetrievalError:
                           f"damaged ({why}); give a new, empty database (or drop its ar_ tables) and index again")
 
 
-def no_right(url: str, exc: Exception, doing: str) -> ConfigurationError:
+def no_right(url: str, exc: Exception, doing: str) -> AccessDenied:
     """The one-line error for a role that lacks a right, naming it and who can grant it."""
     first = first_line(exc)
     if "extension" in first.lower():
@@ -45,5 +45,4 @@ def no_right(url: str, exc: Exception, doing: str) -> ConfigurationError:
     else:
         fix = ("open it once as the database's owner, who creates the schema, and grant this role SELECT on the "
                "ar_ tables (and INSERT, UPDATE, DELETE to write)")
-    return ConfigurationError(f"{safe_url(url)}: this role may not {doing} the knowledge base "
-                              f"({first}); {fix}")
+    return AccessDenied(f"{safe_url(url)}: this role may not {doing} the knowledge base ({first}); {fix}")

@@ -13,7 +13,7 @@ from ...text._tokenize import tokenize
 from .._hit import Hit
 from ..embedders._embedders import Embedder
 from ..indexes._bm25 import bm25_idf
-from ..indexes._graph import _key, walk
+from ..indexes._graph import node_key, walk
 from ._postgres_sql import indexed
 from ._search import graph_ranking
 
@@ -128,13 +128,13 @@ def start_nodes(db, query: str) -> list[str]:
     """The graph's nodes the query names, as KnowledgeGraph.find gives them: its names that are
     nodes, then node names of four characters or more that it contains (long ones first, five; of
     one length, the one the graph met first)."""
-    named = list(dict.fromkeys(_key(n) for n in names(query)))
+    named = list(dict.fromkeys(node_key(n) for n in names(query)))
     held = {row[0] for row in db.execute("SELECT a FROM ar_edges WHERE a = ANY(%s) UNION "
                                          "SELECT b FROM ar_edges WHERE b = ANY(%s)", (named, named)).fetchall()}
     inside = [row[0] for row in db.execute(
         "SELECT node FROM (SELECT a AS node, row, ctid FROM ar_edges UNION ALL SELECT b, row, ctid FROM ar_edges) n "
         "WHERE length(node) >= 4 AND strpos(%s, node) > 0 GROUP BY node "
-        "ORDER BY length(node) DESC, min(row), min(ctid) LIMIT 5", (_key(query),)).fetchall()]
+        "ORDER BY length(node) DESC, min(row), min(ctid) LIMIT 5", (node_key(query),)).fetchall()]
     return list(dict.fromkeys([k for k in named if k in held] + inside))
 
 

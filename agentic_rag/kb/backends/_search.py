@@ -41,8 +41,7 @@ class SearchPlan:
             raise ConfigurationError("the search query is empty; give some words to search for")
         if mode not in SEARCH_MODES:
             raise ConfigurationError(f"unknown search mode {mode!r}; choose one of: {', '.join(SEARCH_MODES)}")
-        if not isinstance(k, int) or k < 1:
-            raise ConfigurationError(f"k = {k!r}; ask for at least one hit (k >= 1)")
+        check_k(k)
         method, vector_weight = fusion
         weights = {"bm25": search.bm25_weight if mode == "hybrid" else 1.0,
                    "vector": vector_weight if mode == "hybrid" else 1.0}
@@ -97,10 +96,15 @@ def search_with(kb, retrievers: Retrievers, query: str, k: int, mode: str, filte
     return hits[:k]
 
 
-def check_graph_arguments(k, hops) -> None:
-    """Refuse a graph search's k that is not a whole number of hits (>= 1), or hops not a whole number (>= 0)."""
+def check_k(k) -> None:
+    """Refuse a search's k that is not a whole number of hits (>= 1); True is not one."""
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ConfigurationError(f"k = {k!r}; ask for at least one hit (k, a whole number >= 1)")
+
+
+def check_graph_arguments(k, hops) -> None:
+    """Refuse a graph search's k that is not a whole number of hits (>= 1), or hops not a whole number (>= 0)."""
+    check_k(k)
     if not isinstance(hops, int) or isinstance(hops, bool) or hops < 0:
         raise ConfigurationError(f"hops = {hops!r}; give how many edges to walk from the query's names "
                                  f"(hops, a whole number >= 0)")

@@ -17,17 +17,20 @@ SAMPLE = 16  # chunks whose tokens are compared with the BM25 postings at each l
 
 
 def require(ok, what: str) -> None:
+    """Raise ValueError(what) unless `ok`."""
     if not ok:
         raise ValueError(what)
 
 
 def integers(array, name: str, ndim: int = 1) -> np.ndarray:
+    """`array` as int64, refused unless it holds integers (or nothing) in `ndim` dimensions."""
     array = np.asarray(array)
     require(array.ndim == ndim and (array.dtype.kind in "iu" or array.size == 0), f"{name} is not integers")
     return array.astype(np.int64)
 
 
 def check_vocab(vocab) -> list[str]:
+    """The BM25 vocabulary, refused unless it is a list of distinct strings."""
     require(isinstance(vocab, list) and all(isinstance(t, str) for t in vocab) and len(set(vocab)) == len(vocab),
              "the vocabulary is not a list of distinct terms")
     return vocab

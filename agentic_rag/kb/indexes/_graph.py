@@ -46,7 +46,8 @@ def walk(neighbours, steps, starts: dict[str, str], hops: int = 2,
     return found
 
 
-def _key(name: str) -> str:
+def node_key(name: str) -> str:
+    """A name as the key of its graph node: case-folded, each run of whitespace one space."""
     return " ".join(name.casefold().split())
 
 
@@ -80,10 +81,10 @@ class KnowledgeGraph:
         """Subject-relation-object triples a language model read from one chunk."""
         for subject, relation, obj in triples:
             if subject.strip() and obj.strip() and self._link(subject.strip(), obj.strip(), row) and relation.strip():
-                self.relations.setdefault(_pair(_key(subject), _key(obj)), set()).add(relation.strip())
+                self.relations.setdefault(_pair(node_key(subject), node_key(obj)), set()).add(relation.strip())
 
     def _link(self, a: str, b: str, row: int) -> bool:
-        ka, kb = _key(a), _key(b)
+        ka, kb = node_key(a), node_key(b)
         if ka == kb:
             return False
         self.labels.setdefault(ka, a)
@@ -108,8 +109,8 @@ class KnowledgeGraph:
 
     def find(self, text: str) -> list[str]:
         """Nodes named in the text: its names, and node names it contains (long ones first)."""
-        keys = [_key(n) for n in names(text) if _key(n) in self.adjacent]
-        lowered = _key(text)
+        keys = [node_key(n) for n in names(text) if node_key(n) in self.adjacent]
+        lowered = node_key(text)
         keys += sorted((k for k in self.adjacent if len(k) >= 4 and k in lowered), key=len, reverse=True)[:5]
         return list(dict.fromkeys(keys))
 
