@@ -76,9 +76,10 @@ _SERVER_PATH = re.compile(r"(?<![\w.:/~-])/[^\s:;,'\"()]+")  # an absolute path,
 # a database URL (its passwords masked or not), without the punctuation a sentence puts after it ("URL: ...")
 _DATABASE_URL = re.compile(r"postgres(?:ql)?://[^\s'\"()]*[^\s'\"():;,.]", re.IGNORECASE)
 _RETRY = (("Retry-After", "5"),)  # a database that dropped, or a folder that cannot be read, may be back soon
-# a run's error_type -> its reply, when the failure is the server's database and not the model
-_RUN_FAILED: dict[str, tuple[int, str, tuple]] = {ConnectionLost.__name__: (503, "unavailable", _RETRY),
-                                                  AccessDenied.__name__: (500, "internal_error", ())}
+# the server's own database failing a request or a run (not the request, not the model) -> the reply's
+# status, kind and headers: a lost connection may be back in a moment; a right the role lacks is its operator's
+_DATABASE_FAILED: dict[type[AgenticRAGError], tuple[int, str, tuple]] = {
+    ConnectionLost: (503, "unavailable", _RETRY), AccessDenied: (500, "internal_error", ())}
 
 
 class Service:
@@ -212,12 +213,10 @@ class Service:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "body"
             status, body, headers = 400, _error("invalid_request", f"{where}: {first['msg']}"), []
-        except ConnectionLost as exc:  # the database, not the request: it may be back in a moment
+        except tuple(_DATABASE_FAILED) as exc:
             log.error("request %s %s: %s", method, path, exc)
-            status, body, headers = 503, _error("unavailable", self._public(str(exc))), list(_RETRY)
-        except AccessDenied as exc:  # the server's database role, not the request: its operator must grant it
-            log.error("request %s %s: %s", method, path, exc)
-            status, body, headers = 500, _error("internal_error", self._public(str(exc))), []
+            status, kind, retry = next(reply for cls, reply in _DATABASE_FAILED.items() if isinstance(exc, cls))
+            body, headers = _error(kind, self._public(str(exc))), list(retry)
         except (ConfigurationError, RetrievalError) as exc:  # bad input, or nothing to search (an empty base)
             status, body, headers = 400, _error("invalid_request", self._public(str(exc))), []
         except AgenticRAGError as exc:
@@ -353,7 +352,8 @@ class Service:
         self.metrics.run(state, self.model_name)
         if state["stop_reason"] == "error":
             log.error("a run failed: %s", state["error"])  # the whole line: the reply's shows no server path or URL
-            status, kind, headers = _RUN_FAILED.get(state["error_type"] or "", (502, "model_error", ()))
+            status, kind, headers = next((reply for cls, reply in _DATABASE_FAILED.items()
+                                          if cls.__name__ == state["error_type"]), (502, "model_error", ()))
             raise ServiceError(status, kind, f"the run failed: {self._public(state['error'] or '')}", headers)
         reply = dict(result_json(state, self.model_name), generation=ready["generation"], cached=False)
         # kept only when it answers the same next time: not cut short, no tool (a clock, a database, the web)

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..._config import Config, IndexConfig, SearchConfig, as_config
@@ -139,12 +140,20 @@ class PostgresKnowledgeBase:
                 MIGRATIONS[step](db)
             db.execute("UPDATE ar_meta SET value = %s WHERE key = 'schema_version'", (json.dumps(SCHEMA_VERSION),))
 
-    @property
-    def _schema_errors(self) -> tuple:
-        """What PostgreSQL raises on a statement over a missing table or column, or one of another type
-        (no operator for it)."""
+    @contextmanager
+    def _refusals(self, given: str, doing: str) -> Iterator[None]:
+        """A statement PostgreSQL refuses, as one line: a value its text cannot hold (a NUL character in
+        `given`), a right the role lacks for `doing`, or an ar_ table dropped or altered after the schema
+        was checked (a missing table or column, or one of another type: no operator for it)."""
         errors = self._psycopg.errors
-        return errors.UndefinedTable, errors.UndefinedColumn, errors.UndefinedFunction
+        try:
+            yield
+        except self._psycopg.DataError as exc:
+            raise data_error(exc, given) from None
+        except errors.InsufficientPrivilege as exc:
+            raise no_right(self.url, exc, doing) from None
+        except (errors.UndefinedTable, errors.UndefinedColumn, errors.UndefinedFunction) as exc:
+            raise foreign_schema(self.url, first_line(exc)) from None
 
     def _read(self, work, given: str = "the query, the filters and the document ids"):
         """Run `work(connection)` in one read-only snapshot (REPEATABLE READ: every statement of a
@@ -153,16 +162,11 @@ class PostgresKnowledgeBase:
         for attempt in (1, 2):
             db = self._connection()
             try:
-                self._register(db)
-                with db.transaction():
-                    db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                    return work(db)
-            except self._psycopg.DataError as exc:  # a NUL in a query, a filter or an id: text cannot hold it
-                raise data_error(exc, given) from None
-            except self._psycopg.errors.InsufficientPrivilege as exc:
-                raise no_right(self.url, exc, "read") from None
-            except self._schema_errors as exc:  # an ar_ table dropped or altered after the schema was checked
-                raise foreign_schema(self.url, first_line(exc)) from None
+                with self._refusals(given, "read"):
+                    self._register(db)
+                    with db.transaction():
+                        db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                        return work(db)
             except self._psycopg.OperationalError as exc:
                 db.close()
                 if attempt == 2:
@@ -177,20 +181,15 @@ class PostgresKnowledgeBase:
         for attempt in (1, 2):
             db, committing = self._connection(writing=True), False
             try:
-                self._register(db)
-                with db.transaction():
-                    db.execute("SELECT n FROM ar_stats WHERE id = 1 FOR UPDATE")  # one writer at a time
-                    result = work(db)
-                    if result != 0:  # a write that changed nothing (a delete of unknown ids) keeps the generation
-                        db.execute("UPDATE ar_stats SET generation = generation + 1 WHERE id = 1")
-                    committing = True
+                with self._refusals(given, "write"):
+                    self._register(db)
+                    with db.transaction():
+                        db.execute("SELECT n FROM ar_stats WHERE id = 1 FOR UPDATE")  # one writer at a time
+                        result = work(db)
+                        if result != 0:  # a write that changed nothing (a delete of unknown ids) keeps the generation
+                            db.execute("UPDATE ar_stats SET generation = generation + 1 WHERE id = 1")
+                        committing = True
                 return result
-            except self._psycopg.DataError as exc:  # e.g. a NUL character, which PostgreSQL text cannot hold
-                raise data_error(exc, given) from None
-            except self._psycopg.errors.InsufficientPrivilege as exc:
-                raise no_right(self.url, exc, "write") from None
-            except self._schema_errors as exc:
-                raise foreign_schema(self.url, first_line(exc)) from None
             except self._psycopg.OperationalError as exc:
                 db.close()
                 if committing:
