@@ -22,7 +22,8 @@ LANGUAGES = "eng+chi_sim"
 DPI = 200  # tesseract reads body text best at 200-300 dpi; 200 halves the pixels of 300 (see docs/benchmarks.md)
 # one CJK ideograph or CJK punctuation/full-width form: tesseract puts a space between each two
 _CJK = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
-_CJK_GAP = re.compile(f"(?<=[{_CJK}])[ \t]+(?=[{_CJK}])")
+# (and a line break where a line of Chinese wraps, which is layout, not a word break; a blank line stays)
+_CJK_GAP = re.compile(f"(?<=[{_CJK}])(?:[ \t]+|[ \t]*\n[ \t]*)(?=[{_CJK}])")
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ def ocr_missing(data: bytes, pages: list[str | None],
     if needs:
         if any(text and text.strip() for text in pages):
             return pages, set()  # the text pages are indexed, as before OCR existed
-        raise Unreadable(f"scanned PDF: none of its {len(pages)} pages has a text layer; to OCR it install "
+        raise Unreadable(f"scanned PDF: none of its {len(pages)} pages has a text layer; to OCR it: "
                          f"{needs} (or OCR it first: ocrmypdf in.pdf out.pdf)")
     if len(blank) > limits.max_pages:
         raise Unreadable(f"scanned PDF: {len(blank)} pages need OCR, past the limit of {limits.max_pages} a file: "
@@ -129,5 +130,6 @@ def recognise(image: bytes, seconds: float, page: int, limits: OcrLimits) -> str
 
 
 def clean(text: str) -> str:
-    """Tesseract's output without the spaces it puts between CJK characters, or its form feed."""
+    """Tesseract's output without the spaces it puts between CJK characters (nor the line breaks
+    where Chinese wraps), or its form feed."""
     return _CJK_GAP.sub("", text.replace("\f", "")).strip()
