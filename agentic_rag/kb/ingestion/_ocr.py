@@ -14,7 +14,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from ._loaders import Unreadable
+from ._loaders import Unreadable, printable
 
 OCR_APT = "apt-get install tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim"
 OCR_EXTRA = "pip install 'agentic-rag[ocr]'"
@@ -71,7 +71,10 @@ def ocr_missing(data: bytes, pages: list[str | None],
 
     out = list(pages)
     deadline = time.monotonic() + limits.file_seconds
-    document = pypdfium2.PdfDocument(data)
+    try:
+        document = pypdfium2.PdfDocument(data)
+    except pypdfium2.PdfiumError as exc:  # pypdf read it, PDFium cannot: no image to OCR
+        raise Unreadable(f"scanned PDF: its pages cannot be rendered for OCR ({printable(exc)})") from None
     try:
         for i in blank:
             left = deadline - time.monotonic()
@@ -92,7 +95,12 @@ def _file_limit(limits: OcrLimits, done: int) -> str:
 
 def _page_image(document, index: int) -> bytes:
     """Page `index` rendered at DPI as a grayscale PGM image (a format tesseract reads from stdin)."""
-    page = document[index]
+    import pypdfium2
+
+    try:
+        page = document[index]
+    except pypdfium2.PdfiumError as exc:
+        raise Unreadable(f"scanned PDF: page {index + 1} cannot be rendered for OCR ({printable(exc)})") from None
     try:
         bitmap = page.render(scale=DPI / 72, grayscale=True)
         width, height, stride = bitmap.width, bitmap.height, bitmap.stride
@@ -114,7 +122,7 @@ def recognise(image: bytes, seconds: float, page: int, limits: OcrLimits) -> str
     try:
         command = [_tesseract() or "tesseract", "stdin", "stdout", "-l", LANGUAGES, "--dpi", str(DPI)]
         done = subprocess.run(command, input=image, capture_output=True, timeout=seconds,
-                              env={**os.environ, "OMP_THREAD_LIMIT": "1"})  # one thread: files are read in parallel
+                              env={**os.environ, "OMP_THREAD_LIMIT": "1"})  # one thread: uploads are read side by side
     except subprocess.TimeoutExpired:
         raise Unreadable(f"scanned PDF: OCR of page {page} took over {seconds:g} s (the limit is "
                          f"{limits.page_seconds:g} s a page, {limits.file_seconds:g} s a file): raise "
