@@ -78,14 +78,16 @@ def test_a_word_file_written_by_libreoffice_keeps_headings_and_table_rows():
     assert "Cmd+Shift+F" in state["answer"] and state["citations"][0]["section"] == "Keyboard shortcuts"
 
 
-def test_scanned_and_encrypted_pdfs_are_reported_never_indexed_empty(tmp_path):
+def test_scanned_and_encrypted_pdfs_are_reported_never_indexed_empty(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(ROOT / "no-such-dir"))  # no tesseract: the scan cannot be OCR'd (tests/test_ocr.py)
     for name in ("scanned-page.pdf", "encrypted.pdf"):
         shutil.copy(FIXTURES / name, tmp_path / name)
     (tmp_path / "broken.pdf").write_bytes(b"%PDF-1.4 not really")
     told = {}
     loaded = load_documents(tmp_path, on_skip=told.__setitem__)
     assert loaded.documents == []
-    assert told[str(tmp_path / "scanned-page.pdf")].startswith("scanned PDF: none of its 1 pages has a text layer")
+    assert told[str(tmp_path / "scanned-page.pdf")].startswith("scanned PDF: none of its 1 pages has a text layer; "
+                                                                "to OCR it: apt-get install tesseract-ocr")
     assert told[str(tmp_path / "encrypted.pdf")].startswith("encrypted PDF: decrypt it first")
     assert told[str(tmp_path / "broken.pdf")].startswith("not a readable PDF")
 

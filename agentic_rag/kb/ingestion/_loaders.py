@@ -39,8 +39,9 @@ Pieces = list[tuple[str, dict]]
 
 
 def read_pdf(data: bytes) -> tuple[str, Pieces]:
-    """One piece a page with text. Encrypted (unless its user password is empty) and scanned PDFs
-    (no text layer on any page) are refused, never indexed as empty documents."""
+    """One piece a page with text. A page with no text layer is OCR'd (_ocr: tesseract, bounded);
+    encrypted PDFs (unless the user password is empty) and scanned ones that cannot be OCR'd are
+    refused, never indexed as empty documents."""
     try:
         import pypdf
     except ImportError:
@@ -59,10 +60,13 @@ def read_pdf(data: bytes) -> tuple[str, Pieces]:
         raise Unreadable(f"not a readable PDF ({printable(exc)})") from None
     if pages and all(text is None for text in pages):
         raise Unreadable("not a readable PDF: no page's text could be read")
-    pieces = [(text, {"page": n}) for n, text in enumerate(pages, 1) if text and text.strip()]
+    from ._ocr import ocr_missing  # pages with no text layer are OCR'd (when tesseract is installed)
+    pages, ocrd = ocr_missing(data, pages)
+    pieces = [(text, {"page": n, "ocr": True} if n - 1 in ocrd else {"page": n})
+              for n, text in enumerate(pages, 1) if text and text.strip()]
     if not pieces:
-        raise Unreadable(f"scanned PDF: none of its {len(pages)} pages has a text layer; run OCR on it first "
-                         f"(e.g. ocrmypdf in.pdf out.pdf)")
+        raise Unreadable(f"scanned PDF: none of its {len(pages)} pages has a text layer and OCR read no text "
+                         f"on them")
     return title, pieces
 
 
