@@ -1,7 +1,8 @@
 """Load documents from files and folders, recursively: text (.txt, .md), .jsonl, PDF, Word .docx,
 HTML, any of these gzipped (guide.pdf.gz), and images (indexed by their description). A file reached
-twice (through a link, or a copy of the same bytes) is indexed once. A page or a section of a document is a part of it:
-its chunks never cross a part and carry its page or section in their metadata."""
+twice (through a link, or a copy of the same bytes) is indexed once. A page or a section of a
+document is a part of it: its chunks never cross a part and carry its page or section in their
+metadata."""
 from __future__ import annotations
 
 import codecs
@@ -206,14 +207,15 @@ def _jsonl_documents(path: Path, data: bytes, doc_id: str, result: LoadResult, e
 def _load_file(path: Path, doc_id: str, result: LoadResult, encoding: str | None, shown: dict, read: Reader,
                max_bytes: int, contents: dict[str, str]) -> None:
     """Read one document file (or the documents of a .jsonl file) into `result`. `contents` maps the
-    hash of each file's bytes (decompressed) read so far to its path: a copy is skipped, not indexed twice."""
+    hash of the bytes (decompressed) of each file read so far to its path: a copy is skipped, so
+    that no passage is indexed twice and a search never finds the same chunk twice."""
     data, name = read(path), path.name
     if is_gzip_name(name):
         data, name = gunzip(data, max_bytes), name[:-len(".gz")]
     digest = hashlib.sha256(data).hexdigest()
-    if digest in contents:
+    if data and digest in contents:  # empty files are each skipped for being empty
         raise Unreadable(f"the same content as {contents[digest]}")
-    contents[digest] = str(path)
+    contents.setdefault(digest, str(path))
     if inner_suffix(name) == ".jsonl":
         _jsonl_documents(path, data, doc_id, result, encoding)
         return
@@ -270,8 +272,8 @@ def _image_document(path: Path, doc_id: str, shown: dict, describe, encoding: st
     if not text and describe is not None:
         text = describe(path, read(path)).strip()
     if not text:
-        raise _Undescribed(f"an image with no description: write one beside it ({path.name}.md) or describe images "
-                         f"with a vision model (--vision-model NAME)")
+        raise _Undescribed(f"an image with no description: write one beside it ({path.name}.md) or describe "
+                           f"images with a vision model (--vision-model NAME)")
     return Document(doc_id, text, title, str(path), {**metadata, "media": "image"})
 
 
