@@ -95,7 +95,7 @@ def _folder_with_links_out(tmp_path: Path) -> Path:
     d = tmp_path / "d"
     (d / "inner").mkdir(parents=True)
     (d / "real.txt").write_text("a real document", encoding="utf-8")
-    (d / "alias.txt").symlink_to("real.txt")                         # a link that stays inside is read
+    (d / "alias.txt").symlink_to("real.txt")                         # a link that stays inside: read once
     (d / "leak.txt").symlink_to(outside / "passwd.txt")              # absolute, out
     (d / "inner" / "up.txt").symlink_to("../../outside/passwd.txt")  # relative, out by ..
     (d / "environ.txt").symlink_to("/proc/self/environ")             # the indexer's own environment
@@ -107,10 +107,11 @@ def test_links_out_of_the_folder_are_skipped_said_once_and_never_read(tmp_path):
     d = _folder_with_links_out(tmp_path)
     told = []
     result = load_documents(d, on_skip=lambda where, reason: told.append((where, reason)))
-    assert sorted(doc.id for doc in result.documents) == ["alias.txt", "real.txt"]
+    assert sorted(doc.id for doc in result.documents) == ["real.txt"]  # the link to it is the same file
     assert all(SECRET not in doc.text and "PATH=" not in doc.text for doc in result.documents)
     skipped = dict(told)
-    assert len(told) == len(skipped) == 3                            # each said once
+    assert len(told) == len(skipped) == 4                            # each said once
+    assert skipped[str(d / "alias.txt")] == f"the same file as {d / 'real.txt'}"
     for name, target in (("leak.txt", tmp_path / "outside" / "passwd.txt"),
                          ("inner/up.txt", tmp_path / "outside" / "passwd.txt"), ("environ.txt", None)):
         reason = skipped[str(d / name)]

@@ -1,6 +1,8 @@
 """Load documents from files and folders, recursively: text (.txt, .md), .jsonl, PDF, Word .docx,
-HTML and images (indexed by their description). A page or a section of a document is a part of it:
-its chunks never cross a part and carry its page or section in their metadata."""
+HTML, any of these gzipped (guide.pdf.gz), and images (indexed by their description). A file reached
+twice (through a link, or a copy of the same bytes) is indexed once. A page or a section of a
+document is a part of it: its chunks never cross a part and carry its page or section in their
+metadata."""
 from __future__ import annotations
 
 import codecs
@@ -17,6 +19,7 @@ from urllib.parse import unquote
 
 from ..._errors import ConfigurationError
 from ._files import MAX_FILE_BYTES, inside, listed, read_inside, too_large
+from ._gzip import gunzip, inner_suffix, is_gzip_name
 from ._html import decode_html, read_html
 from ._loaders import IMAGE_SUFFIXES, Unreadable, markdown_images, read_docx, read_pdf
 
@@ -25,6 +28,8 @@ log = logging.getLogger("agentic_rag")
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 FILE_SUFFIXES = (".pdf", ".docx", ".html", ".htm")
 SUFFIXES = TEXT_SUFFIXES + (".jsonl",) + FILE_SUFFIXES + IMAGE_SUFFIXES
+COMPRESSED = TEXT_SUFFIXES + (".jsonl",) + FILE_SUFFIXES  # read when gzipped too: NAME.pdf.gz
+_SHOWN_NAMES = 5  # images named in the one line that reports those skipped for want of a description
 Reader = Callable[[Path], bytes]  # a file's bytes, read only as _files allows
 _FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?)\n---[ \t]*\n", re.S)
 _HEADING = re.compile(r"^#{1,6}[ \t]+(\S[^\n]*)", re.M)  # no nested quantifiers: linear in the text
@@ -69,11 +74,15 @@ def from_pieces(doc_id: str, pieces: list[tuple[str, dict]], title: str = "", so
 
 def read_file(name: str, data: bytes, doc_id: str, source: str = "", encoding: str | None = None,
               max_bytes: int = MAX_FILE_BYTES) -> Document:
-    """A document from a file's bytes, read by the suffix of its name: text, PDF, .docx or HTML.
-    Raises Unreadable with the reason in one line (an empty file, one past `max_bytes`, too)."""
+    """A document from a file's bytes, read by the suffix of its name: text, PDF, .docx or HTML, or
+    one of these gzipped (NAME.pdf.gz: decompressed to `max_bytes` at most). Raises Unreadable with
+    the reason in one line (an empty file, one past `max_bytes`, too)."""
     if len(data) > max_bytes:
         raise Unreadable(too_large(len(data), max_bytes))
-    document = _read(name, data, doc_id, source or name, encoding, max_bytes)[0]
+    source = source or name  # the name given (spec.html.gz), though read as what it holds
+    if is_gzip_name(name):
+        data, name = gunzip(data, max_bytes), name[:-len(".gz")]
+    document = _read(name, data, doc_id, source, encoding, max_bytes)[0]
     if document is None:
         raise Unreadable("no text in it, only images")
     return document
@@ -92,7 +101,7 @@ def _read(name: str, data: bytes, doc_id: str, source: str, encoding: str | None
     elif suffix in (".html", ".htm"):
         title, pieces, images = read_html(decode_html(data, encoding))
     elif suffix in TEXT_SUFFIXES:
-        doc = _text_document(decode_text(data, encoding), suffix, doc_id, source)
+        doc = _text_document(decode_text(data, encoding), suffix, doc_id, source, name)
         if not doc.text:
             raise Unreadable("empty file")
         return doc, markdown_images(doc.text) if suffix != ".txt" else []
@@ -153,10 +162,12 @@ def _front_matter(text: str) -> tuple[dict, str]:
     return meta, text[match.end():]
 
 
-def _text_document(text: str, suffix: str, doc_id: str, source: str) -> Document:
+def _text_document(text: str, suffix: str, doc_id: str, source: str, name: str = "") -> Document:
+    """A text file's document; with no title in it, its title is the stem of `name` (of `source`
+    when not given): "notes" for notes.txt and for notes.txt.gz, read as notes.txt."""
     meta, body = _front_matter(text)
     heading = _HEADING.search(body) if suffix != ".txt" else None
-    title = meta.pop("title", "") or (_heading_text(heading.group(1)) if heading else Path(source).stem)
+    title = meta.pop("title", "") or (_heading_text(heading.group(1)) if heading else Path(name or source).stem)
     return Document(id=doc_id, text=body.strip(), title=title, source=source, metadata=meta)
 
 
@@ -194,11 +205,21 @@ def _jsonl_documents(path: Path, data: bytes, doc_id: str, result: LoadResult, e
 
 
 def _load_file(path: Path, doc_id: str, result: LoadResult, encoding: str | None, shown: dict, read: Reader,
-               max_bytes: int) -> None:
-    if path.suffix.lower() == ".jsonl":
-        _jsonl_documents(path, read(path), doc_id, result, encoding)
+               max_bytes: int, contents: dict[str, str]) -> None:
+    """Read one document file (or the documents of a .jsonl file) into `result`. `contents` maps the
+    hash of the bytes (decompressed) of each file read so far to its path: a copy is skipped, so
+    that no passage is indexed twice and a search never finds the same chunk twice."""
+    data, name = read(path), path.name
+    if is_gzip_name(name):
+        data, name = gunzip(data, max_bytes), name[:-len(".gz")]
+    digest = hashlib.sha256(data).hexdigest()
+    if data and digest in contents:  # empty files are each skipped for being empty
+        raise Unreadable(f"the same content as {contents[digest]}")
+    contents.setdefault(digest, str(path))
+    if inner_suffix(name) == ".jsonl":
+        _jsonl_documents(path, data, doc_id, result, encoding)
         return
-    doc, images = _read(path.name, read(path), doc_id, str(path), encoding, max_bytes)
+    doc, images = _read(name, data, doc_id, str(path), encoding, max_bytes)
     if doc is not None:
         result.documents.append(doc)
     root = path.parents[len(Path(doc_id).parts) - 1]  # the folder loaded (doc_id is the path from it)
@@ -251,9 +272,53 @@ def _image_document(path: Path, doc_id: str, shown: dict, describe, encoding: st
     if not text and describe is not None:
         text = describe(path, read(path)).strip()
     if not text:
-        raise Unreadable(f"an image with no description: write one beside it ({path.name}.md) or describe images "
-                         f"with a vision model (--vision-model NAME)")
+        raise _Undescribed(f"an image with no description: write one beside it ({path.name}.md) or describe "
+                           f"images with a vision model (--vision-model NAME)")
     return Document(doc_id, text, title, str(path), {**metadata, "media": "image"})
+
+
+class _Undescribed(Unreadable):
+    """An image skipped for want of a description: many of them are reported in one line."""
+
+
+def _once(files: list[tuple[Path, str, str]], skipped: list) -> list[tuple[Path, str, str]]:
+    """The files without a second way to the same file: of a link and the file it leads to, the file
+    is kept; of hard links, the first in order. Each other way is skipped, saying which file it is."""
+    ways: dict[object, list[tuple[Path, str, str]]] = {}
+    for entry in files:
+        path, _, root = entry
+        key: object = str(path)  # one that leads out, is gone or dangles: reading it says so
+        real = os.path.realpath(path)
+        if real.startswith(root.rstrip(os.sep) + os.sep):
+            try:
+                info = os.stat(real)
+                key = (info.st_dev, info.st_ino)
+            except OSError:
+                pass
+        ways.setdefault(key, []).append(entry)
+    dropped = set()
+    for entries in ways.values():
+        if len(entries) > 1:
+            kept = next((e for e in entries if not e[0].is_symlink()), entries[0])
+            for path, _, _ in entries:
+                if path is not kept[0]:
+                    skipped.append((str(path), f"the same file as {kept[0]}"))
+                    dropped.add(path)
+    return [entry for entry in files if entry[0] not in dropped]
+
+
+def _report_undescribed(undescribed: list[str], skipped: list, on_skip) -> None:
+    """Images skipped for want of a description, in one line when there are several (each is still
+    listed in `skipped`)."""
+    if len(undescribed) == 1:
+        where = undescribed[0]
+        on_skip(where, next(reason for w, reason in skipped if w == where))
+    elif undescribed:
+        names = ", ".join(undescribed[:_SHOWN_NAMES]) + (f" and {len(undescribed) - _SHOWN_NAMES} more"
+                                                          if len(undescribed) > _SHOWN_NAMES else "")
+        on_skip(f"{len(undescribed)} images without a description",
+                f"{names} (write a description beside each, NAME.md, or describe images with a vision model, "
+                f"--vision-model NAME)")
 
 
 def load_documents(paths, on_skip: Callable[[str, str], None] | None = None, encoding: str | None = None,
@@ -266,27 +331,39 @@ def load_documents(paths, on_skip: Callable[[str, str], None] | None = None, enc
     Only regular files inside the folders given are read (see _files), none past `max_file_bytes`."""
     _check_options(encoding, max_file_bytes)
     result = LoadResult()
-    files = listed(paths, SUFFIXES, result.skipped)
+    files = _once(listed(paths, SUFFIXES, result.skipped, COMPRESSED), result.skipped)
+    contents: dict[str, str] = {}
     images = [(p, i, r) for p, i, r in files if p.suffix.lower() in IMAGE_SUFFIXES]
     sidecars = {s for s in map(_sidecar, (p for p, _, _ in images)) if s is not None}
     shown: dict[Path, str] = {}
     for path, doc_id, root in files:
         if path.suffix.lower() not in IMAGE_SUFFIXES and path not in sidecars:
             read = partial(read_inside, root=root, max_bytes=max_file_bytes)
-            _or_skipped(path, result, _load_file, path, doc_id, result, encoding, shown, read, max_file_bytes)
+            _or_skipped(path, result, _load_file, path, doc_id, result, encoding, shown, read, max_file_bytes,
+                        contents)
 
     def add_image(path: Path, doc_id: str, root: str) -> None:
         inside(path, root)  # an image linked in from outside is refused even when its bytes are not needed
         read = partial(read_inside, root=root, max_bytes=max_file_bytes)
         result.documents.append(_image_document(path, doc_id, shown, describe_image, encoding, read))
 
+    undescribed: list[str] = []
     for path, doc_id, root in images:
-        _or_skipped(path, result, add_image, path, doc_id, root)
+        try:
+            add_image(path, doc_id, root)
+        except _Undescribed as exc:
+            undescribed.append(str(path))
+            result.skipped.append((str(path), str(exc)))
+        except Unreadable as exc:
+            result.skipped.append((str(path), str(exc)))
+        except OSError as exc:
+            result.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
+    report = on_skip or (lambda where, reason: log.warning("skipped %s: %s", where, reason))
+    quiet = set(undescribed)
     for where, reason in result.skipped:
-        if on_skip is None:
-            log.warning("skipped %s: %s", where, reason)
-        else:
-            on_skip(where, reason)
+        if where not in quiet:
+            report(where, reason)
+    _report_undescribed(undescribed, result.skipped, report)
     return result
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..._errors import ConfigurationError
 from .._layout import is_segment_folder
+from ._gzip import inner_suffix, is_gzip_name
 from ._loaders import Unreadable, too_large
 
 MAX_FILE_BYTES = 100_000_000  # a file past this is skipped before it is read (index --max-file-size)
@@ -44,18 +45,27 @@ def inside(path: Path | str, root: str) -> str:
     return real
 
 
-def listed(paths, suffixes: tuple[str, ...], skipped: list) -> list[tuple[Path, str, str]]:
-    """Each file of a suffix given under the paths given: (path, its id, the real path of the folder
-    it must stay inside). A file named directly must stay inside the folder it is named in, as a
-    folder's files must stay inside it: a link named by a service's caller is no way out either."""
+def listed(paths, suffixes: tuple[str, ...], skipped: list,
+           compressed: tuple[str, ...] = ()) -> list[tuple[Path, str, str]]:
+    """Each file of a suffix given under the paths given, or gzipped (NAME.pdf.gz) when its inner
+    suffix is one of `compressed`: (path, its id, the real path of the folder it must stay inside).
+    A file named directly must stay inside the folder it is named in, as a folder's files must stay
+    inside it: a link named by a service's caller is no way out either."""
+    def wanted(path: Path) -> bool:
+        return inner_suffix(path.name) in compressed if is_gzip_name(path.name) else path.suffix.lower() in suffixes
+
     files: list[tuple[Path, str, str]] = []
     for raw in [paths] if isinstance(paths, (str, Path)) else paths:
         root = Path(raw)
         if not root.exists():
             raise ConfigurationError(f"path not found: {raw!s}; give an existing file or directory")
         if not root.is_dir():
-            if root.suffix.lower() in suffixes:
+            if wanted(root):
                 files.append((root, root.name, os.path.realpath(root.parent)))
+            elif is_gzip_name(root.name):
+                skipped.append((str(root), f"a compressed file of an unsupported type "
+                                           f"({inner_suffix(root.name) or 'none'}); compressed, only "
+                                           f"{', '.join(s + '.gz' for s in compressed)} are read"))
             else:
                 skipped.append((str(root), f"unsupported file type; use one of {', '.join(suffixes)}"))
             continue
@@ -63,7 +73,7 @@ def listed(paths, suffixes: tuple[str, ...], skipped: list) -> list[tuple[Path, 
         for path in sorted(root.rglob("*")):  # rglob never follows a link to a folder
             relative = path.relative_to(root)
             hidden = any(part.startswith(".") for part in relative.parts)
-            if path.suffix.lower() in suffixes and not hidden and not _is_folder(path) \
+            if wanted(path) and not hidden and not _is_folder(path) \
                     and not _in_segment(path.parent, root):
                 files.append((path, relative.as_posix(), real))
     return files
