@@ -207,6 +207,25 @@ def test_an_uploaded_docx_may_unpack_to_the_service_limit_and_no_more(served, tm
     assert server.request("POST", "/v1/documents", {"documents": parts[:2]}, key=WRITE)[0] == 200
 
 
+
+def test_uploaded_gz_files_count_as_decompressed_against_the_limit(served):
+    import base64
+    import gzip
+
+    server, _ = served
+    limit = ServiceLimits().max_file_bytes
+    text = b"dock hours are nine to five.\n" + b" " * (limit * 4 // 10)  # 40% of the limit each, decompressed
+    packed = base64.b64encode(gzip.compress(text)).decode()
+    assert len(packed) < 100_000
+    parts = [{"id": f"notes-{n}", "filename": "notes.txt.gz", "file": packed} for n in range(3)]
+    status, _, error = server.request("POST", "/v1/documents", {"documents": parts}, key=WRITE)
+    assert status == 413 and "a .gz as decompressed" in error["error"]["message"], error
+    assert server.request("POST", "/v1/documents", {"documents": parts[:2]}, key=WRITE)[0] == 200
+    bomb = base64.b64encode(gzip.compress(b" " * (limit + 1))).decode()
+    upload = {"id": "bomb", "filename": "bomb.txt.gz", "file": bomb}
+    status, _, error = server.request("POST", "/v1/documents", {"documents": [upload]}, key=WRITE)
+    assert status == 400 and "decompresses to more than" in error["error"]["message"], error
+
 def test_search_and_filters(served):
     server, _ = served
     status, _, found = server.request("POST", "/v1/search", {"query": "违约责任", "k": 2, "mode": "bm25"}, key=READ)

@@ -37,6 +37,7 @@ from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
 from ..kb.backends._store import writer_lock
 from ..kb.ingestion._documents import read_file
 from ..kb.ingestion._files import MAX_UPLOAD_BYTES
+from ..kb.ingestion._gzip import gunzip
 from ..kb.ingestion._loaders import IMAGE_SUFFIXES, Unreadable, unpacked_size
 from ._cache import AnswerCache, cache_key
 from ._metrics import Metrics
@@ -423,11 +424,11 @@ class Service:
         try:
             left, documents = self.limits.max_file_bytes, []
             for d in given:
-                cost = _upload_size(d)
+                cost = _upload_size(d, self.limits.max_file_bytes)
                 if cost > left and left < self.limits.max_file_bytes:  # alone it would be within the limit
                     raise ServiceError(413, "too_large", f"the request's files pass {self.limits.max_file_bytes:,} "
-                                                         f"bytes together (a .docx as unpacked); send them in "
-                                                         f"several requests")
+                                                         f"bytes together (a .docx as unpacked, a .gz as "
+                                                         f"decompressed); send them in several requests")
                 documents.append(_document(d, left))
                 left -= cost
             return documents
@@ -540,15 +541,21 @@ def _decoded_size(file: str) -> int:
     return len(file) * 3 // 4 - file.endswith("=") - file.endswith("==")
 
 
-def _upload_size(given) -> int:
-    """What an uploaded file costs to read: its size, or for a .docx (a zip) what it unpacks to."""
+def _upload_size(given, max_bytes: int) -> int:
+    """What an uploaded file costs to read: its size, for a .docx (a zip) what it unpacks to, and for
+    a .gz what it decompresses to (up to just past `max_bytes`)."""
     if not given.file:
         return 0
-    if (given.filename or given.id).lower().endswith(".docx"):
-        try:
+    name = (given.filename or given.id).lower()
+    try:
+        if name.endswith(".docx"):
             return unpacked_size(base64.b64decode(given.file, validate=True))
-        except (ValueError, zipfile.BadZipFile, OSError):  # not base64, or not a zip: _document says so
-            pass
+        if name.endswith(".gz"):
+            return len(gunzip(base64.b64decode(given.file, validate=True), max_bytes))
+    except Unreadable:  # decompresses past the limit (or is damaged: _document says which)
+        return max_bytes + 1
+    except (ValueError, zipfile.BadZipFile, OSError):  # not base64, or not a zip: _document says so
+        pass
     return _decoded_size(given.file)
 
 
