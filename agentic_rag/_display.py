@@ -24,7 +24,7 @@ def counted(n: int, noun: str) -> str:
 
 def result_json(state: Mapping[str, Any], model_name: str) -> dict:
     """The `ask --json` object: the answer, its citations, why it stopped, the trace, usage and timings."""
-    keep = ("n", "id", "doc_id", "source", "title", "text", "kind", "page", "section", "media")
+    keep = ("n", "id", "doc_id", "source", "title", "text", "kind", "page", "page_label", "section", "media")
     return {"question": state["question"], "answer": state["answer"], "abstained": state["abstained"],
             "abstain_reason": state["abstain_reason"],
             "citations": [{k: c.get(k) for k in keep} for c in state["citations"]],

@@ -100,7 +100,7 @@ def test_a_pdf_with_an_empty_user_password_opens_and_a_damaged_page_loses_only_i
 
 
 def test_without_the_docs_extra_pdf_and_word_files_are_skipped_naming_it(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "pypdf", None)   # as if not installed: importing it raises ImportError
+    monkeypatch.setitem(sys.modules, "pypdfium2", None)   # as if not installed: importing it raises ImportError
     monkeypatch.setitem(sys.modules, "docx", None)
     shutil.copy(FIXTURES / "shared-mime-info-spec.pdf", tmp_path / "a.pdf")
     shutil.copy(FIXTURES / "nimbus-quick-reference.docx", tmp_path / "b.docx")

@@ -8,13 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pypdf
 import pytest
 
 from agentic_rag import load_documents
 from agentic_rag.kb.ingestion._documents import read_file
 from agentic_rag.kb.ingestion._loaders import Unreadable
 from agentic_rag.kb.ingestion._ocr import OCR_APT, OCR_EXTRA, OcrLimits, clean, missing, ocr_missing
+from agentic_rag.kb.ingestion._pdf import extract
 
 FIXTURES = Path(__file__).parent / "fixtures" / "docs"
 NO_TESSERACT = str(Path(sys.executable).parent)  # a PATH with the venv's commands and nothing else
@@ -71,7 +71,7 @@ def test_a_mixed_pdf_keeps_its_text_page_and_ocrs_the_scanned_one():
 
 def _pages(name):
     data = (FIXTURES / name).read_bytes()
-    return data, [page.extract_text() or "" for page in pypdf.PdfReader(FIXTURES / name).pages]
+    return data, extract(data).pages
 
 
 @pytest.mark.slow

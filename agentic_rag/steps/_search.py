@@ -53,8 +53,10 @@ def usable_filters(filters: dict | None) -> tuple[dict, list[str]]:
 
 
 def hit_evidence(hit: Hit, **found) -> Evidence:
-    """A hit as evidence, with the page (a number), section or media its chunk's metadata names."""
-    kinds = {"page": int, "section": str, "media": str}  # a document's own `page: intro` is not a location
+    """A hit as evidence, with the page (a number) and its printed label, section or media its
+    chunk's metadata names."""
+    kinds = {"page": int, "page_label": str, "section": str,  # a document's own `page: intro` is not a location
+             "media": str}
     where = {key: hit.metadata[key] for key, kind in kinds.items()
              if isinstance(hit.metadata.get(key), kind) and not isinstance(hit.metadata[key], bool)}
     return new_evidence(**hit.model_dump(exclude={"score", "metadata"}), **where, **found)

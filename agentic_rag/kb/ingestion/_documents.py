@@ -95,7 +95,7 @@ def _read(name: str, data: bytes, doc_id: str, source: str, encoding: str | None
     suffix = Path(name).suffix.lower()
     images: list[tuple[str, str]] = []
     if suffix == ".pdf":
-        title, pieces = read_pdf(data)
+        title, pieces = read_pdf(data, name)
     elif suffix == ".docx":
         title, pieces = read_docx(data, max_bytes)
     elif suffix in (".html", ".htm"):

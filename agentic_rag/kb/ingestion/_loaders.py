@@ -1,17 +1,19 @@
-"""Readers that turn a file's bytes into text with its structure: PDF pages (pypdf), Word headings
+"""Readers that turn a file's bytes into text with its structure: PDF pages (pypdfium2, in _pdf), Word headings
 and tables (python-docx), and the images a Markdown document shows with their alt text and caption
 (HTML is read in _html). Each reader returns a title and its pieces, (text, metadata) in reading
-order: a page ({"page": 3}) or a section ({"section": "Login"}); chunks never cross a piece. pypdf
+order: a page ({"page": 3}) or a section ({"section": "Login"}); chunks never cross a piece. pypdfium2
 and python-docx come with the `docs` extra."""
 from __future__ import annotations
 
 import io
+import logging
 import re
 import zipfile
 from collections.abc import Iterator
 
 from ..._errors import AgenticRAGError
 
+log = logging.getLogger("agentic_rag")
 DOCS_EXTRA = "pip install 'agentic-rag[docs]'"
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
 # no bracket in alt text, no < or ( in a link: each scan stops where the next image could start, so
@@ -38,58 +40,48 @@ def too_large(size: int, max_bytes: int, what: str = "") -> str:
 Pieces = list[tuple[str, dict]]
 
 
-def read_pdf(data: bytes) -> tuple[str, Pieces]:
-    """One piece a page with text. A page with no text layer is OCR'd (_ocr: tesseract, bounded);
-    encrypted PDFs (unless the user password is empty) and scanned ones that cannot be OCR'd are
-    refused, never indexed as empty documents."""
+def read_pdf(data: bytes, name: str = "") -> tuple[str, Pieces]:
+    """One piece a page with text, {"page": n} (physical, 1-based) and, when the PDF has printed page
+    labels, {"page_label": "21"} beside it (citations show the label). A page with no text layer is
+    OCR'd (_ocr: tesseract, bounded) and marked {"ocr": True}. Encrypted PDFs (unless the user
+    password is empty) and scanned ones that cannot be OCR'd are refused, never indexed as empty
+    documents. The reader's warnings (a page whose text looks unspaced) are logged as one line each
+    naming `name` and the page."""
     try:
-        import pypdf
+        from ._pdf import Encrypted, extract
+        found = extract(data)
     except ImportError:
         raise Unreadable(f"reading PDF needs the docs extra: {DOCS_EXTRA}") from None
-    try:
-        reader = pypdf.PdfReader(io.BytesIO(data))
-        if reader.is_encrypted and not _opened(reader):
-            raise Unreadable(ENCRYPTED)
-        pages = [_page_text(page) for page in reader.pages]
-        title = str((reader.metadata.get("/Title") if reader.metadata else None) or "").strip()
-    except Unreadable:
-        raise
-    except (pypdf.errors.DependencyError, pypdf.errors.FileNotDecryptedError):  # a cipher it cannot run unaided
+    except Encrypted:
         raise Unreadable(ENCRYPTED) from None
-    except Exception as exc:  # pypdf raises many kinds on a damaged file
+    except Exception as exc:  # PDFium's error on a damaged file
         raise Unreadable(f"not a readable PDF ({printable(exc)})") from None
+    for warning in found.warnings:
+        log.warning("%s: pdf reader warning: %s", name or "PDF", warning)
+    pages = found.pages  # None: a damaged page; "": no text layer (a scan)
     if pages and all(text is None for text in pages):
         raise Unreadable("not a readable PDF: no page's text could be read")
     from ._ocr import ocr_missing  # pages with no text layer are OCR'd (when tesseract is installed)
     pages, ocrd = ocr_missing(data, pages)
-    pieces = [(text, {"page": n, "ocr": True} if n - 1 in ocrd else {"page": n})
+    pieces = [(text, {**_where(n, found.labels), "ocr": True} if n - 1 in ocrd else _where(n, found.labels))
               for n, text in enumerate(pages, 1) if text and text.strip()]
     if not pieces:
         raise Unreadable(f"scanned PDF: none of its {len(pages)} pages has a text layer and OCR read no text "
                          f"on them")
-    return title, pieces
+    return found.title, pieces
 
 
-def _page_text(page) -> str | None:
-    """A page's text layer; None for a page too damaged to read (the others are still indexed)."""
-    try:
-        return page.extract_text() or ""
-    except Exception:  # a corrupt content stream
-        return None
+def _where(n: int, labels: list[str]) -> dict:
+    """A page's metadata: its physical number, and its printed label whenever the PDF has labels (even
+    where the two agree, so every page of a labelled PDF is cited the same way)."""
+    label = labels[n - 1] if n <= len(labels) else ""
+    return {"page": n, "page_label": label} if label else {"page": n}
 
 
 def printable(exc: Exception) -> str:
     """An exception in one printable line: a damaged file's bytes left out."""
     text = "".join(c if c.isprintable() else "?" for c in str(exc))[:120]
     return f"{exc.__class__.__name__}: {text}"
-
-
-def _opened(reader) -> bool:
-    """Whether an encrypted PDF opens with the empty user password (permissions-only encryption)."""
-    try:
-        return bool(reader.decrypt(""))
-    except Exception:  # a cipher pypdf cannot run without the cryptography package is still encrypted
-        return False
 
 
 def read_docx(data: bytes, max_unpacked: int | None = None) -> tuple[str, Pieces]:
