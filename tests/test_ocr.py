@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from agentic_rag import load_documents
 from agentic_rag.kb.ingestion._documents import read_file
 from agentic_rag.kb.ingestion._loaders import Unreadable
-from agentic_rag.kb.ingestion._ocr import OCR_APT, OCR_EXTRA, OcrLimits, clean, missing, ocr_missing
+from agentic_rag.kb.ingestion._ocr import OCR_APT, OcrLimits, clean, missing, ocr_missing
 from agentic_rag.kb.ingestion._pdf import extract
 
 FIXTURES = Path(__file__).parent / "fixtures" / "docs"
@@ -99,15 +98,6 @@ def test_without_tesseract_a_scanned_pdf_is_refused_naming_what_to_install(tmp_p
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     told = f"scanned-english.pdf: scanned PDF: none of its 1 pages has a text layer; to OCR it: {OCR_APT} "
     assert told in done.stderr and "indexed 1 document " in done.stdout, done.stderr  # the mixed PDF's text page
-
-
-def test_without_pypdfium2_either_the_message_names_both(tmp_path, monkeypatch):
-    monkeypatch.setenv("PATH", NO_TESSERACT)
-    monkeypatch.setitem(sys.modules, "pypdfium2", None)  # as if not installed: importing it raises ImportError
-    (tmp_path / "s.pdf").write_bytes((FIXTURES / "scanned-english.pdf").read_bytes())
-    told = {}
-    assert load_documents(tmp_path, on_skip=told.__setitem__).documents == []
-    assert f"to OCR it: {OCR_APT} and {OCR_EXTRA} (or OCR it first" in told[str(tmp_path / "s.pdf")]
 
 
 def test_spaces_tesseract_puts_between_chinese_characters_go_and_others_stay():
