@@ -22,6 +22,7 @@ from .kb._layout import MANIFEST
 from .kb.backends import _store as store
 from .kb.backends._open import check_address, writing
 from .kb.backends._postgres_errors import safe_url
+from .kb.backends._store import os_cause
 from .kb.embedders._cache import EmbeddingCache
 from .models import OfflineModel
 
@@ -70,6 +71,9 @@ def cmd_index(args) -> int:
                                   **({"embedding_cache": cache} if cache is not None else {}))
         if cache is not None and cache.reused:
             print(f"reused {counted(cache.reused, 'embedding')} from an interrupted run", file=sys.stderr)
+        if cache is not None and cache.failed is not None:
+            print(f"warning: cannot write the embedding cache in {cache.folder} ({os_cause(cache.failed)}); "
+                  f"an interrupted index would embed again", file=sys.stderr)
         loaded.documents.clear()  # their text is in the chunks now: not held through the save
         glibc_memory(trim=True)
         kb.save(kb_dir)

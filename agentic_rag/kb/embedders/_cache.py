@@ -31,6 +31,7 @@ class EmbeddingCache:
         self.folder, self.max_bytes = Path(folder), max_bytes
         self.name, self.dimension = str(embedder.name), int(embedder.dimension)
         self.reused = 0  # vectors taken from the cache by lookup
+        self.failed: OSError | None = None  # why writing stopped (a full disk): the add goes on without it
         self._files = self._batch_files()
         self._next = max((n for n, _ in self._files), default=0) + 1
         self._known: dict[bytes, np.ndarray] = {}
@@ -68,18 +69,25 @@ class EmbeddingCache:
 
     def put(self, keys: list[bytes], vectors: np.ndarray) -> None:
         """Write one embedded batch as a file of its own (atomically), then drop the oldest files past the bound."""
-        if not keys:
+        if not keys or self.failed is not None:
             return
-        self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"batch-{self._next:08d}.npz"
         temp = self.folder / f".batch-{self._next:08d}.tmp.npz"
-        with open(temp, "wb") as out:
-            np.savez(out, keys=np.frombuffer(b"".join(keys), np.uint8).reshape(len(keys), -1),
-                     vectors=np.asarray(vectors, np.float32), name=np.array(self.name),
-                     dimension=np.array(self.dimension))
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, path)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with open(temp, "wb") as out:
+                np.savez(out, keys=np.frombuffer(b"".join(keys), np.uint8).reshape(len(keys), -1),
+                         vectors=np.asarray(vectors, np.float32), name=np.array(self.name),
+                         dimension=np.array(self.dimension))
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp, path)
+        except OSError as exc:  # a cache is a help, not a need: the add goes on (its save says what is wrong)
+            self.failed = exc
+            temp.unlink(missing_ok=True)
+            if not self._files:
+                self.remove()
+            return
         self._files.append((self._next, path))
         self._next += 1
         self._known.update(zip(keys, np.asarray(vectors, np.float32), strict=True))
