@@ -115,6 +115,8 @@ def embedder_line(kb_dir, args, kb) -> str:
     name = kb.embedder.name
     if args.embedder:
         return f"embedding with {name} (--embedder {args.embedder})"
+    if check_address(kb_dir) is None:
+        return f"embedding with {name} (a database's own, or hashing for a new one unless --embedder is given)"
     chosen = default_embedder(kb_dir)
     if chosen == "e5":
         return ("embedding with e5 (multilingual-e5-small: the local extra is installed; "
