@@ -112,7 +112,9 @@ def _index(commands):
     index.add_argument("paths", nargs="+", metavar="PATH", help=".txt, .md, .jsonl, .pdf, .docx, .html or image "
                                                                 "files, or folders of them")
     index.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder (created, or added to)")
-    index.add_argument("--embedder", choices=sorted(EMBEDDERS) + ["openai"], help="default hashing")
+    index.add_argument("--embedder", choices=sorted(EMBEDDERS) + ["openai"],
+                       help="a new knowledge base's default: e5 with the local extra installed, else hashing; "
+                            "a saved one keeps its own")
     index.add_argument("--chunk-size", type=at_least(50), metavar="N", help="characters per chunk (default 800)")
     index.add_argument("--chunk-overlap", type=at_least(0), metavar="N", help="characters repeated (default 100)")
     index.add_argument("--encoding", metavar="NAME", help="read text files that are not UTF-8 in this encoding, "

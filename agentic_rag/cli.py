@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import _cli_parser
-from ._cli_kb import check_kb_path, glibc_memory, open_or_create, skipped
+from ._cli_kb import CACHE_FOLDER, check_kb_path, embedder_line, glibc_memory, open_or_create, skipped
 from ._config import Config, RunConfig
 from ._display import counted, discard, os_error_line, print_result, result_json, tracked_lines
 from ._errors import AgenticRAGError, ConfigurationError
@@ -22,6 +22,8 @@ from .kb._layout import MANIFEST
 from .kb.backends import _store as store
 from .kb.backends._open import check_address, writing
 from .kb.backends._postgres_errors import safe_url
+from .kb.backends._store import os_cause
+from .kb.embedders._cache import EmbeddingCache
 from .models import OfflineModel
 
 LOCK_WAIT_S = 10.0  # how long index or delete waits for another writer on the same --kb before giving up
@@ -44,6 +46,13 @@ def cmd_index(args) -> int:
     kb_dir = args.kb
     with _writing(kb_dir, create=True):
         kb = open_or_create(kb_dir, args)
+        print(embedder_line(kb_dir, args, kb), file=sys.stderr)
+        # a folder's index writes each embedded batch to a cache in it as it goes, so that one
+        # interrupted and run again embeds only the rest; a database's add is one transaction, and
+        # one interrupted is rolled back and embedded again whole
+        cache = None if check_address(kb_dir) is None else EmbeddingCache(Path(kb_dir) / CACHE_FOLDER, kb.embedder)
+        if cache is not None and cache.held:
+            print(f"found {counted(cache.held, 'embedding')} of an interrupted run in {cache.folder}", file=sys.stderr)
         print(f"reading {', '.join(args.paths)} ...", file=sys.stderr)
         describer = make_describer(args.vision_model, model_settings(args), args.vision_cache)
         loaded = load_documents(args.paths, on_skip=lambda where, reason: print(
@@ -58,10 +67,18 @@ def cmd_index(args) -> int:
                                      f".docx, .html or image files")
         read = len(loaded.documents)
         print(f"chunking and embedding {counted(read, 'document')} with {kb.embedder.name} ...", file=sys.stderr)
-        result = kb.add_documents(loaded.documents, progress=True)
+        result = kb.add_documents(loaded.documents, progress=True,
+                                  **({"embedding_cache": cache} if cache is not None else {}))
+        if cache is not None and cache.reused:
+            print(f"reused {counted(cache.reused, 'embedding')} from an interrupted run", file=sys.stderr)
+        if cache is not None and cache.failed is not None:
+            print(f"warning: cannot write the embedding cache in {cache.folder} ({os_cause(cache.failed)}); "
+                  f"an interrupted index would embed again", file=sys.stderr)
         loaded.documents.clear()  # their text is in the chunks now: not held through the save
         glibc_memory(trim=True)
         kb.save(kb_dir)
+        if cache is not None:  # saved: nothing left to resume
+            cache.remove()
     print(f"indexed {counted(read, 'document')} ({result.added} new, {result.replaced} replaced, "
           f"{result.unchanged} unchanged) into {counted(result.chunks, 'new chunk')}; knowledge base now holds "
           f"{counted(kb.document_count, 'document')}, {counted(len(kb), 'chunk')}; skipped {skipped(loaded)}; "

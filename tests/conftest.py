@@ -124,7 +124,7 @@ def example_kb_dir(tmp_path_factory):
     from agentic_rag.cli import main
 
     kb = tmp_path_factory.mktemp("example-kb") / "kb"
-    assert main(["index", str(EXAMPLE_DATA), "--kb", str(kb)]) == 0
+    assert main(["index", "--embedder", "hashing", str(EXAMPLE_DATA), "--kb", str(kb)]) == 0
     return str(kb)
 
 

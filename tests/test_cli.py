@@ -13,7 +13,7 @@ from helpers import EXAMPLE_DATA, refused, run
 
 def test_index_then_search_json(capsys, tmp_path):
     kb = str(tmp_path / "kb")
-    code, out, err = run(capsys, "index", str(EXAMPLE_DATA), "--kb", kb)
+    code, out, err = run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA), "--kb", kb)
     assert code == 0 and "indexed" in out and "skipped 0 files" in out and "reading" in err
     code, out, _ = run(capsys, "search", "登录报错的问题在 2.3.1 版本里修复了吗？", "--kb", kb, "--k", "5", "--json")
     hits = json.loads(out)
@@ -27,9 +27,9 @@ def test_index_then_search_json(capsys, tmp_path):
 def test_reindex_is_incremental_and_delete_works(capsys, tmp_path):
     data, kb = tmp_path / "data", str(tmp_path / "kb")
     shutil.copytree(EXAMPLE_DATA / "contracts", data)
-    run(capsys, "index", str(data), "--kb", kb)
+    run(capsys, "index", "--embedder", "hashing", str(data), "--kb", kb)
     (data / "contract-b.md").write_text("# Contract B\n\nRewritten: penalty 2% per week.", encoding="utf-8")
-    code, out, _ = run(capsys, "index", str(data), "--kb", kb)
+    code, out, _ = run(capsys, "index", "--embedder", "hashing", str(data), "--kb", kb)
     assert code == 0 and "(0 new, 1 replaced, 1 unchanged)" in out
     code, out, err = run(capsys, "delete", "contract-a.md", "missing.md", "--kb", kb)
     assert code == 1 and out == "deleted 1 document\n" and "'missing.md'" in err  # the known one is deleted
@@ -40,10 +40,11 @@ def test_reindex_is_incremental_and_delete_works(capsys, tmp_path):
 def test_errors_are_one_clear_line(capsys, tmp_path):
     code, _, err = run(capsys, "search", "x", "--kb", str(tmp_path / "none"))
     assert code == 1 and err.count("\n") == 1 and "no knowledge base" in err
-    code, _, err = run(capsys, "index", str(tmp_path / "missing"), "--kb", str(tmp_path / "kb"))
+    code, _, err = run(capsys, "index", "--embedder", "hashing",
+                               str(tmp_path / "missing"), "--kb", str(tmp_path / "kb"))
     assert code == 1 and "path not found" in err.splitlines()[-1]
     (tmp_path / "empty").mkdir()
-    code, _, err = run(capsys, "index", str(tmp_path / "empty"), "--kb", str(tmp_path / "kb"))
+    code, _, err = run(capsys, "index", "--embedder", "hashing", str(tmp_path / "empty"), "--kb", str(tmp_path / "kb"))
     assert code == 1 and "no documents found" in err
     assert not (tmp_path / "kb" / "manifest.json").exists()
     with pytest.raises(SystemExit) as stop:
@@ -94,7 +95,7 @@ def test_index_into_a_file_fails_at_once_in_one_line(capsys, tmp_path, monkeypat
         raise AssertionError("documents were read before the --kb target was checked")
 
     monkeypatch.setattr("agentic_rag.cli.load_documents", never)
-    code, _, err = run(capsys, "index", str(EXAMPLE_DATA), "--kb", str(kb))
+    code, _, err = run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA), "--kb", str(kb))
     assert code == 1 and err.count("\n") == 1 and "not a folder; give a new or existing folder" in err
     code, _, err = run(capsys, "delete", "contract-a.md", "--kb", str(kb))
     assert code == 1 and err.count("\n") == 1 and ("not a folder" in err or "not a knowledge base folder" in err)
@@ -120,11 +121,11 @@ def _damage(kb_dir, how):
 @pytest.mark.parametrize("how", ["no_embedder", "files_empty", "bm25_not_a_zip", "nested_too_deep"])
 def test_a_damaged_kb_is_one_line_for_search_ask_and_delete(capsys, tmp_path, how):
     kb = tmp_path / "kb"
-    assert run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", str(kb))[0] == 0
+    assert run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "contracts"), "--kb", str(kb))[0] == 0
     _damage(kb, how)
     before = (kb / "manifest.json").read_text()
     for argv in (["search", "违约金"], ["ask", "合同A的违约金是多少？"], ["delete", "contract-a.md"],
-                 ["index", str(EXAMPLE_DATA / "policies")]):
+                 ["index", "--embedder", "hashing", str(EXAMPLE_DATA / "policies")]):
         code, out, err = run(capsys, *argv, "--kb", str(kb))
         assert code == 1 and out == "" and err.count("\n") == 1, (argv, err)
         assert err.startswith("agentic-rag: error: ") and "rebuild it into a new folder" in err, (argv, err)
@@ -133,32 +134,34 @@ def test_a_damaged_kb_is_one_line_for_search_ask_and_delete(capsys, tmp_path, ho
 
 def test_settings_that_conflict_with_an_existing_kb_are_refused(capsys, tmp_path):
     kb = str(tmp_path / "kb")
-    run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb)
+    run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "contracts"), "--kb", kb)
     before = (tmp_path / "kb" / "manifest.json").read_text()
     code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "policies"), "--kb", kb, "--embedder", "e5")
     assert code == 1 and "built with embedder 'hashing'" in err
-    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "policies"), "--kb", kb, "--chunk-size", "300")
+    code, _, err = run(capsys, "index", "--embedder", "hashing",
+                               str(EXAMPLE_DATA / "policies"), "--kb", kb, "--chunk-size", "300")
     assert code == 1 and "drop --chunk-size" in err
     assert (tmp_path / "kb" / "manifest.json").read_text() == before
 
 
 def test_failed_index_leaves_saved_kb_unchanged(capsys, tmp_path, monkeypatch):
     kb = str(tmp_path / "kb")
-    run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb)
+    run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "contracts"), "--kb", kb)
     before = (tmp_path / "kb" / "manifest.json").read_text()
 
     def explode(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr("agentic_rag.kb.backends._embedded.embed_batches", explode)
-    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "policies"), "--kb", kb)
+    code, _, err = run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "policies"), "--kb", kb)
     assert code == 130 and "unchanged" in err
     assert (tmp_path / "kb" / "manifest.json").read_text() == before
 
 
 def test_console_script_runs(tmp_path):
     script = shutil.which("agentic-rag") or str((sys.executable.rsplit("/", 1)[0]) + "/agentic-rag")
-    done = subprocess.run([script, "index", str(EXAMPLE_DATA / "warehouse"), "--kb", str(tmp_path / "kb")],
+    done = subprocess.run([script, "index", "--embedder", "hashing",
+                                   str(EXAMPLE_DATA / "warehouse"), "--kb", str(tmp_path / "kb")],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     done = subprocess.run([script, "search", "截单时间", "--kb", str(tmp_path / "kb"), "--json", "--k", "1"],
@@ -173,7 +176,8 @@ def test_index_names_each_skip_once_and_counts_jsonl_lines_apart(tmp_path):
     (data / "empty.md").write_text(" ", encoding="utf-8")
     (data / "rows.jsonl").write_text('{"text": "ok"}\nnot json\n[1]\n', encoding="utf-8")
     script = shutil.which("agentic-rag") or str((sys.executable.rsplit("/", 1)[0]) + "/agentic-rag")
-    done = subprocess.run([script, "index", str(data), "--kb", str(tmp_path / "kb")],  # a process of its own:
+    done = subprocess.run([script, "index", "--embedder", "hashing",
+                                   str(data), "--kb", str(tmp_path / "kb")],  # a process of its own:
                           capture_output=True, text=True, timeout=120)              # logging as a user sees it
     assert done.returncode == 0, done.stderr
     for where in (data / "empty.md", f"{data / 'rows.jsonl'}:2", f"{data / 'rows.jsonl'}:3"):
@@ -183,13 +187,13 @@ def test_index_names_each_skip_once_and_counts_jsonl_lines_apart(tmp_path):
 
 def test_filtered_ask_after_three_small_adds(capsys, tmp_path):
     kb = str(tmp_path / "kb")
-    assert run(capsys, "index", str(EXAMPLE_DATA), "--kb", kb)[0] == 0
+    assert run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA), "--kb", kb)[0] == 0
     for i in range(3):  # three saves, each after the retrievers grew their arrays past the rows in use
         folder = tmp_path / f"add{i}"
         folder.mkdir()
         (folder / "note.jsonl").write_text(json.dumps({"id": f"note-{i}", "text": f"一条备注 {i}"}) + "\n",
                                            encoding="utf-8")
-        assert run(capsys, "index", str(folder), "--kb", kb)[0] == 0
+        assert run(capsys, "index", "--embedder", "hashing", str(folder), "--kb", kb)[0] == 0
     code, out, err = run(capsys, "ask", "合同A和合同B的违约责任有什么区别？", "--kb", kb, "--json")
     assert code == 0, err
     assert {c["doc_id"] for c in json.loads(out)["citations"]} >= {"contracts/contract-a.md", "contracts/contract-b.md"}
@@ -316,12 +320,14 @@ def _state(kb_dir) -> tuple:
 
 def test_index_compact_and_delete_on_a_full_disk_are_one_line_each(small_disk):
     kb_dir = small_disk.path / "kb"
-    assert _cli("index", str(EXAMPLE_DATA / "policies"), "--kb", str(kb_dir)).returncode == 0
-    assert _cli("index", str(EXAMPLE_DATA / "contracts"), "--kb", str(kb_dir)).returncode == 0  # a delta
+    assert _cli("index", "--embedder", "hashing", str(EXAMPLE_DATA / "policies"), "--kb", str(kb_dir)).returncode == 0
+    assert _cli("index", "--embedder", "hashing",
+                str(EXAMPLE_DATA / "contracts"), "--kb", str(kb_dir)).returncode == 0  # a delta
     before = _state(kb_dir)
     small_disk.fill(0)
     try:
-        for argv in (["index", str(EXAMPLE_DATA / "warehouse")], ["compact"], ["delete", "contract-a.md"]):
+        for argv in (["index", "--embedder", "hashing",
+                      str(EXAMPLE_DATA / "warehouse")], ["compact"], ["delete", "contract-a.md"]):
             done = _cli(*argv, "--kb", str(kb_dir))
             _one_line_error(done, f"{kb_dir}: no space left on device (ENOSPC); free space on its disk or "
                                   f"choose another --kb")
@@ -334,12 +340,13 @@ def test_index_compact_and_delete_on_a_full_disk_are_one_line_each(small_disk):
 
 def test_index_into_a_read_only_folder_is_one_line(small_disk):
     kb_dir = small_disk.path / "kb"
-    assert _cli("index", str(EXAMPLE_DATA / "policies"), "--kb", str(kb_dir)).returncode == 0
+    assert _cli("index", "--embedder", "hashing", str(EXAMPLE_DATA / "policies"), "--kb", str(kb_dir)).returncode == 0
     before = _state(kb_dir)
     small_disk.read_only()
     try:
-        for argv in (["index", str(EXAMPLE_DATA / "contracts"), "--kb", str(kb_dir)],
-                     ["index", str(EXAMPLE_DATA / "contracts"), "--kb", str(small_disk.path / "new")],
+        for argv in (["index", "--embedder", "hashing", str(EXAMPLE_DATA / "contracts"), "--kb", str(kb_dir)],
+                     ["index", "--embedder", "hashing",
+                      str(EXAMPLE_DATA / "contracts"), "--kb", str(small_disk.path / "new")],
                      ["delete", "x.md", "--kb", str(kb_dir)], ["compact", "--kb", str(kb_dir)]):
             _one_line_error(_cli(*argv), "read-only file system (EROFS); its file system is mounted read-only")
         assert _state(kb_dir) == before and _cli("search", "refund", "--kb", str(kb_dir)).returncode == 0
@@ -349,13 +356,13 @@ def test_index_into_a_read_only_folder_is_one_line(small_disk):
 
 def test_a_file_size_limit_is_one_line_and_leaves_no_partial_segment(tmp_path, file_size_limited):
     kb_dir = tmp_path / "kb"
-    assert _cli("index", str(EXAMPLE_DATA / "policies"), "--kb", str(kb_dir)).returncode == 0
+    assert _cli("index", "--embedder", "hashing", str(EXAMPLE_DATA / "policies"), "--kb", str(kb_dir)).returncode == 0
     before = _state(kb_dir)
-    done = _cli("index", str(EXAMPLE_DATA), "--kb", str(kb_dir),
+    done = _cli("index", "--embedder", "hashing", str(EXAMPLE_DATA), "--kb", str(kb_dir),
                 limited=lambda *a: file_size_limited(4096, *a))  # new files pass 4 KB
     _one_line_error(done, "file too large (EFBIG); a file size limit stops it (ulimit -f)")
     assert _state(kb_dir) == before
-    assert _cli("index", str(EXAMPLE_DATA), "--kb", str(kb_dir)).returncode == 0
+    assert _cli("index", "--embedder", "hashing", str(EXAMPLE_DATA), "--kb", str(kb_dir)).returncode == 0
 
 
 @pytest.mark.parametrize("flag", ["--idle-timeout", "--header-timeout", "--body-timeout"])

@@ -32,11 +32,13 @@ def _doc_ids(capsys, kb: str) -> set[str]:
 def test_index_leaves_out_a_knowledge_base_kept_in_the_folder_indexed(capsys, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(EXAMPLE_DATA / "contracts", data)
-    assert run(capsys, "index", str(data), "--kb", str(data))[0] == 0
+    assert run(capsys, "index", "--embedder", "hashing", str(data), "--kb", str(data))[0] == 0
     (data / "contract-c.md").write_text("# Contract C\n\nPenalty: 3% per week.", encoding="utf-8")
-    code, out, _ = run(capsys, "index", str(data), "--kb", str(data))  # gen-000001 is there now
+    code, out, _ = run(capsys, "index", "--embedder", "hashing",
+                               str(data), "--kb", str(data))  # gen-000001 is there now
     assert code == 0 and "indexed 3 documents (1 new, 0 replaced, 2 unchanged)" in out, out
-    code, out, _ = run(capsys, "index", str(tmp_path), "--kb", str(data))  # from the folder above, too
+    code, out, _ = run(capsys, "index", "--embedder", "hashing",
+                               str(tmp_path), "--kb", str(data))  # from the folder above, too
     assert code == 0 and "indexed 3 documents (3 new," in out, out  # the same three, under data/
     assert _doc_ids(capsys, str(data)) == {"contract-a.md", "contract-b.md", "contract-c.md",
                                            "data/contract-a.md", "data/contract-b.md", "data/contract-c.md"}
@@ -47,7 +49,7 @@ def test_a_folder_named_like_a_segment_that_no_manifest_lists_is_indexed(capsys,
     (data / "gen-000001").mkdir(parents=True)
     (data / "manifest.json").write_text('{"name": "a web app manifest"}', encoding="utf-8")
     (data / "gen-000001" / "notes.md").write_text("# Notes\n\nThe contract penalty is 2%.", encoding="utf-8")
-    code, out, _ = run(capsys, "index", str(data), "--kb", str(tmp_path / "kb"))
+    code, out, _ = run(capsys, "index", "--embedder", "hashing", str(data), "--kb", str(tmp_path / "kb"))
     assert code == 0 and "indexed 1 document " in out, out
 
 
@@ -149,7 +151,7 @@ def test_a_mistyped_command_reads_as_a_sentence(capsys):
 
 def test_delete_of_a_chunk_id_names_its_document(capsys, tmp_path):
     kb = str(tmp_path / "kb")
-    assert run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb)[0] == 0
+    assert run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "contracts"), "--kb", kb)[0] == 0
     chunk_id = json.loads(run(capsys, "search", "违约金", "--kb", kb, "--json")[1])[0]["id"]
     code, out, err = run(capsys, "delete", chunk_id, "--kb", kb)
     doc_id = chunk_id.rpartition("#")[0]
@@ -159,7 +161,8 @@ def test_delete_of_a_chunk_id_names_its_document(capsys, tmp_path):
 
 
 def test_one_document_is_counted_in_the_singular(capsys, tmp_path):
-    code, out, err = run(capsys, "index", str(EXAMPLE_DATA / "contracts" / "contract-a.md"), "--kb",
+    code, out, err = run(capsys, "index", "--embedder", "hashing",
+                                 str(EXAMPLE_DATA / "contracts" / "contract-a.md"), "--kb",
                          str(tmp_path / "kb"))
     assert code == 0 and out.startswith("indexed 1 document (1 new, 0 replaced, 0 unchanged) into 1 new chunk; "
                                         "knowledge base now holds 1 document, 1 chunk;"), out
@@ -240,12 +243,14 @@ def test_progress_written_to_a_file_is_whole_lines(tmp_path):
     (tmp_path / "notes" / "notes.jsonl").write_text(
         "".join(json.dumps({"id": f"n{i}", "text": f"note number {i}"}) + "\n" for i in range(1500)), encoding="utf-8")
     with open(tmp_path / "log", "w") as log:
-        done = subprocess.run([sys.executable, "-m", "agentic_rag.cli", "index", str(tmp_path / "notes"), "--kb",
+        done = subprocess.run([sys.executable, "-m", "agentic_rag.cli", "index", "--embedder", "hashing",
+                                                                        str(tmp_path / "notes"), "--kb",
                                str(tmp_path / "kb")], stderr=log, stdout=subprocess.DEVNULL, cwd=ROOT, timeout=120)
     err = (tmp_path / "log").read_bytes().decode()  # read_text would turn each "\r" into "\n"
     assert done.returncode == 0 and "\r" not in err, repr(err)
     assert re.search(r"\nembedding 1500/1500 chunks, [^\n]* left\n$", err), repr(err)
-    assert err.count("embedding ") <= 3, repr(err)  # the first, the last, and one each ten seconds between
+    # "embedding with hashing (...)", then progress: the first, the last, and one each ten seconds between
+    assert err.count("embedding ") <= 4, repr(err)
 
 
 ONE_TERMINAL = """import sys
@@ -300,9 +305,9 @@ def test_only_the_progress_stream_is_written_as_whole_lines_when_not_a_terminal(
 def test_kb_inside_a_segment_folder_is_refused_listed_or_not(capsys, tmp_path, listed):
     doc = tmp_path / "doc.txt"
     doc.write_text("Alice met Bob.", encoding="utf-8")
-    assert run(capsys, "index", str(doc), "--kb", str(tmp_path / "kb"))[0] == 0
+    assert run(capsys, "index", "--embedder", "hashing", str(doc), "--kb", str(tmp_path / "kb"))[0] == 0
     segment = tmp_path / "kb" / ("gen-000001" if listed else "gen-000099")  # unlisted: the next index deletes it
-    code, out, err = run(capsys, "index", str(doc), "--kb", str(segment))
+    code, out, err = run(capsys, "index", "--embedder", "hashing", str(doc), "--kb", str(segment))
     assert code == 1 and err.count("\n") == 1, err
     assert err.strip().endswith(f"give a folder outside it or the knowledge base's folder: --kb {tmp_path / 'kb'}"), err
     assert not (segment / "manifest.json").exists()

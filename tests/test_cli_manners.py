@@ -85,10 +85,11 @@ def test_kb_naming_a_document_suggests_indexing_it_and_the_command_works(capsys,
 
 def test_index_into_a_file_suggests_a_new_folder_that_works(capsys, tmp_path):
     (tmp_path / "kbfile").write_text("x")
-    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", str(tmp_path / "kbfile"))
+    code, _, err = run(capsys, "index", "--embedder", "hashing",
+                               str(EXAMPLE_DATA / "contracts"), "--kb", str(tmp_path / "kbfile"))
     assert code == 1 and "not a folder; give a new or existing folder" in err, err
     fix = re.search(r"e\.g\. --kb (\S+)$", err.strip()).group(1)
-    assert run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", fix)[0] == 0
+    assert run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "contracts"), "--kb", fix)[0] == 0
     assert (tmp_path / "kbfile").read_text() == "x"
 
 
@@ -99,7 +100,7 @@ def _folder(kb_dir) -> dict:
 
 def test_delete_of_an_unknown_id_names_it_exits_1_and_saves_nothing(capsys, tmp_path):
     kb_dir = str(tmp_path / "kb")
-    assert run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb_dir)[0] == 0
+    assert run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "contracts"), "--kb", kb_dir)[0] == 0
     before = _folder(kb_dir)
     code, out, err = run(capsys, "delete", "contract-z.md", "--kb", kb_dir)
     assert code == 1 and out == "" and err.count("\n") == 1, err
@@ -109,7 +110,7 @@ def test_delete_of_an_unknown_id_names_it_exits_1_and_saves_nothing(capsys, tmp_
 
 def test_delete_of_known_and_unknown_ids_deletes_the_known_and_names_the_rest(capsys, tmp_path):
     kb_dir = str(tmp_path / "kb")
-    assert run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb_dir)[0] == 0
+    assert run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "contracts"), "--kb", kb_dir)[0] == 0
     code, out, err = run(capsys, "delete", "contract-a.md", "nope.md", "contract-a.md", "--kb", kb_dir)
     assert code == 1 and out == "deleted 1 document\n" and "'nope.md'" in err and "contract-a" not in err, err
     code, out, _ = run(capsys, "search", "违约", "--kb", kb_dir, "--json")
@@ -135,7 +136,7 @@ def test_ctrl_c_during_the_progress_line_starts_its_message_on_a_new_line(capsys
         return embed(self, texts)
 
     monkeypatch.setattr(HashingEmbedder, "embed", interrupted_on_the_second_batch)
-    code, _, err = run(capsys, "index", str(tmp_path / "notes"), "--kb", str(tmp_path / "kb"))
+    code, _, err = run(capsys, "index", "--embedder", "hashing", str(tmp_path / "notes"), "--kb", str(tmp_path / "kb"))
     assert code == 130
     # not a terminal: whole lines, no "\r" redraws; the newest progress is written before the message
     assert re.search(r"embedding 1024/1500 chunks, [^\n]* left\nagentic-rag: interrupted; ", err), repr(err)
@@ -147,7 +148,8 @@ def test_ctrl_c_after_whole_lines_adds_no_blank_line(capsys, tmp_path, monkeypat
         raise KeyboardInterrupt
 
     monkeypatch.setattr("agentic_rag.cli.load_documents", interrupted)
-    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", str(tmp_path / "kb"))
+    code, _, err = run(capsys, "index", "--embedder", "hashing",
+                               str(EXAMPLE_DATA / "contracts"), "--kb", str(tmp_path / "kb"))
     assert code == 130 and err.endswith(" ...\nagentic-rag: interrupted; the saved knowledge base is unchanged\n")
 
 
@@ -171,7 +173,8 @@ sys.exit(main(sys.argv[1:]))"""
 
 def test_a_real_sigint_during_index_ends_the_progress_line(tmp_path):
     _many_notes(tmp_path / "notes", 6000)
-    process = subprocess.Popen([sys.executable, "-c", SLOW_EMBEDDER, "index", str(tmp_path / "notes"), "--kb",
+    process = subprocess.Popen([sys.executable, "-c", SLOW_EMBEDDER, "index", "--embedder", "hashing",
+                                                                     str(tmp_path / "notes"), "--kb",
                                 str(tmp_path / "kb")], stderr=subprocess.PIPE, cwd=ROOT)
     seen, deadline = b"", time.monotonic() + 60
     while b"chunks/s" not in seen and time.monotonic() < deadline:
@@ -220,7 +223,8 @@ def test_bad_filters_are_one_line_naming_the_problem(capsys, given, named):
 
 def test_ask_runs_with_its_own_settings_not_the_knowledge_bases(capsys, tmp_path, monkeypatch):
     kb_dir = str(tmp_path / "kb")
-    assert run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb_dir, "--chunk-size", "300")[0] == 0
+    assert run(capsys, "index", "--embedder", "hashing",
+                       str(EXAMPLE_DATA / "contracts"), "--kb", kb_dir, "--chunk-size", "300")[0] == 0
     from agentic_rag import cli
 
     given, real = [], cli.run_agentic_rag

@@ -49,7 +49,8 @@ def test_doctor_on_a_healthy_and_a_broken_setup(server, capsys, tmp_path):
     assert code == 0 and "all checks passed" in out and "16 dimensions" in out
     assert "chat model small-model answers with valid JSON" in out
     kb = tmp_path / "kb"
-    assert main(["index", str(EXAMPLE_DATA / "policies"), "--kb", str(kb)]) == 0      # hashing, 2048 dimensions
+    assert main(["index", "--embedder", "hashing",
+                 str(EXAMPLE_DATA / "policies"), "--kb", str(kb)]) == 0      # hashing, 2048 dimensions
     capsys.readouterr()
     server.chat.extend([{"status": 404, "body": {"error": {"message": "model not found"}}}])
     code, out, _ = run(capsys, "doctor", "--model", "missing-model", "--embedding-model", "embed-model",
@@ -67,7 +68,7 @@ def test_doctor_offline_has_nothing_to_call(server, capsys):
 
 def test_ask_stream_prints_the_draft_then_the_checked_answer(server, capsys, tmp_path):
     kb = str(tmp_path / "kb")
-    assert main(["index", str(EXAMPLE_DATA / "warehouse"), "--kb", kb]) == 0
+    assert main(["index", "--embedder", "hashing", str(EXAMPLE_DATA / "warehouse"), "--kb", kb]) == 0
     capsys.readouterr()
     first = "截单时间：工作日 15:00（北京时间）之前确认付款的订单，当天发货； [1]"
     draft = f"{first} 周日也发货并免运费。 [1]"
@@ -85,12 +86,13 @@ def test_index_with_a_graph_model(server, capsys, tmp_path):
     kb = str(tmp_path / "kb")
     triple = {"subject": "合同B", "relation": "乙方", "object": "深圳星河包装材料有限公司"}
     server.chat.extend([json.dumps({"triples": [triple]}), json.dumps({"triples": []})])
-    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", kb, "--graph-model", "small-model",
+    code, _, err = run(capsys, "index", "--embedder", "hashing",
+                               str(EXAMPLE_DATA / "contracts"), "--kb", kb, "--graph-model", "small-model",
                        "--base-url", server.url)
     assert code == 0, err
     assert json.loads((tmp_path / "kb" / "manifest.json").read_text())["graph"] == "model:small-model"
     assert [r["body"]["model"] for r in server.requests if "body" in r] == ["small-model", "small-model"]
-    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "policies"), "--kb", kb)
+    code, _, err = run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "policies"), "--kb", kb)
     assert code == 1 and "built its graph with model:small-model" in err
 
 
@@ -134,7 +136,8 @@ def test_embedding_options_from_the_models_file_are_recorded_and_reopened(server
 def test_embedding_input_type_in_the_models_file_must_be_a_boolean(server, capsys, tmp_path):
     models = tmp_path / "models.json"
     models.write_text(json.dumps({"embedding_model": "embed-model", "embedding_input_type": "yes"}))
-    code, _, err = run(capsys, "index", str(EXAMPLE_DATA / "contracts"), "--kb", str(tmp_path / "kb"),
+    code, _, err = run(capsys, "index", "--embedder", "hashing",
+                               str(EXAMPLE_DATA / "contracts"), "--kb", str(tmp_path / "kb"),
                        "--embedder", "openai", "--models-config", str(models))
     assert code == 1 and "embedding_input_type" in err and "true or false" in err
 

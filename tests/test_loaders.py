@@ -129,7 +129,7 @@ def test_images_are_indexed_by_sidecar_or_alt_text_and_cited_as_images(tmp_path,
     assert by_id["in-html.png"].text == "Cold store. next to dock 2"
     assert all(by_id[i].metadata["media"] == "image" for i in ("with-sidecar.png", "shown.png", "in-html.png"))
     assert "--vision-model" in told[str(tmp_path / "bare.png")]
-    assert main(["index", str(tmp_path), "--kb", str(tmp_path / "kb")]) == 0
+    assert main(["index", "--embedder", "hashing", str(tmp_path), "--kb", str(tmp_path / "kb")]) == 0
     capsys.readouterr()
     assert main(["ask", "Which dock handles express parcels?", "--kb", str(tmp_path / "kb")]) == 0
     assert f"(image) with-sidecar.png ({tmp_path / 'with-sidecar.png'})" in capsys.readouterr().out
@@ -162,24 +162,26 @@ def test_the_cli_says_files_are_not_utf8_and_reads_them_in_the_encoding_given(tm
     (tmp_path / "docs").mkdir()
     for i in range(2):
         (tmp_path / "docs" / f"n{i}.txt").write_bytes(f"第{i}号仓库的冷库温度是零下十八度。".encode("gb18030"))
-    assert main(["index", str(tmp_path / "docs"), "--kb", str(tmp_path / "kb")]) == 1
+    assert main(["index", "--embedder", "hashing", str(tmp_path / "docs"), "--kb", str(tmp_path / "kb")]) == 1
     err = capsys.readouterr().err
     assert "could be read: 2 files skipped" in err and "not UTF-8 text" in err and "--encoding gb18030" in err
     assert "no documents found" not in err and "Traceback" not in err
     (tmp_path / "docs" / "utf8.md").write_text("# 说明\n统一编码的文件。", encoding="utf-8")  # stays UTF-8
-    assert main(["index", str(tmp_path / "docs"), "--kb", str(tmp_path / "kb"), "--encoding", "gb18030"]) == 0
+    assert main(["index", "--embedder", "hashing",
+                 str(tmp_path / "docs"), "--kb", str(tmp_path / "kb"), "--encoding", "gb18030"]) == 0
     assert "indexed 3 documents" in capsys.readouterr().out
     assert KnowledgeBase.load(tmp_path / "kb").search("统一编码", k=1)[0].text.endswith("统一编码的文件。")
-    assert main(["index", str(tmp_path / "docs"), "--kb", str(tmp_path / "kb"), "--encoding", "klingon"]) == 1
+    assert main(["index", "--embedder", "hashing",
+                 str(tmp_path / "docs"), "--kb", str(tmp_path / "kb"), "--encoding", "klingon"]) == 1
     assert "unknown encoding 'klingon'" in capsys.readouterr().err
     (tmp_path / "docs" / "rows.jsonl").write_text('{"text": "x"}\n', encoding="utf-8")
     rows = str(tmp_path / "docs" / "rows.jsonl")
-    assert main(["index", rows, "--kb", str(tmp_path / "kb"), "--encoding", "nope"]) == 1
+    assert main(["index", "--embedder", "hashing", rows, "--kb", str(tmp_path / "kb"), "--encoding", "nope"]) == 1
     assert "unknown encoding 'nope'" in capsys.readouterr().err
 
 
 def test_the_example_knowledge_base_cites_a_pdf_page_and_an_image(tmp_path, capsys):
-    assert main(["index", str(EXAMPLE_DATA), "--kb", str(tmp_path / "kb")]) == 0
+    assert main(["index", "--embedder", "hashing", str(EXAMPLE_DATA), "--kb", str(tmp_path / "kb")]) == 0
     capsys.readouterr()
     assert main(["ask", "What is the keyboard shortcut to search all notebooks?", "--kb", str(tmp_path / "kb"),
                  "--json"]) == 0
@@ -333,13 +335,14 @@ def test_files_past_the_size_limit_are_skipped_unread_saying_the_limit(tmp_path,
         assert reasons[str(tmp_path / name)].startswith("2,000,000,000 bytes, past the file-size limit of "
                                                         "1,000,000 bytes: raise it with --max-file-size BYTES")
     assert reasons[str(tmp_path / "bomb.docx")].startswith("a .docx that unpacks to 5,000,")
-    assert main(["index", str(tmp_path), "--kb", str(tmp_path / "kb"), "--max-file-size", "1000000"]) == 0
+    assert main(["index", "--embedder", "hashing",
+                 str(tmp_path), "--kb", str(tmp_path / "kb"), "--max-file-size", "1000000"]) == 0
     err = capsys.readouterr().err
     assert err.count("past the file-size limit of 1,000,000 bytes") == 4
     with pytest.raises(ConfigurationError, match="max_file_bytes must be a whole number"):
         load_documents(tmp_path, max_file_bytes=0)
     with pytest.raises(SystemExit):
-        main(["index", str(tmp_path), "--kb", str(tmp_path / "kb"), "--max-file-size", "0"])
+        main(["index", "--embedder", "hashing", str(tmp_path), "--kb", str(tmp_path / "kb"), "--max-file-size", "0"])
     assert "--max-file-size: 0 must be at least 1" in capsys.readouterr().err
 
 

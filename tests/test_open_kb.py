@@ -102,7 +102,7 @@ def test_a_file_is_refused_with_the_folder_to_give(tmp_path, tiny_kb):
 
 def test_the_command_line_refuses_another_url_before_making_a_folder(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["index", str(EXAMPLE_DATA / "policies"), "--kb", "mysql://db/kb"]) == 1
+    assert main(["index", "--embedder", "hashing", str(EXAMPLE_DATA / "policies"), "--kb", "mysql://db/kb"]) == 1
     assert "mysql://db/kb: not a knowledge base's address" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
@@ -162,7 +162,8 @@ def test_a_postgresql_url_opens_the_database_making_its_schema(pg_url):
 
 
 def test_the_command_line_asks_a_database_for_what_it_cannot_do_and_is_refused(capsys, pg_url):
-    assert main(["index", str(EXAMPLE_DATA / "policies"), "--kb", pg_url, "--graph-model", "small-model"]) == 1
+    assert main(["index", "--embedder", "hashing",
+                 str(EXAMPLE_DATA / "policies"), "--kb", pg_url, "--graph-model", "small-model"]) == 1
     assert "a graph by a model (extract_triples, --graph-model) is not offered" in capsys.readouterr().err
     assert open_kb(pg_url).document_count == 0  # nothing was written
     assert main(["compact", "--kb", "postgresql://nobody:s3cret@127.0.0.1:1/kb"]) == 1  # opened before it says

@@ -134,7 +134,7 @@ def test_every_command_and_the_service_take_a_database_url(pg_url, capsys):
     from agentic_rag.service import create_app
     from helpers import EXAMPLE_DATA
 
-    assert main(["index", str(EXAMPLE_DATA / "release-notes"), "--kb", pg_url]) == 0
+    assert main(["index", "--embedder", "hashing", str(EXAMPLE_DATA / "release-notes"), "--kb", pg_url]) == 0
     assert "into" in capsys.readouterr().out
     assert main(["search", "登录", "--kb", pg_url, "--json", "--k", "1"]) == 0
     assert '"doc_id"' in capsys.readouterr().out
@@ -372,7 +372,7 @@ def test_a_role_without_a_right_is_one_line_naming_it(pg_url, capsys):
     with pytest.raises(AccessDenied, match="may not create or read .*run CREATE EXTENSION vector"):
         PostgresKnowledgeBase(as_role)
     doc = ROOT / "examples" / "data" / "contracts" / "contract-a.md"
-    assert main(["index", str(doc), "--kb", as_role]) == 1
+    assert main(["index", "--embedder", "hashing", str(doc), "--kb", as_role]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "CREATE EXTENSION vector" in err and "Traceback" not in err, err
     PostgresKnowledgeBase(pg_url).add_documents(TINY[:2])

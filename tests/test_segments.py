@@ -246,7 +246,7 @@ def test_a_link_into_a_segment_folder_is_no_way_into_it(capsys, tmp_path, target
     with pytest.raises(ConfigurationError, match=f"the knowledge base's folder: {api}$"):
         _saved_kb(inside, "Nested doc.")
     (tmp_path / "doc.txt").write_text("Nested doc.", encoding="utf-8")
-    code, _, err = run(capsys, "index", str(tmp_path / "doc.txt"), "--kb", str(inside))
+    code, _, err = run(capsys, "index", "--embedder", "hashing", str(tmp_path / "doc.txt"), "--kb", str(inside))
     assert code == 1 and err.strip().endswith(f"the knowledge base's folder: --kb {api}"), err
     assert not (api / target / "sub").exists()
     kb = KnowledgeBase.load(api)
@@ -277,7 +277,8 @@ def test_a_manifest_another_program_wrote_makes_no_segment_folder(capsys, tmp_pa
     assert len(KnowledgeBase.load(web / "gen-000001")) == 1
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "notes.md").write_text("# Notes\n\nCarol met Dan.", encoding="utf-8")
-    code, out, err = run(capsys, "index", str(tmp_path / "docs"), "--kb", str(web / "gen-000002"))
+    code, out, err = run(capsys, "index", "--embedder", "hashing",
+                                 str(tmp_path / "docs"), "--kb", str(web / "gen-000002"))
     assert code == 0 and "indexed 1 document " in out, err
 
 
@@ -289,7 +290,7 @@ def test_a_knowledge_base_whose_own_folder_is_named_like_a_segment_works(capsys,
     kb.add_documents([Document(id="b", text="Erin met Frank.")])
     assert kb.save(kb_dir).name == "gen-000002"
     assert len(KnowledgeBase.load(kb_dir)) == 2
-    assert run(capsys, "index", str(tmp_path / "docs"), "--kb", str(kb_dir))[0] == 0
+    assert run(capsys, "index", "--embedder", "hashing", str(tmp_path / "docs"), "--kb", str(kb_dir))[0] == 0
     code, out, err = run(capsys, "search", "Carol", "--kb", str(kb_dir), "--json")
     assert code == 0 and json.loads(out)[0]["doc_id"] == "notes.md", err
     assert run(capsys, "compact", "--kb", str(kb_dir))[0] == 0
@@ -301,7 +302,7 @@ def test_a_knowledge_base_kept_inside_the_documents_it_indexes_is_not_read_as_th
     (docs / "notes.md").write_text("# Notes\n\nCarol met Dan.", encoding="utf-8")
     (docs / "log.jsonl").write_text('{"id": "t1", "text": "Erin met Frank."}\n', encoding="utf-8")
     for _ in range(2):  # the second time, the knowledge base's own chunks.jsonl is there to be read
-        code, out, err = run(capsys, "index", str(docs), "--kb", str(docs / "kb"))
+        code, out, err = run(capsys, "index", "--embedder", "hashing", str(docs), "--kb", str(docs / "kb"))
         assert code == 0, err
     assert "indexed 2 documents (0 new, 0 replaced, 2 unchanged)" in out, out
 

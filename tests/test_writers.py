@@ -56,7 +56,7 @@ def _doc_ids(kb_dir) -> set:
 
 @pytest.fixture
 def kb_dir(tmp_path, capsys):
-    assert main(["index", str(EXAMPLE_DATA / "contracts"), "--kb", str(tmp_path / "kb")]) == 0
+    assert main(["index", "--embedder", "hashing", str(EXAMPLE_DATA / "contracts"), "--kb", str(tmp_path / "kb")]) == 0
     capsys.readouterr()
     return tmp_path / "kb"
 
@@ -72,7 +72,8 @@ def small_folder(tmp_path):
 
 def test_a_second_index_waits_for_the_writer_and_keeps_both_changes(kb_dir, small_folder):
     writer = _start_writer(kb_dir, locked=True)
-    cli = subprocess.Popen([sys.executable, "-m", "agentic_rag.cli", "index", str(small_folder), "--kb", str(kb_dir)],
+    cli = subprocess.Popen([sys.executable, "-m", "agentic_rag.cli", "index", "--embedder", "hashing",
+                                                                     str(small_folder), "--kb", str(kb_dir)],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert "waiting for another writer" in cli.stderr.readline()

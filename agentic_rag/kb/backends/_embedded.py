@@ -15,6 +15,7 @@ from ..._config import Config, IndexConfig, SearchConfig, as_config
 from ..._errors import ConfigurationError
 from ...text._tokenize import tokenize
 from .._hit import Hit
+from ..embedders._cache import EmbeddingCache
 from ..embedders._embedders import (
     Embedder,
     EmbedProgress,
@@ -84,10 +85,16 @@ class KnowledgeBase(SegmentPersistence):
         return len(self._docs)
 
     def add_documents(self, documents: Iterable[Document], progress: bool = False,
-                      reuse_from: Iterable[str | Path] = ()) -> AddResult:
+                      reuse_from: Iterable[str | Path] = (),
+                      embedding_cache: str | Path | EmbeddingCache | None = None) -> AddResult:
         """Index documents; a known id with changed content replaces that document's chunks.
         A chunk whose text this knowledge base (or a saved one in `reuse_from` built with the same
-        embedder; other folders are skipped) already holds takes that vector instead of being embedded again."""
+        embedder; other folders are skipped) already holds takes that vector instead of being embedded again.
+        With `embedding_cache` (a folder, or an EmbeddingCache) every embedded batch is also written
+        there as it is made, and vectors found there are taken: an add interrupted and run again
+        embeds only what it had not (the caller deletes the cache once the knowledge base is saved)."""
+        cache = EmbeddingCache(embedding_cache, self.embedder) if isinstance(embedding_cache, (str, Path)) \
+            else embedding_cache
         latest = {doc.id: doc for doc in documents}
         result = AddResult()
         if self.graph_method != "names" and self.extract_triples is None:
@@ -97,7 +104,7 @@ class KnowledgeBase(SegmentPersistence):
             with self._lock.read():
                 todo = [d for d in latest.values() if self._docs.get(d.id, {}).get("hash") != d.content_hash()]
             result.unchanged = len(latest) - len(todo)
-            prepared = self._prepare(todo, progress, reuse_from)
+            prepared = self._prepare(todo, progress, reuse_from, cache)
             with self._lock.write():
                 for doc in todo:
                     if doc.id in self._docs:
@@ -108,7 +115,8 @@ class KnowledgeBase(SegmentPersistence):
         result.chunks = len(prepared.chunks)
         return result
 
-    def _prepare(self, todo: list[Document], progress: bool, reuse_from: Iterable[str | Path]) -> _Prepared:
+    def _prepare(self, todo: list[Document], progress: bool, reuse_from: Iterable[str | Path],
+                 cache: EmbeddingCache | None = None) -> _Prepared:
         """Everything an add writes, worked out before the write lock is taken (searches go on
         meanwhile), a batch of ADD_BATCH chunks at a time so that its scratch memory is bounded."""
         out = _Prepared()
@@ -119,7 +127,7 @@ class KnowledgeBase(SegmentPersistence):
             texts = [index_text(c) for c in batch]
             batch_keys = [content_key(t) for t in texts]
             out.postings.append(batch_postings([tokenize(t) for t in texts], self._bm25.vocab, out.fresh))  # one writer
-            parts, known = self._embed(texts, batch_keys, shown, reuse_from)
+            parts, known = self._embed(texts, batch_keys, shown, reuse_from, cache)
             out.packed += [([len(out.chunks) + i for i in indices], part) for indices, part in parts]
             reused += known
             if self.extract_triples:
@@ -152,11 +160,12 @@ class KnowledgeBase(SegmentPersistence):
                 self._graph.add_triples(row, prepared.triples[i])
 
     def _embed(self, texts: list[str], keys: list[bytes], progress: bool | EmbedProgress,
-               reuse_from: Iterable[str | Path] | str | Path) -> tuple[list[tuple[list[int], Any]], int]:
+               reuse_from: Iterable[str | Path] | str | Path,
+               cache: EmbeddingCache | None = None) -> tuple[list[tuple[list[int], Any]], int]:
         """The texts' vectors, as (indices of the texts, their vectors packed by the vector index)
         batch by batch, so that all of them are never held unpacked: copied where the same text was
-        embedded before (here, or in a saved knowledge base of `reuse_from`), embedded otherwise;
-        and how many were copied."""
+        embedded before (here, in a saved knowledge base of `reuse_from`, or in the cache), embedded
+        otherwise (and written to the cache batch by batch); and how many were copied."""
         with self._lock.read():
             held = self._content_rows()
             here = [key for key in dict.fromkeys(keys) if key in held]
@@ -167,12 +176,16 @@ class KnowledgeBase(SegmentPersistence):
                 found = saved_vectors(Path(folder), self.embedder, wanted)
                 known.update(found)
                 wanted -= found.keys()
+        if cache is not None and wanted:
+            known.update(cache.lookup(wanted))
         reused = [i for i, key in enumerate(keys) if key in known]
         todo = [i for i, key in enumerate(keys) if key not in known]
         parts = [(reused, self._vectors.pack(np.array([known[keys[i]] for i in reused], np.float32)))] if reused else []
         if isinstance(progress, EmbedProgress) and reused:
             progress(len(reused))
         for start, batch in embed_batches(self.embedder, [texts[i] for i in todo], progress):
+            if cache is not None:
+                cache.put([keys[i] for i in todo[start:start + len(batch)]], batch)
             parts.append((todo[start:start + len(batch)], self._vectors.pack(batch)))
         return parts, len(reused)
 
