@@ -240,8 +240,9 @@ def cmd_bench(args) -> int:
     settings = model_settings(args)
     model = make_model(settings)
     folder = Path(args.data)
-    if not (folder / "corpus.jsonl").is_file():
-        raise ConfigurationError(f"{folder} holds no corpus.jsonl; give a set folder such as ../shared/data/hotpotqa")
+    if not (folder / "corpus.jsonl").is_file() and not (folder / "docs").is_dir():
+        raise ConfigurationError(f"{folder} holds no corpus.jsonl and no docs/ folder; give a set folder such as "
+                                 f"../shared/data/hotpotqa or ../shared/data/realdocs")
     out = Path(args.out or f"reports/bench/{folder.name}" + (f"-half{args.half}" if args.half else ""))
     # the run's defaults and the one run setting bench takes (its knowledge bases are built with the defaults)
     config = Config(sources=tuple(s for s in args.sources.split(",") if s)) if args.sources else Config()

@@ -6,12 +6,13 @@ import hashlib
 import json
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 
 from .._config import Config
 from .._loop import run_agentic_rag
 from .._state import format_trace
-from ..kb import Embedder, KnowledgeBase, make_embedder
+from ..kb import Embedder, KnowledgeBase, ingestion, make_embedder
 from ..kb.backends._store import FORMAT_VERSION
 from ..models._meter import Meter
 from ..models._protocol import Model
@@ -19,7 +20,7 @@ from ..steps import check_faithfulness, generate_answer, verify_citations
 from ..steps._search import hit_evidence
 from ..steps._verify import question_weights
 from ..text._tokenize import TOKENIZER_SETTINGS
-from ._datasets import Question, load_set
+from ._datasets import DOCS, Question, load_questions, load_set
 from ._report import summarize, write_reports
 
 MODES = ("linear", "agentic")
@@ -27,25 +28,59 @@ MODES = ("linear", "agentic")
 
 def cached_kb(folder: Path, embedder: Embedder | str, config: Config, cache: Path) -> KnowledgeBase:
     """The set's knowledge base, built once per corpus content, embedder and settings, then loaded.
-    A build copies the vectors of chunks that earlier builds in the cache embedded with the same
-    embedder (see KnowledgeBase.add_documents), so a changed corpus re-embeds only new text."""
+    A docs/ set's key is every file's path and bytes and the loaders' version (see loader_version),
+    so an edited file or a changed loader rebuilds. A build copies the vectors of chunks that earlier
+    builds in the cache embedded with the same embedder (see KnowledgeBase.add_documents), so a
+    changed corpus, or a loader that now reads a few pages differently, re-embeds only the new text."""
     embedder = make_embedder(embedder) if isinstance(embedder, str) else embedder
-    corpus_bytes = (folder / "corpus.jsonl").read_bytes()
     index = config.index  # what a build fixes; search and run settings can differ between loads
     settings = json.dumps([embedder.name, index.chunk_size, index.chunk_overlap, TOKENIZER_SETTINGS, FORMAT_VERSION])
-    key = hashlib.sha256(corpus_bytes + settings.encode()).hexdigest()[:16]
+    key = hashlib.sha256(corpus_digest(folder).encode() + settings.encode()).hexdigest()[:16]
     tag = embedder.name.replace(":", "-").replace("/", "-")
     path = cache / f"{folder.name}-{tag}-{key}"
     if (path / "manifest.json").is_file():
         return KnowledgeBase.load(path, embedder, config=config)
     corpus, _ = load_set(folder)
     kb = KnowledgeBase(embedder, config)
-    print(f"building the {folder.name} knowledge base ({len(corpus)} passages, {embedder.name}) ...",
+    print(f"building the {folder.name} knowledge base ({len(corpus)} documents, {embedder.name}) ...",
           file=sys.stderr)
     earlier = [p for p in sorted(cache.glob(f"*-{tag}-*")) if (p / "manifest.json").is_file()]
     kb.add_documents(corpus, progress=True, reuse_from=earlier)
     kb.save(path)
     return kb
+
+
+def corpus_digest(folder: Path) -> str:
+    """A hash of what a set's knowledge base is built from: corpus.jsonl's bytes, or else the path and
+    bytes of every file under docs/ and the version of the code that reads them."""
+    digest = hashlib.sha256()
+    if (folder / "corpus.jsonl").is_file() or not (folder / DOCS).is_dir():
+        digest.update((folder / "corpus.jsonl").read_bytes())
+        return digest.hexdigest()
+    for path in sorted(p for p in (folder / DOCS).rglob("*") if p.is_file()):
+        name, data = path.relative_to(folder).as_posix().encode(), path.read_bytes()
+        digest.update(b"%d:%s%d:" % (len(name), name, len(data)) + data)
+    digest.update(loader_version().encode())
+    return digest.hexdigest()
+
+
+def loader_version() -> str:
+    """A hash of the loaders' source files (agentic_rag/kb/ingestion) and the versions of the readers
+    they call, so that a change to how files are read rebuilds a docs/ set's knowledge base."""
+    digest = hashlib.sha256()
+    for path in sorted(_INGESTION.rglob("*.py")):
+        digest.update(path.relative_to(_INGESTION).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    for package in _READERS:
+        try:
+            digest.update(f"{package}={metadata.version(package)};".encode())
+        except metadata.PackageNotFoundError:
+            digest.update(f"{package}=none;".encode())
+    return digest.hexdigest()[:16]
+
+
+_INGESTION = Path(ingestion.__file__).parent
+# the readers the loaders may call: a new version of one can read the same file differently
+_READERS = ("pypdf", "python-docx", "pdfminer.six", "pdfplumber", "pypdfium2", "pymupdf", "pytesseract")
 
 
 def answer_linear(question: str, kb: KnowledgeBase, model: Model, config: Config) -> dict:
@@ -79,6 +114,7 @@ def run_question(mode: str, q: Question, kb: KnowledgeBase, model: Model, config
             "rounds": state["round"], "ranking": [e["doc_id"] for e in state["evidence"]],
             "pool_size": len(state["evidence"]) if mode == "agentic" else len(shown),
             "evidence": [e["doc_id"] for e in shown], "citations": [c["doc_id"] for c in state["citations"]],
+            "cited_pages": [[c["doc_id"], c.get("page")] for c in state["citations"]],
             "trace": state["trace_line"], "usage": {k: v for k, v in state["usage"].items() if k != "by_task"},
             "ms": round(state["timings_ms"]["total"], 1), "faithfulness": faithfulness}
 
@@ -95,8 +131,7 @@ def run_bench(folder: Path, modes: list[str], out: Path, model: Model, config: C
     """Run every question (of one half, if given; skipping those already in out/results.jsonl) and
     write the reports."""
     out.mkdir(parents=True, exist_ok=True)
-    _, questions = load_set(folder)
-    questions = [q for q in questions if half is None or half_of(q.id) == half][:limit]
+    questions = [q for q in load_questions(folder) if half is None or half_of(q.id) == half][:limit]
     kb = cached_kb(folder, embedder, config, cache or out / "kb-cache")
     results = out / "results.jsonl"
     done = {(r["mode"], r["id"]) for r in _read(results)}
