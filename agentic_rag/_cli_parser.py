@@ -203,7 +203,8 @@ def _ask(commands):
 
 def _bench(commands):
     bench = commands.add_parser("bench", help="linear against agentic on an evaluation set")
-    bench.add_argument("--data", required=True, metavar="DIR", help="a set folder: corpus.jsonl, questions.jsonl")
+    bench.add_argument("--data", required=True, metavar="DIR",
+                       help="a set folder: corpus.jsonl (or docs/, real files) and questions.jsonl")
     bench.add_argument("--mode", choices=("linear", "agentic", "both"), default="both",
                        help="linear, agentic or both (default %(default)s)")
     bench.add_argument("--limit", type=positive, metavar="N", help="only the first N questions")

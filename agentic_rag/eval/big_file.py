@@ -42,7 +42,7 @@ def run(data: Path, megabytes: float, work: Path) -> dict:
     size = write_text(data, text, int(megabytes * 1_000_000))
     kb = work / "kb"
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", _CHILD, "index", str(text), "--kb", str(kb)],
+    done = subprocess.run([sys.executable, "-c", _CHILD, "index", str(text), "--kb", str(kb), "--embedder", "hashing"],
                           capture_output=True, text=True, check=False)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
