@@ -153,7 +153,7 @@ def test_many_images_without_a_description_are_one_line_through_the_cli(capsys, 
     assert warnings == [
         f"warning: skipped 32 images without a description: {icons / 'i00.png'}, {icons / 'i01.png'}, "
         f"{icons / 'i02.png'}, {icons / 'i03.png'}, {icons / 'i04.png'} and 27 more (write a description beside "
-        f"each, NAME.md, or describe images with a vision model, --vision-model NAME)"]
+        f"each, as photo.png.md, or describe images with a vision model, --vision-model NAME)"]
 
 
 def test_each_image_skipped_stays_listed_and_one_alone_keeps_its_own_line(tmp_path):

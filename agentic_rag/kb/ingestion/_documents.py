@@ -317,7 +317,7 @@ def _report_undescribed(undescribed: list[str], skipped: list, on_skip) -> None:
         names = ", ".join(undescribed[:_SHOWN_NAMES]) + (f" and {len(undescribed) - _SHOWN_NAMES} more"
                                                           if len(undescribed) > _SHOWN_NAMES else "")
         on_skip(f"{len(undescribed)} images without a description",
-                f"{names} (write a description beside each, NAME.md, or describe images with a vision model, "
+                f"{names} (write a description beside each, as photo.png.md, or describe images with a vision model, "
                 f"--vision-model NAME)")
 
 

@@ -7,7 +7,6 @@ the timeout is ours. OCR is bounded: at most `max_pages` pages a file, `file_sec
 `page_seconds` a page; past any of them the file is refused in one line saying which limit."""
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -120,9 +119,10 @@ def _page_image(document, index: int) -> bytes:
 def recognise(image: bytes, seconds: float, page: int, limits: OcrLimits) -> str:
     """The text tesseract reads in one page image, spaces between CJK characters removed."""
     try:
-        command = [_tesseract() or "tesseract", "stdin", "stdout", "-l", LANGUAGES, "--dpi", str(DPI)]
-        done = subprocess.run(command, input=image, capture_output=True, timeout=seconds,
-                              env={**os.environ, "OMP_THREAD_LIMIT": "1"})  # one thread: uploads are read side by side
+        # one thread (env adds OMP_THREAD_LIMIT to the inherited environment): uploads are read side by side
+        command = ["env", "OMP_THREAD_LIMIT=1", _tesseract() or "tesseract", "stdin", "stdout", "-l", LANGUAGES,
+                   "--dpi", str(DPI)]
+        done = subprocess.run(command, input=image, capture_output=True, timeout=seconds)
     except subprocess.TimeoutExpired:
         raise Unreadable(f"scanned PDF: OCR of page {page} took over {seconds:g} s (the limit is "
                          f"{limits.page_seconds:g} s a page, {limits.file_seconds:g} s a file): raise "
