@@ -269,14 +269,11 @@ class GuardedServer(TcpWSGIServer):
         held = [c for c in list(self.active_channels.values()) if c.reading() or c.stalled(at)]
         excess = len(held) - self.limits.max_reading
         if excess > 0:
-            # every stalled one goes, not only the excess: a worker thread writing to a client that does
-            # not read waits on it, so the stalled connections left could hold every worker
-            stalled = [c for c in held if c.stalled(at)]
-            for channel in stalled:  # nothing can be said to a client that does not read
-                log.info("closed a connection from %s: its replies are not read", channel.addr[0])
-                channel.handle_close()
-            slow = sorted((c for c in held if not c.stalled(at)), key=lambda c: c.standing(at))
-            for channel in slow[:max(0, excess - len(stalled))]:
+            for channel in sorted(held, key=lambda c: -1.0 if c.stalled(at) else c.standing(at))[:excess]:
+                if channel.stalled(at):  # nothing can be said to a client that does not read
+                    log.info("closed a connection from %s: its replies are not read", channel.addr[0])
+                    channel.handle_close()
+                    continue
                 channel.refuse(503, "unavailable", "too many connections are sending requests slowly; retry")
 
     def maintenance(self, now):
