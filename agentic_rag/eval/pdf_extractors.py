@@ -23,9 +23,9 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
+from ..kb.ingestion._pdf import UNSPACED  # the very rule the reader warns by
 from ._report import write_report
 
-UNSPACED = re.compile(r"[A-Za-z]{40,}")
 WORD = re.compile(r"\b[a-z]{3,}\b")
 WINDOW = 1000
 DICT = Path("/usr/share/dict/words")

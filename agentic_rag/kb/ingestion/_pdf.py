@@ -9,11 +9,9 @@ page, never indexed silently broken.
 """
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass, field
 
-log = logging.getLogger("agentic_rag")
 UNSPACED = re.compile(r"[A-Za-z]{40,}")  # no English word is this long: words run together
 
 
