@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 import time
 from importlib import metadata
@@ -91,7 +92,7 @@ def answer_linear(question: str, kb: KnowledgeBase, model: Model, config: Config
     hits = kb.search(question, k=max(10, shown))
     pool = [hit_evidence(h) for h in hits]
     weights = question_weights(question, kb.term_weights(question))
-    draft = generate_answer(question, pool[:shown], meter, (), weights)
+    draft = generate_answer(question, pool[:shown], meter, (), weights, embedder=kb.embedder)
     answer, citations, _ = verify_citations(draft.answer, pool[:shown])
     return {"answer": answer, "abstained": False, "citations": citations, "evidence": pool, "stop_reason": "linear",
             "round": 1, "trace_line": "search -> generate", "usage": meter.usage,
@@ -115,8 +116,16 @@ def run_question(mode: str, q: Question, kb: KnowledgeBase, model: Model, config
             "pool_size": len(state["evidence"]) if mode == "agentic" else len(shown),
             "evidence": [e["doc_id"] for e in shown], "citations": [c["doc_id"] for c in state["citations"]],
             "cited_pages": [[c["doc_id"], c.get("page")] for c in state["citations"]],
+            "first_cited": first_cited(state["answer"], state["citations"]),
             "trace": state["trace_line"], "usage": {k: v for k, v in state["usage"].items() if k != "by_task"},
             "ms": round(state["timings_ms"]["total"], 1), "faithfulness": faithfulness}
+
+
+def first_cited(answer: str, citations: list[dict]) -> str | None:
+    """The document of the answer's first citation marker: what a reader checks first."""
+    marker = re.search(r"\[(\d+)\]", answer)
+    by_n = {c["n"]: c["doc_id"] for c in citations}
+    return by_n.get(int(marker.group(1))) if marker else None
 
 
 def half_of(question_id: str) -> int:

@@ -14,8 +14,8 @@ from ._answers import answer_correct
 from ._metrics import all_relevant_at_k, bootstrap_ci, mrr_at_k, ndcg_at_k, percentile, precision_at_k, recall_at_k
 
 RATES = ("p@3", "r@3", "r@5", "mrr@10", "ndcg@3", "all_relevant@5", "evidence_recall", "answer_accuracy",
-         "citation_precision", "source_file", "source_page", "abstain_precision", "abstain_recall",
-         "false_abstain_rate", "faithfulness")
+         "citation_precision", "source_file", "source_first", "source_page", "abstain_precision",
+         "abstain_recall", "false_abstain_rate", "faithfulness")
 _MARKER = re.compile(r"\s?\[\d+\]")
 
 
@@ -26,8 +26,9 @@ def _mean(values: Sequence[float]) -> float | None:
 def summarize(records: list[dict], questions: list, by_kind: bool = True) -> dict:
     """Every metric of one mode, with 95% bootstrap intervals for the rates. On a set of real files
     (questions with a `source`), source_file is the share of answerable questions whose citations
-    include the file holding the answer, and source_page the share of those with a PDF page whose
-    citations include that physical page; both are None on a corpus.jsonl set."""
+    include the file holding the answer, source_first the share whose first citation is that file, and
+    source_page the share of those with a PDF page whose citations include that physical page; all
+    three are None on a corpus.jsonl set."""
     gold = {q.id: q for q in questions}
     per: dict[str, list[float]] = {name: [] for name in RATES}
     for r in records:
@@ -47,6 +48,8 @@ def summarize(records: list[dict], questions: list, by_kind: bool = True) -> dic
                 per["citation_precision"].append(sum(c in relevant for c in cited) / len(cited))
         if q.answerable and q.source_file:  # a docs/ set: did the answer cite the right file, page
             per["source_file"].append(float(q.source_file in r["citations"]))
+            if "first_cited" in r:
+                per["source_first"].append(float(r["first_cited"] == q.source_file))
             if q.source_page is not None and "cited_pages" in r:
                 per["source_page"].append(float([q.source_file, q.source_page] in r["cited_pages"]))
         if q.answerable:
@@ -81,9 +84,9 @@ def summarize(records: list[dict], questions: list, by_kind: bool = True) -> dic
 
 
 ROWS = ("n", "p@3", "r@3", "r@5", "mrr@10", "ndcg@3", "all_relevant@5", "evidence_recall", "evidence_pool_size",
-        "answer_accuracy", "answer_chars", "citation_precision", "source_file", "source_page", "abstain_precision",
-        "abstain_recall", "false_abstain_rate", "faithfulness", "rounds", "model_calls", "prompt_tokens",
-        "completion_tokens", "cost_usd", "latency_ms_p50", "latency_ms_p95")
+        "answer_accuracy", "answer_chars", "citation_precision", "source_file", "source_first", "source_page",
+        "abstain_precision", "abstain_recall", "false_abstain_rate", "faithfulness", "rounds", "model_calls",
+        "prompt_tokens", "completion_tokens", "cost_usd", "latency_ms_p50", "latency_ms_p95")
 
 
 def _cell(metrics: dict, name: str) -> str:
@@ -131,7 +134,7 @@ def write_reports(metrics: dict, out: Path, set_name: str, half: int | None = No
              (f"{run}. " if run else "") + "Rates with 95% bootstrap intervals; rounds, model calls, tokens and "
              "cost_usd are means per question, latency percentiles in ms. On a set of real files source_file and "
              "source_page are the shares of questions whose citations include the file, and the PDF page, holding the "
-             "answer. "
+             "answer; source_first the share whose first citation is that file. "
              "The faithfulness row is the judge in use "
              "grading answers; with the offline model it is the system grading itself.", "",
              "| metric | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
