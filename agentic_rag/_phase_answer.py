@@ -35,7 +35,7 @@ def generate(state: AgentState, run: Run) -> str:
         with traced(state, run, "generate") as event:
             draft = generate_answer(state["question"], shown, run.meter, state["parts"],
                                     question_weights(state["question"], run.kb.term_weights(state["question"])),
-                                    None if pending else run.on_token, grade=pending)
+                                    None if pending else run.on_token, grade=pending, embedder=run.kb.embedder)
             event["detail"] = draft.model_dump()
     state["draft_answer"] = draft.answer
     if pending:

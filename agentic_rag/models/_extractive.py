@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 from .._schemas import Answer, Faithfulness, Grade
+from ..kb.embedders._embedders import embedder_trait
+from ..text._candidates import FRAMING, candidates, restates
 from ..text._lexical import (
     GREETING,
     absent_terms,
@@ -105,48 +107,93 @@ def _trim(sentence: str, terms: list[str], kind: str = "other", question: str = 
     return best.strip()
 
 
-def _scored(question: str, evidence: list[dict], weights: dict | None = None) -> list[tuple[float, int, str]]:
-    """Candidate sentences, best first: idf-weighted coverage of the question's terms (title
-    included), plus 0.35 for a value of the asked kind the question does not already state."""
-    terms, kind = key_terms(question), answer_type(question)
+def _pieces(evidence: list[dict]) -> list[tuple[int, str, str]]:
+    """What an answer may quote, each as (evidence number, the heading it sits under, the piece):
+    sentences, rows, list items and code lines; headings, contents lines and questions only frame them."""
     out = []
     for n, item in enumerate(evidence, 1):
-        for s in sentences(item["text"]):
-            if s.startswith("#") or set(s) <= set("|-: "):
-                continue  # headings and table rules say nothing by themselves
-            s = _trim(s, terms, kind, question)
-            cov = coverage(terms, f"{item.get('title', '')} {s}", weights)  # the title names what it is about
-            typed = cov > 0 and kind != "other" and has_answer_type(kind, s, question)
-            out.append((cov + 0.35 * typed + 0.05 / n, n, s))
+        heading = ""
+        for piece, role in candidates(item["text"]):
+            if role in FRAMING:
+                heading = piece if role == "heading" else heading
+            elif not set(piece) <= set("|-: "):
+                out.append((n, heading, piece))
+    return out
+
+
+def _scored(question: str, evidence: list[dict], weights: dict | None = None,
+            similarity: dict[str, float] | None = None) -> list[tuple[float, int, str]]:
+    """Candidate pieces, best first: idf-weighted coverage of the question's terms (with the title and
+    heading above the piece), plus 0.35 for a thing of the asked kind the question does not already
+    hold, plus SEMANTIC times the piece's similarity to the question when `similarity` has it (see
+    similarities). A piece that only restates the question, holding no thing of the asked kind, is
+    no candidate."""
+    terms, kind = key_terms(question), answer_type(question)
+    out = []
+    for n, heading, piece in _pieces(evidence):
+        piece = _trim(piece, terms, kind, question)
+        cov = coverage(terms, f"{evidence[n - 1].get('title', '')} {heading} {piece}", weights)
+        typed = cov > 0 and kind != "other" and has_answer_type(kind, piece, question)
+        if restates(question, piece) and not typed:
+            continue
+        sim = SEMANTIC * similarity.get(piece, 0.0) if similarity else 0.0
+        out.append((cov + 0.35 * typed + sim + 0.05 / n, n, piece))
     return sorted(out, key=lambda x: -x[0])
 
 
+SEMANTIC = 1.0   # weight of the embedder's similarity beside the lexical score
+RANKED = 12      # candidates the embedder ranks: the best by the lexical score, embedded in one batch
+
+
+def similarities(question: str, evidence: list[dict], embedder, weights: dict | None = None) -> dict[str, float]:
+    """The embedder's similarity of the question to each of the RANKED best candidates by the lexical
+    score, rescaled to 0..1 among them (a dense embedder's cosines crowd a narrow band). Nothing
+    without a dense embedder: a sparse one (hashing) is the lexical score again."""
+    if embedder is None or embedder_trait(embedder, "sparse"):
+        return {}
+    texts = list(dict.fromkeys(s for _, _, s in _scored(question, evidence, weights)[:RANKED]))
+    if len(texts) < 2:
+        return {}
+    query = embedder_trait(embedder, "embed_query") or embedder.embed
+    cos = embedder.embed(texts) @ query([question])[0]
+    low, high = float(cos.min()), float(cos.max())
+    return {t: (float(c) - low) / (high - low or 1.0) for t, c in zip(texts, cos, strict=True)}
+
+
 def generate(inputs: dict) -> Answer:
-    """The best-supported sentences (one per part of the question, at most three), each cited."""
+    """The best candidates (one per part of the question, at most three), each cited. With a dense
+    embedder in `inputs["embedder"]` (the knowledge base's), its similarity ranks them with the
+    lexical score (similarities)."""
     question, evidence, weights = inputs["question"], inputs.get("evidence", []), inputs.get("weights") or None
     if not evidence:
         return _without_evidence(question)
     parts = inputs.get("parts") or [question]
+    embedder = inputs.get("embedder")
+    sims = {q: similarities(q, evidence, embedder, weights) for q in dict.fromkeys([question] + parts[:3])}
+
+    def ranked(q: str) -> list[tuple[float, int, str]]:
+        return _scored(q, evidence, weights, sims[q])
+
     chosen: list[tuple[int, str]] = []
-    voted = _voted(question, evidence, weights) if len(parts) == 1 else None
+    voted = _voted(question, evidence, ranked(question)) if len(parts) == 1 else None
     if voted:
         chosen.append(voted)
     for part in parts[:3] if not voted else []:
-        for score, n, s in _scored(part, evidence, weights):
+        for score, n, s in ranked(part):
             if s not in {text for _, text in chosen} and score > 0.05 / n:
                 chosen.append((n, s))
                 break
     if len(parts) == 1 and chosen:  # a second sentence: what the first left out, or a near-equal elsewhere
-        ranked = _scored(question, evidence, weights)
+        best = ranked(question)
         left = [t for t in key_terms(question) if coverage([t], chosen[0][1]) == 0]
-        extra = next(((n, s) for score, n, s in ranked if s != chosen[0][1] and (
-            (left and coverage(left, s) >= 0.5) or (n != chosen[0][0] and score >= 0.8 * ranked[0][0]))), None)
+        extra = next(((n, s) for score, n, s in best if s != chosen[0][1] and (
+            (left and coverage(left, s) >= 0.5) or (n != chosen[0][0] and score >= 0.8 * best[0][0]))), None)
         if extra:
             chosen.append(extra)
     if chosen and evidence[chosen[0][0] - 1].get("kind", "passage") != "passage":
         # a tool's result: quote the passage it drew on too, so the answer shows its basis
-        basis = next(((n, s) for _, n, s in _scored(question, evidence, weights)
-                      if evidence[n - 1].get("kind", "passage") == "passage"), None)
+        basis = next(((n, s) for _, n, s in ranked(question) if evidence[n - 1].get("kind", "passage") == "passage"),
+                     None)
         chosen = chosen[:1] + ([basis] if basis else [])
     if not chosen:
         return Answer(answer="", reason="no sentence of the evidence addresses the question")
@@ -175,12 +222,12 @@ def _without_evidence(question: str) -> Answer:
 _VALUE = re.compile(r"\d+(?:[.,:]\d+)*\s*%?")
 
 
-def _voted(question: str, evidence: list[dict], weights: dict | None) -> tuple[int, str] | None:
+def _voted(question: str, evidence: list[dict], scored: list[tuple[float, int, str]]) -> tuple[int, str] | None:
     """For number and date questions: the value that most passages state beside the question's
-    terms (noisy sources disagree; most agree on the truth), quoted in its best sentence."""
+    terms (noisy sources disagree; most agree on the truth), quoted in its best candidate (`scored`:
+    the candidates ranked, _scored)."""
     if answer_type(question) not in ("number", "date"):
         return None
-    scored = _scored(question, evidence, weights)
     if not scored:
         return None
     asked = set(_VALUE.findall(question))

@@ -8,6 +8,7 @@ from .._errors import ModelOutputError
 from .._prompts import GRADING
 from .._schemas import Answer, GradedAnswer
 from .._state import Evidence
+from ..kb.embedders._embedders import Embedder
 from ..models._protocol import Model
 from ._ask import ask
 
@@ -16,15 +17,19 @@ _CITATION = re.compile(r"\s?\[(\d+)\]")
 
 def generate_answer(question: str, evidence: Sequence[Evidence], model: Model, parts: Sequence[str] = (),
                     weights: dict[str, float] | None = None, on_token: Callable[[str], object] | None = None,
-                    grade: bool = False) -> Answer:
+                    grade: bool = False, embedder: Embedder | None = None) -> Answer:
     """An answer citing the evidence as [1] [2]...; `parts` are the sub-questions it must cover,
     `weights` the key terms' idf; `on_token` receives the draft as it is generated. With `grade`,
-    the same reply grades the evidence too (a GradedAnswer; see folded_grade)."""
+    the same reply grades the evidence too (a GradedAnswer; see folded_grade). `embedder` (the
+    knowledge base's) goes to the model with the inputs: a rule-based model may rank sentences with
+    it; a language model's prompt does not carry it."""
     schema = GradedAnswer if grade else Answer
+    inputs: dict = {"question": question, "evidence": evidence, "parts": list(parts), "weights": weights or {},
+              "grading": GRADING if grade else ""}
+    if embedder is not None:
+        inputs["embedder"] = embedder
     try:
-        return ask(model, "generate", schema, {"question": question, "evidence": evidence, "parts": list(parts),
-                                               "weights": weights or {}, "grading": GRADING if grade else ""},
-                   on_token)
+        return ask(model, "generate", schema, inputs, on_token)
     except ModelOutputError as exc:
         return schema(answer="", reason=f"fallback: {exc}")
 

@@ -35,7 +35,17 @@ COMPARISON = re.compile(r"对比|区别|差异|异同|不同|相比|比较|哪�
 _RELATIVE = re.compile(r"\s(?:which|that|who|whose|whom|where)\s", re.I)
 _ENUMERATION = re.compile(r"[、,，]|\band\b|和|与|及")
 
+# What a question asks for, by its form (first match wins: "which file" before "where"), and below, what
+# a text must hold to answer it. The technical kinds come first: documentation is asked for files,
+# packages and commands as often as for numbers and names.
+_WHICH = r"(?:which|what)(?: \w+)?"
 ANSWER_TYPES = {
+    "file": re.compile(rf"\b{_WHICH} (?:file|directory|folder|path)s?\b|(?:哪个|哪些|什么|哪一个)(?:配置)?"
+                       r"(?:文件|目录|路径)|(?:存放|保存|放|存|位于)在?哪|在哪个目录", re.I),
+    "package": re.compile(rf"\b{_WHICH} packages?\b|\bpackages? (?:do|should|must) (?:i|you|we) (?:need|install)|"
+                          r"(?:哪个|哪些|什么|哪一个)(?:软件)?包|(?:装|安装)(?:哪个|什么|哪些)", re.I),
+    "command": re.compile(rf"\b{_WHICH} (?:command|tool|program|utility|utilities)s?\b|"
+                          r"(?:哪个|哪些|什么|哪一个|何种)(?:命令|工具|程序)", re.I),
     "date": re.compile(r"\bwhen\b|what (?:year|date|day|time|century)|which (?:year|date|day|century)|何时|什么时候|"
                        r"哪一?年|哪一?天|几月|几号|日期|时间\s*[？?]?\s*$|年份", re.I),
     "number": re.compile(r"how (?:many|much|long|old|far|big|large|high|tall)|what (?:percentage|number|amount)|"
@@ -43,19 +53,30 @@ ANSWER_TYPES = {
                          r"[率额量价数]\s*(?:是|为)?\s*[？?]?\s*$", re.I),
     "person": re.compile(r"\bwho(?:m|se)?\b|which (?:person|author|actor|player|president|director)|谁|哪位|何人|"
                          r"(?:导演|作者|主演|冠军|得主|创始人|主席|总统)\s*(?:是)?\s*[？?]?\s*$", re.I),
-    "place": re.compile(r"\bwhere\b|which (?:city|country|state|place|town|region)|哪里|哪儿|在哪|何地|"
-                        r"哪个(?:城市|国家|地区|省)|地点|举办地", re.I),
+    "place": re.compile(r"\bwhere\b|which (?:city|country|state|place|town|region|server|site|website|host|mirror)|"
+                        r"哪里|哪儿|在哪|何地|哪个(?:城市|国家|地区|省|网站|服务器|站点)|地点|举办地", re.I),
     "yes_no": re.compile(r"^(?:is|are|was|were|did|does|do|can|could|has|have|will)\b|吗[？?]?\s*$|是否|有没有|"
                          r"是不是", re.I),
 }
+_PATH = r"(?<![\w/:])(?:~|\.{1,2})?/[\w.+-]+(?:/[\w.*+-]*)+"
+_HOST = r"https?://[^\s\"'”)]+|\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:org|com|net|edu|gov|io|cn|de|uk|fr|jp|ch)\b"
+_NAME = r"[a-z][a-z0-9+.]*-[a-z0-9+.-]*[a-z0-9]"  # a lower-case hyphenated name: cups-bsd, ssh-keygen
 _TYPE_EVIDENCE = {
+    "file": re.compile(_PATH),
+    "package": re.compile(rf"\b{_NAME}\b|\b[a-z][a-z0-9+.-]+(?=\s+packages?\b|\s*软件包|\s*\|)|"
+                          r"(?<=package )[a-z][a-z0-9+.-]+|(?<=软件包 )[a-z][a-z0-9+.-]+|(?<=软件包)[a-z][a-z0-9+.-]+"),
+    "command": re.compile(rf"\b[a-z][\w.+-]*\(\d\w?\)|[\"“][a-z][\w.+-]*(?: [^\"”]*)?[\"”]|(?:^|\s)[$#] [a-z][\w.+-]*|"
+                          rf"\b{_NAME}\b|(?<=\s)--?[a-z][\w-]*"),
     "date": re.compile(r"\b(?:1[5-9]\d\d|20\d\d)\b|\d{1,2}月|\d{1,2}日|\d+年|\d{1,2}:\d\d|当天|次日|工作日|"
                        r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.? \d|business day|same day|"
-                       r"\b(?:today|tomorrow|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I),
-    "number": re.compile(r"\d+(?:[.,]\d+)*\s*(?:%|‰|亿|万|千|百)?"),
+                       r"\b(?:in|by|since|until|from|of|around|about) \d{3,4}\b|\b\d{1,2}(?:st|nd|rd|th) century\b|"
+                       r"世纪|\b(?:today|tomorrow|monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I),
+    "number": re.compile(r"\d+(?:[.,]\d+)*\s*(?:%|‰|亿|万|千|百)?|\b(?:two|three|four|five|six|seven|eight|nine|ten|"
+                         r"eleven|twelve|twenty|thirty|forty|fifty|hundred|thousand|million|billion|dozen)\b|"
+                         r"[一二三四五六七八九十百千万两]+[个名人次台种位份条项倍年]", re.I),
     "person": re.compile(rf"\b[A-Z][a-z]+(?: [A-Z][a-z.]+)+\b|[{CJK}]{{2,4}}(?:先生|女士|教授|总统|主席)|"
                          rf"[{CJK}]{{2,3}}(?:说|表示|指出)"),
-    "place": re.compile(rf"\b(?:in|at|from) [A-Z][a-z]+|[{CJK}]{{2,}}(?:省|市|县|国|州|区|岛|城)"),
+    "place": re.compile(rf"\b(?:in|at|from) [A-Z][a-z]+|[{CJK}]{{2,}}(?:省|市|县|国|州|区|岛|城)|{_HOST}|{_PATH}"),
 }
 
 
