@@ -33,7 +33,7 @@ from ._state import AgentState, check_state, config_from_saved, new_state, saved
 from .kb import KnowledgeBaseBackend
 from .models._meter import Meter
 from .models._protocol import Model
-from .tools._registry import Tool, ToolRegistry
+from .tools._registry import OffTool, Tool, ToolRegistry
 
 # phase -> its handler, and the step functions each calls
 GRAPH: dict[str, Callable[[AgentState, _phases.Run], str]] = {
@@ -113,7 +113,7 @@ def stops(answer: object) -> bool:
     return answer is False or (isinstance(answer, str) and answer == "stop")
 
 
-def run_agentic_rag(question: str, kb: KnowledgeBaseBackend, model: Model, tools: Iterable[Tool] = (),
+def run_agentic_rag(question: str, kb: KnowledgeBaseBackend, model: Model, tools: Iterable[Tool | OffTool] = (),
                     config: Config | RunConfig | None = None,
                     state: dict | None = None, on_step: Hook | None = None,
                     on_token: Callable[[str], object] | None = None) -> AgentState:
@@ -132,14 +132,14 @@ def run_agentic_rag(question: str, kb: KnowledgeBaseBackend, model: Model, tools
 
 
 def _run(question: str, state: AgentState, config: Config, kb: KnowledgeBaseBackend, model: Model,
-         tools: Iterable[Tool], deadline: float,
+         tools: Iterable[Tool | OffTool], deadline: float,
          on_step: Hook | None, on_token: Callable[[str], object] | None) -> AgentState:
     """The loop itself: until a phase says done, check the stops, then run the phase's handler."""
     meter = Meter(model, config.token_budget, copy.deepcopy(state["usage"]),
                   max_completion_tokens=config.max_completion_tokens, deadline=deadline)
     run = _phases.Run(kb, meter, ToolRegistry(tools), config, deadline, on_token,
                       fold_grades=_grader_is_generator(model) and state["fold_grades"])
-    started = time.perf_counter()
+    started, ended_before = time.perf_counter(), state["phase"] == "done"
     while state["phase"] != "done":
         events, invalid = len(state["trace"]), len(run.meter.usage["invalid_usage"])
         try:
@@ -167,6 +167,8 @@ def _run(question: str, state: AgentState, config: Config, kb: KnowledgeBaseBack
         if stop_now and state["phase"] != "done":
             state["resume_reason"], state["stop_reason"] = state["stop_reason"], "stopped"
             break
+    if state["phase"] == "done" and not ended_before:
+        _phases.finish(state)  # once, as the answer stands: numbered as the user reads it
     elapsed_ms = (time.perf_counter() - started) * 1000
     state["timings_ms"]["total"] = round(state["timings_ms"].get("total", 0) + elapsed_ms, 1)
     return state
