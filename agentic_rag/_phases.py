@@ -39,8 +39,12 @@ class Run:
 
     @property
     def folds(self) -> bool:
-        """Whether an unsure grade is asked for with the answer (not when streaming: only a graded answer streams)."""
-        return self.fold_grades and self.on_token is None
+        """Whether an unsure grade is asked for with the answer, streaming or not: a run costs the same
+        calls with `on_token` as without. A graded reply is not streamed (a model streams plain answer
+        text, which carries no grade, and a draft whose grade may yet send the run on must not be
+        shown); it is handed to `on_token` whole once its grade stands. An answer to evidence the
+        deterministic check settled streams as it is written."""
+        return self.fold_grades
 
 
 def record(state: AgentState, step: str, summary: str, detail: dict, ms: float, tokens: int,
