@@ -139,7 +139,7 @@ def _run(question: str, state: AgentState, config: Config, kb: KnowledgeBaseBack
                   max_completion_tokens=config.max_completion_tokens, deadline=deadline)
     run = _phases.Run(kb, meter, ToolRegistry(tools), config, deadline, on_token,
                       fold_grades=_grader_is_generator(model) and state["fold_grades"])
-    started, ended_before = time.perf_counter(), state["phase"] == "done"
+    started = time.perf_counter()
     while state["phase"] != "done":
         events, invalid = len(state["trace"]), len(run.meter.usage["invalid_usage"])
         try:
@@ -155,6 +155,8 @@ def _run(question: str, state: AgentState, config: Config, kb: KnowledgeBaseBack
                                              f"the deadline of {config.deadline_s:g} s passed: {exc}")
         except Exception as exc:  # a model failing past its retries, or anything unexpected: recorded, not raised
             _fail(state, exc)
+        if state["phase"] == "done":
+            _phases.finish(state)  # once, as the answer stands: numbered as the user reads it (the hook too)
         for figures in run.meter.usage["invalid_usage"][invalid:]:  # counts a server sent that cannot be true
             _phases.record(state, "usage", "usage:invalid", figures, 0.0, 0)
         state["usage"] = copy.deepcopy(run.meter.usage)
@@ -167,8 +169,6 @@ def _run(question: str, state: AgentState, config: Config, kb: KnowledgeBaseBack
         if stop_now and state["phase"] != "done":
             state["resume_reason"], state["stop_reason"] = state["stop_reason"], "stopped"
             break
-    if state["phase"] == "done" and not ended_before:
-        _phases.finish(state)  # once, as the answer stands: numbered as the user reads it
     elapsed_ms = (time.perf_counter() - started) * 1000
     state["timings_ms"]["total"] = round(state["timings_ms"].get("total", 0) + elapsed_ms, 1)
     return state

@@ -115,6 +115,13 @@ def test_a_stopped_and_resumed_run_is_numbered_once_like_a_whole_one(ferries):
     assert (again["answer"], again["citations"]) == (whole["answer"], whole["citations"])  # a done state stays
 
 
+def test_a_hook_sees_the_last_event_with_the_answer_as_returned(ferries):
+    seen: list[tuple[str, list]] = []
+    state = run_agentic_rag(FERRY_QUESTION, ferries, Cites(3, 1),
+                            on_step=lambda event, now: seen.append((now["answer"], now["citations"])))
+    assert seen[-1] == (state["answer"], state["citations"]) and markers(state["answer"]) == [1, 2]
+
+
 def test_the_service_replies_with_the_numbers_the_answer_uses(ferries):
     from agentic_rag.service import create_app
     from test_service import Server
