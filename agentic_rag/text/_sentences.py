@@ -39,14 +39,17 @@ _IDEOGRAPH = re.compile(f"[{CJK}]")
 _CJK_PUNCT, _SHARED_PUNCT = re.compile("[\u3000-\u303f\uff00-\uffef]"), re.compile("[\u2018-\u201f\u2026\u2014]")
 
 
+def _kind(char: str) -> str:
+    return ("ideograph" if _IDEOGRAPH.match(char) else "chinese punctuation" if _CJK_PUNCT.match(char)
+            else "shared punctuation" if _SHARED_PUNCT.match(char) else "other")
+
+
 def _unspaced(before: str, after: str) -> bool:
     """Whether a line break between these two characters joins them with nothing: Chinese is
     written without spaces, so a break between two ideographs, or an ideograph and Chinese
     punctuation, is only where the line was wrapped."""
-    ideographs = [bool(_IDEOGRAPH.match(c)) for c in (before, after)]
-    chinese = [bool(_IDEOGRAPH.match(c) or _CJK_PUNCT.match(c)) for c in (before, after)]
-    punct = [bool(_CJK_PUNCT.match(c) or _SHARED_PUNCT.match(c)) for c in (before, after)]
-    return all(chinese) or (ideographs[0] and (ideographs[1] or punct[1])) or (ideographs[1] and punct[0])
+    kinds = {_kind(before), _kind(after)}
+    return kinds <= {"ideograph", "chinese punctuation"} or kinds == {"ideograph", "shared punctuation"}
 
 
 def _join_lines(paragraph: str) -> str:
