@@ -7,12 +7,14 @@ import errno
 import json
 import math
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from ._phases import tool_notes
 from ._state import cited_as, format_trace
 from .kb.backends._store import os_cause
 
@@ -33,15 +35,31 @@ def result_json(state: Mapping[str, Any], model_name: str) -> dict:
             "model": model_name, "error": state["error"]}
 
 
+_MARKER = re.compile(r"\s?\[\d+\]")
+
+
+def _after_stream(answer: str, draft: str, notes: list[str]) -> str:
+    """What follows a streamed draft: the lines added after it (`notes`, such as a tool that is off)
+    when it stands as written; else the answer under a header that says what changed: only the
+    numbers of its sources (the answer numbers them 1..k in the order it cites them; the model cited
+    the evidence by its position), or the checks."""
+    added = "".join(f"\n{note}" for note in notes)
+    body = answer[:-len(added)] if added and answer.endswith(added) else answer
+    if body == draft:
+        return added
+    if _MARKER.sub("", body) == _MARKER.sub("", draft):
+        return f"\n\n--- the answer with its sources numbered as listed below ---\n{answer}"
+    return f"\n\n--- checked answer (the checks changed the draft above) ---\n{answer}"
+
+
 def print_result(state: Mapping[str, Any], trace: bool, streamed: bool) -> None:
-    """The answer (after a streamed draft, the checked one only when the checks changed it), its
-    sources, the trace line, the stop reason, usage and time."""
+    """The answer (after a streamed draft, what changed it: see _after_stream), its sources, the
+    trace line, the stop reason, usage and time."""
     if not streamed:
         print(state["answer"])
-    elif state["draft_answer"] and state["answer"] != state["draft_answer"]:
-        print(f"\n\n--- checked answer (the checks changed the draft above) ---\n{state['answer']}")
     else:
-        print("" if state["draft_answer"] else state["answer"])
+        print(_after_stream(state["answer"], state["draft_answer"], tool_notes(state)) if state["draft_answer"]
+              else state["answer"])
     if state["citations"]:
         print("\nSources:")
         for c in state["citations"]:

@@ -33,7 +33,7 @@ from ._state import AgentState, check_state, config_from_saved, new_state, saved
 from .kb import KnowledgeBaseBackend
 from .models._meter import Meter
 from .models._protocol import Model
-from .tools._registry import Tool, ToolRegistry
+from .tools._registry import OffTool, Tool, ToolRegistry
 
 # phase -> its handler, and the step functions each calls
 GRAPH: dict[str, Callable[[AgentState, _phases.Run], str]] = {
@@ -113,7 +113,7 @@ def stops(answer: object) -> bool:
     return answer is False or (isinstance(answer, str) and answer == "stop")
 
 
-def run_agentic_rag(question: str, kb: KnowledgeBaseBackend, model: Model, tools: Iterable[Tool] = (),
+def run_agentic_rag(question: str, kb: KnowledgeBaseBackend, model: Model, tools: Iterable[Tool | OffTool] = (),
                     config: Config | RunConfig | None = None,
                     state: dict | None = None, on_step: Hook | None = None,
                     on_token: Callable[[str], object] | None = None) -> AgentState:
@@ -132,7 +132,7 @@ def run_agentic_rag(question: str, kb: KnowledgeBaseBackend, model: Model, tools
 
 
 def _run(question: str, state: AgentState, config: Config, kb: KnowledgeBaseBackend, model: Model,
-         tools: Iterable[Tool], deadline: float,
+         tools: Iterable[Tool | OffTool], deadline: float,
          on_step: Hook | None, on_token: Callable[[str], object] | None) -> AgentState:
     """The loop itself: until a phase says done, check the stops, then run the phase's handler."""
     meter = Meter(model, config.token_budget, copy.deepcopy(state["usage"]),
@@ -155,6 +155,8 @@ def _run(question: str, state: AgentState, config: Config, kb: KnowledgeBaseBack
                                              f"the deadline of {config.deadline_s:g} s passed: {exc}")
         except Exception as exc:  # a model failing past its retries, or anything unexpected: recorded, not raised
             _fail(state, exc)
+        if state["phase"] == "done":
+            _phases.finish(state)  # once, as the answer stands: numbered as the user reads it (the hook too)
         for figures in run.meter.usage["invalid_usage"][invalid:]:  # counts a server sent that cannot be true
             _phases.record(state, "usage", "usage:invalid", figures, 0.0, 0)
         state["usage"] = copy.deepcopy(run.meter.usage)

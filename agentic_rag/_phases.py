@@ -6,7 +6,7 @@ grade and check in _phase_answer.py."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -17,6 +17,7 @@ from ._state import AgentState, Evidence, Round
 from .kb import KnowledgeBaseBackend
 from .models._meter import Meter
 from .steps import call_tool, route_query, verify_sufficiency
+from .steps._answer import number_citations
 from .steps._decisions import count_low_rounds, wants_tool_first
 from .steps._refusal import refusal_reason, refusal_text
 from .steps._verify import question_weights, unseen_terms
@@ -38,8 +39,12 @@ class Run:
 
     @property
     def folds(self) -> bool:
-        """Whether an unsure grade is asked for with the answer (not when streaming: only a graded answer streams)."""
-        return self.fold_grades and self.on_token is None
+        """Whether an unsure grade is asked for with the answer, streaming or not: a run costs the same
+        calls with `on_token` as without. A graded reply is not streamed (a model streams plain answer
+        text, which carries no grade, and a draft whose grade may yet send the run on must not be
+        shown); it is handed to `on_token` whole once its grade stands. An answer to evidence the
+        deterministic check settled streams as it is written."""
+        return self.fold_grades
 
 
 def record(state: AgentState, step: str, summary: str, detail: dict, ms: float, tokens: int,
@@ -81,6 +86,15 @@ def abstain(state: AgentState, stop_reason: str, why: str) -> str:
     return "done"
 
 
+def finish(state: AgentState) -> None:
+    """The answer as the user gets it, once the run's answer is final (after the faithfulness check
+    and repair, which read markers as positions in the evidence shown): its sources numbered 1..k in
+    the order it first cites them (number_citations; the trace keeps what the model wrote), and a line
+    for each tool the router wanted that the run had not got (tool_notes)."""
+    answer, citations = number_citations(state["answer"], state["citations"])
+    state["answer"], state["citations"] = "\n".join([answer, *tool_notes(state)]) if answer else answer, citations
+
+
 def settle(state: AgentState, run: Run, stop_reason: str) -> str:
     """Retrieval stopped (stop_condition said why) without a sufficient grade: answer from what there
     is ("generate"), or abstain ("done") for the reason refusal_reason gives."""
@@ -97,10 +111,12 @@ def route(state: AgentState, run: Run) -> str:
         decision = route_query(state["question"], run.meter, run.tools, state["evidence"][:run.config.evidence_k],
                                tuple(state["used_tools"]), _sources(run), tuple(state["sources_tried"]))
         event.update(detail=decision.model_dump(), summary=f"route:{decision.route}"
-                     + (f"({decision.tool})" if decision.tool else "")
+                     + (f"({decision.tool})" if decision.tool and decision.route == "tool" else "")
                      + (f"@{decision.source}" if decision.source != "vector" and decision.route != "tool" else ""))
     state["route"] = decision.model_dump()
     tool_failures(state, run)
+    if decision.tool and decision.route != "tool":
+        tool_off(state, run, decision.tool)
     if decision.route == "direct":
         state["stop_reason"] = "direct"
         return "generate"
@@ -112,6 +128,20 @@ def tool_failures(state: AgentState, run: Run) -> None:
     for name, why in run.tools.take_failures():
         state["used_tools"].append(name)
         record(state, "tool", f"tool:{name}:error", {"error": why}, 0.0, 0)
+
+
+def tool_off(state: AgentState, run: Run, name: str) -> None:
+    """The router wanted a tool this run has not got: traced once a run (tool:NAME:off), with the line
+    the final answer adds (finish) in the question's language."""
+    summary = f"tool:{name}:off"
+    if not any(e["summary"] == summary for e in state["trace"]):
+        record(state, "tool", summary, {"note": run.tools.off_note(name, state["question"]),
+                                        "why": "the router wanted this tool; this run has not got it"}, 0.0, 0)
+
+
+def tool_notes(state: Mapping[str, Any]) -> list[str]:
+    """The lines the answer adds for tools the router wanted that the run had not got (tool_off)."""
+    return [e["detail"]["note"] for e in state["trace"] if e["step"] == "tool" and e["summary"].endswith(":off")]
 
 
 def _sources(run: Run) -> tuple[str, ...]:

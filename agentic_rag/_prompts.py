@@ -26,10 +26,13 @@ TEMPLATES = {
     "grade": ("Grade whether the evidence is enough to answer the question. Check concretely: does it "
               "name the entities asked about, and does it hold the kind of answer asked for (a date, a "
               "number, a name, a place, yes or no)? Evidence that is not about the question's subject at all "
-              "scores 0, however many words it shares with it. Score in [0, 1]; list what is missing.\n\n"
+              "scores 0, however many words it shares with it. A heading, a table-of-contents line, or a "
+              "sentence that only restates the question does not answer it: evidence made only of such lines is "
+              "not sufficient, however well it matches. Score in [0, 1]; list what is missing.\n\n"
               "Question: {question}\nEvidence:\n{evidence}"),
     "generate": ("Answer the question from the evidence only, in 1 to 3 sentences, citing each claim "
-                 "with its evidence number like [1]. Where sources disagree, say so and cite both. If the "
+                 "with its evidence number like [1]. Where sources disagree, say so and cite both. Never answer "
+                 "with a heading, a table-of-contents line or a restatement of the question. If the "
                  "evidence does not hold the answer, say that. With no evidence at all (a greeting, a translation, "
                  "or a message that asks nothing), reply briefly and ask for a question if none was asked.{grading}\n\n"
                  "Question: {question}\nEvidence:\n{evidence}"),
@@ -48,8 +51,9 @@ TEMPLATES = {
 
 GRADING = (" Also grade the evidence as a separate judge would, before relying on it: evidence_score in [0, 1] "
            "says whether it is enough to answer (does it name the entities asked about and hold the kind of "
-           "answer asked for; evidence not about the question's subject scores 0), missing lists what it lacks, "
-           "grade_reason says why.")
+           "answer asked for; evidence not about the question's subject scores 0; a heading, a table-of-contents "
+           "line or a sentence that only restates the question does not answer it, and evidence made only of such "
+           "lines is not sufficient), missing lists what it lacks, grade_reason says why.")
 
 
 def format_evidence(evidence: list[dict]) -> str:

@@ -80,10 +80,11 @@ def saved_cli_embedder(path: str, settings: dict):
 
 
 def ask_tools(args) -> list:
-    """Calculator and dates always; shop lookups and SQL with --db; web search only with --web-search."""
+    """Calculator and dates always; shop lookups and SQL with --db (without it, the shop lookups off:
+    a question that wants one is told how to turn them on); web search only with --web-search."""
     from datetime import datetime
 
-    from .tools import SQLDatabase, date_tools, sql_tool, web_search_tool
+    from .tools import SQLDatabase, date_tools, shop_tools_off, sql_tool, web_search_tool
 
     if args.now:
         try:
@@ -91,13 +92,15 @@ def ask_tools(args) -> list:
         except ValueError:
             raise ConfigurationError(f"--now {args.now!r}: write YYYY-MM-DDTHH:MM") from None
     clock = (lambda: moment) if args.now else datetime.now
-    tools = [CALCULATOR] + date_tools(clock)
+    tools: list = [CALCULATOR] + date_tools(clock)  # Tools, and OffTools for those not given
     if args.db:
         try:
             db = SQLDatabase(args.db)  # opened now: a missing, empty or non-SQLite file fails before the run
         except ConfigurationError as exc:
             raise ConfigurationError(f"--db: {exc}") from None
         tools += shop_tools(args.db) + [sql_tool(db)]
+    else:
+        tools += shop_tools_off()
     if args.web_search:
         tools.append(web_search_tool(args.web_search))
     return tools

@@ -72,14 +72,15 @@ def test_ask_stream_prints_the_draft_then_the_checked_answer(server, capsys, tmp
     capsys.readouterr()
     first = "截单时间：工作日 15:00（北京时间）之前确认付款的订单，当天发货； [1]"
     draft = f"{first} 周日也发货并免运费。 [1]"
-    server.chat.extend([json.dumps({"score": 0.9, "sufficient": True}),                     # grade
-                        draft,                                                              # generate, streamed
+    # a question its first search settles (no grade call), so that the answer streams as it is written
+    server.chat.extend([draft,                                                              # generate, streamed
                         json.dumps({"score": 0.5, "unsupported": ["周日也发货并免运费。 [1]"]}),  # judge
                         json.dumps({"answer": first})])                                     # repair
-    code, out, err = run(capsys, "ask", "周末付款的订单什么时候发出？", "--kb", kb, "--stream",
+    code, out, err = run(capsys, "ask", "工作日 15:00 之前确认付款的订单什么时候发货？", "--kb", kb, "--stream",
                          "--model", "small-model", "--base-url", server.url)
     assert code == 0, err
     assert out.index(draft) < out.index("--- checked answer") and "周日也发货" not in out.split("--- checked")[1]
+    assert server.chat_requests()[0]["stream"] is True
 
 
 def test_index_with_a_graph_model(server, capsys, tmp_path):

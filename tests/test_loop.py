@@ -616,7 +616,8 @@ def test_a_grade_phase_resumed_with_on_token_streams_its_answer(tiny_kb):
     resumed = run_agentic_rag(Q2, tiny_kb, OfflineModel(), state=json.loads(json.dumps(stopped)),
                               on_token=tokens.append)
     assert resumed["answer"] and "".join(tokens) == stopped["draft_answer"]
-    assert resumed["trace"][-2]["detail"]["by"] != "with the answer"   # streamed runs grade apart
+    assert resumed["trace"][-2]["detail"]["by"] == "with the answer"   # streamed runs fold the grade too
+    assert resumed["usage"]["model_calls"] == run_agentic_rag(Q2, tiny_kb, OfflineModel())["usage"]["model_calls"]
 
 
 @pytest.mark.parametrize("stop_at", ["verify", "generate"])

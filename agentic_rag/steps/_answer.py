@@ -42,3 +42,22 @@ def verify_citations(answer: str, evidence: Sequence[Evidence]) -> tuple[str, li
     cited = sorted({int(n) for n in _CITATION.findall(cleaned)})
     citations = [dict(evidence[n - 1], n=n) for n in cited]
     return cleaned.strip(), citations, removed
+
+
+def number_citations(answer: str, citations: Sequence[dict]) -> tuple[str, list[dict]]:
+    """The final answer and its citations numbered 1..k in the order the answer first cites them,
+    each marker rewritten to match: a marker is its evidence's position in what the model was shown,
+    so an answer citing only [2] becomes one citing [1], and [3] then [1] become [1] then [2].
+    Markers that name no citation are left as they are; so is an answer with no citations."""
+    by_position = {c["n"]: c for c in citations}
+    order: dict[int, int] = {}
+    for marker in _CITATION.finditer(answer):
+        if (position := int(marker.group(1))) in by_position:
+            order.setdefault(position, len(order) + 1)
+
+    def renumber(marker: re.Match) -> str:
+        position = int(marker.group(1))
+        return marker.group(0).replace(f"[{position}]", f"[{order[position]}]") if position in order \
+            else marker.group(0)
+
+    return _CITATION.sub(renumber, answer), [dict(by_position[p], n=n) for p, n in order.items()]

@@ -49,11 +49,15 @@ def route_query(question: str, model: Model, tools: ToolRegistry | None = None, 
                 used_tools: tuple[str, ...] = (), sources: tuple[str, ...] = ("vector",),
                 tried: tuple[str, ...] = ()) -> RouteDecision:
     """Decide direct | vector | multi_hop | tool for the next round, and for retrieval the source
-    (vector, graph, web) among those available; sees the evidence so far."""
+    (vector, graph, web) among those available; sees the evidence so far. A retrieval route that
+    names a `tool` names one the router wanted and this run has not got (an off tool whose patterns
+    and arguments fit, or a tool the model chose that is not registered): the answer says so."""
     decision = _route(question, model, tools, evidence, used_tools)
     if decision.route in ("vector", "multi_hop"):
         wanted = "graph" if _RELATION.search(question) else decision.source
-        decision = decision.model_copy(update={"source": pick_source(wanted, tuple(sources), tuple(tried))})
+        off = tools.wanted_off(question, list(evidence), used_tools) if tools and not decision.tool else None
+        decision = decision.model_copy(update={"source": pick_source(wanted, tuple(sources), tuple(tried)),
+                                               "tool": decision.tool or (off.name if off else None)})
     return decision
 
 
@@ -81,9 +85,9 @@ def _route(question: str, model: Model, tools: ToolRegistry | None, evidence: Se
                                                        "evidence": list(evidence)[:8]})
     except ModelOutputError as exc:
         return RouteDecision(route="vector", filters=filters, reason=f"fallback: {exc}", by="fallback")
-    if decision.route == "tool" and decision.tool not in tools.tools:
-        return RouteDecision(route="vector", filters=filters, reason=f"fallback: model chose unknown tool "
-                                                                      f"{decision.tool!r}", by="fallback")
+    if decision.route == "tool" and decision.tool not in tools.tools:  # wanted, but not this run's: named
+        return RouteDecision(route="vector", filters=filters, tool=decision.tool or None,
+                             reason=f"fallback: model chose unknown tool {decision.tool!r}", by="fallback")
     if decision.route == "direct":  # a question the rules did not call direct is factual: never direct
         return RouteDecision(route="vector", filters=filters, reason="model said direct; factual questions search")
     return decision.model_copy(update={"filters": decision.filters or filters, "by": "model"})

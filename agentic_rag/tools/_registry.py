@@ -1,13 +1,14 @@
 """The tool protocol: a named callable with a description, an argument schema, the question
-patterns that select it offline and an argument finder; and ToolRegistry, one run's tools by name,
-which selects a tool for a question, calls it with checked arguments and remembers the tools whose
-argument finder failed (the loop moves those failures into the trace). call_tool (steps/_act.py)
-turns a tool's result into evidence."""
+patterns that select it offline and an argument finder; OffTool, a tool a run does not have but
+knows how to turn on; and ToolRegistry, one run's tools by name, which selects a tool for a
+question (or names the off tool it would have selected), calls it with checked arguments and
+remembers the tools whose argument finder failed (the loop moves those failures into the trace).
+call_tool (steps/_act.py) turns a tool's result into evidence."""
 from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ValidationError, create_model
 
 from .._errors import ConfigurationError, ToolError
 from .._state import Evidence
+from ..text._tokenize import has_cjk
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,34 @@ class Tool:
         return any(re.search(p, question, re.I) for p in self.patterns)
 
 
+@dataclass(frozen=True)
+class OffTool:
+    """A tool this run does not have (its database was not given, say), as the router would still
+    pick it: the name, question patterns and argument finder the real tool has. A question that
+    wants it is answered without it, and the answer says so in one line, `notes` by language ("en",
+    "zh"; English for a question in any other), e.g. how to turn the tool on."""
+
+    name: str
+    notes: Mapping[str, str]
+    patterns: tuple[str, ...] = ()
+    arguments: Callable[[str, list[Evidence]], dict | None] = field(default=lambda question, evidence: {})
+
+    def matches(self, question: str) -> bool:
+        """Whether any of the tool's patterns occurs in the question."""
+        return any(re.search(p, question, re.I) for p in self.patterns)
+
+    def note(self, question: str) -> str:
+        """The line an answer to `question` adds, in the question's language."""
+        return self.notes.get("zh", self.notes["en"]) if has_cjk(question) else self.notes["en"]
+
+
+def unavailable_note(name: str, question: str) -> str:
+    """The line an answer adds when the router wanted a tool this run has not got and knows nothing of."""
+    if has_cjk(question):
+        return f"（本次运行没有 {name} 工具）"
+    return f"(no tool named {name!r} is available in this run)"
+
+
 def tool_from_function(fn: Callable[..., Any], patterns: tuple[str, ...] = (), arguments=None, name: str | None = None,
                        kind: str = "tool") -> Tool:
     """A Tool from a plain function: its signature becomes the argument schema, the first line of
@@ -53,25 +83,29 @@ def tool_from_function(fn: Callable[..., Any], patterns: tuple[str, ...] = (), a
 class ToolRegistry:
     """The tools of one run, by name; `register` adds more."""
 
-    def __init__(self, tools=()):
+    def __init__(self, tools: Iterable[Tool | OffTool] = ()):
         self.tools: dict[str, Tool] = {}
+        self.off: dict[str, OffTool] = {}  # tools this run has not got, which the router may still want
         self.failed: dict[str, str] = {}  # tools whose argument finder raised: name -> why; never selected again
         self._unreported: list[tuple[str, str]] = []
         for tool in tools:
             self.register(tool)
 
-    def register(self, tool: Tool) -> None:
-        """Add a tool; a duplicate name, a non-Tool or a pattern that is not a regex is an error."""
-        if not isinstance(tool, Tool):
+    def register(self, tool: Tool | OffTool) -> None:
+        """Add a tool (or an OffTool); a duplicate name, a non-Tool or a pattern that is not a regex is an error."""
+        if not isinstance(tool, (Tool, OffTool)):
             raise ConfigurationError(f"{tool!r} is not a Tool; wrap a function with agentic_rag.tool_from_function")
-        if tool.name in self.tools:
+        if tool.name in self.tools or tool.name in self.off:
             raise ConfigurationError(f"two tools are named {tool.name!r}; give each tool its own name")
         for pattern in tool.patterns:
             try:
                 re.compile(pattern)
             except (re.error, TypeError) as exc:
                 raise ConfigurationError(f"tool {tool.name!r} has a bad pattern {pattern!r}: {exc}") from None
-        self.tools[tool.name] = tool
+        if isinstance(tool, OffTool):
+            self.off[tool.name] = tool
+        else:
+            self.tools[tool.name] = tool
 
     def describe(self) -> list[str]:
         """One line per tool, with its argument schema, for prompts."""
@@ -93,6 +127,22 @@ class ToolRegistry:
                 elif arguments is not None:
                     return tool, arguments
         return None
+
+    def wanted_off(self, question: str, evidence: list[Evidence], used: tuple[str, ...] = ()) -> OffTool | None:
+        """The first off tool that `select` would have picked were it on (its patterns match and its
+        arguments can be found), or None. An argument finder that fails finds nothing."""
+        for tool in self.off.values():
+            if tool.name not in used and tool.matches(question):
+                try:
+                    if isinstance(tool.arguments(question, evidence), dict):
+                        return tool
+                except Exception:  # an off tool is never called: a finder that fails only finds nothing
+                    continue
+        return None
+
+    def off_note(self, name: str, question: str) -> str:
+        """The line an answer to `question` adds because the router wanted `name`, a tool this run has not got."""
+        return self.off[name].note(question) if name in self.off else unavailable_note(name, question)
 
     def _fail(self, name: str, why: str) -> None:
         self.failed[name] = why
