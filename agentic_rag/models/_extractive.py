@@ -6,7 +6,7 @@ import re
 
 from .._schemas import Answer, Faithfulness, Grade
 from ..kb.embedders._embedders import embedder_trait
-from ..text._candidates import FRAMING, candidates, restates
+from ..text._candidates import FRAMING, answer_windows, candidates, restates
 from ..text._lexical import (
     GREETING,
     absent_terms,
@@ -23,21 +23,30 @@ from ..text._lexical import (
 )
 from ..text._tokenize import has_cjk, tokenize
 
-_CLAUSE = re.compile(r"(?<=[，,;；:：])")
+# a clause ends after a Chinese clause mark, or a Latin one before a space (not inside a URL or 1,000)
+_CLAUSE = re.compile(r"(?<=[，；：])|(?<=[,;:])(?=\s)")
 # absent key terms with this share of the question's weight: off the subject. With the other refusal
 # rules, on offkb_en and offkb_zh: abstain recall 1.000 and 0.919 at 0.042 and 0.022 false abstentions
 # on the questions it was chosen by, 1.000 and 0.735 at 0.038 and 0.000 on the held-out ones
 # (docs/benchmarks.md, "Refusing what the knowledge base does not hold")
 OFF_TOPIC_SHARE = 0.5
+_NUMBER = re.compile(r"\d+(?:\.\d+)*")
+# kinds of answer whose form tells them (digits, a date, a path): the grade counts the question's terms only
+# beside one. A name or a place has no such form in Chinese (冠军 may be a team, 主演 a film's cast).
+TELLS_KIND = frozenset({"number", "date", "file"})
 MAX_SENTENCE = 160  # characters; a longer sentence is cut to its best run of clauses
 
 
 def grade(inputs: dict) -> Grade:
-    """Score = idf-weighted key-term coverage of the best two-sentence window (0.6) and of all the
-    evidence (0.15), the share of named things found (0.1) and an answer of the asked type in that
-    window (0.15), less 0.3 times the idf-weighted share of key terms found nowhere in the evidence.
-    Score 0 when the evidence is off the subject: it lacks two or more key terms carrying half the
-    question's weight (lexical.absent_terms) and does not hold every name the question asks about."""
+    """Score = idf-weighted key-term coverage of the best window that holds a thing of the asked
+    kind (0.6; any window for a kind its form does not tell, TELLS_KIND; half for a window without a
+    number the question names) and of all the evidence (0.15), the
+    share of named things found (0.1) and whether such a window exists (0.15), less 0.3 times the
+    idf-weighted share of key terms found nowhere in the evidence. Windows are two neighbouring
+    candidates under their passage's title (answer_windows): headings, contents lines and lines that
+    only restate the question hold no answer, so evidence made of them grades low. Score 0 when the
+    evidence is off the subject: it lacks two or more key terms carrying half the question's weight
+    (lexical.absent_terms) and does not hold every name the question asks about."""
     question, evidence, weights = inputs["question"], inputs.get("evidence", []), inputs.get("weights") or None
     terms, names, kind = key_terms(question), entities(question), answer_type(question)
     if evidence and not about_subject(question, evidence):
@@ -45,13 +54,14 @@ def grade(inputs: dict) -> Grade:
                      reason=f"no passage is about {', '.join(names[:3])}, which the question asks about")
     texts = evidence_texts(evidence)
     pool = "\n".join(texts)
-    windows = [" ".join([t.split("\n", 1)[0]] + s[i:i + 2]) for t in texts for s in [sentences(t)]
-               for i in range(max(1, len(s) - 1))]
-    best = max(windows, key=lambda w: coverage(terms, w, weights), default="")
-    window_cov = coverage(terms, best, weights) if windows else 0.0
+    windows = [w for item in evidence for w in answer_windows(question, item["text"], item.get("title", ""))]
+    window_cov = max((coverage(terms, w, weights) for w in windows), default=0.0)
+    numbers = [t for t in terms if _NUMBER.fullmatch(t)]  # a year, an edition: no paraphrase can stand in for one
+    typed = any(has_answer_type(kind, w, question) for w in windows)
+    typed_cov = max((coverage(terms, w, weights) * (1.0 if set(numbers) <= set(tokenize(w)) else 0.5)
+                     for w in windows if kind not in TELLS_KIND or has_answer_type(kind, w, question)), default=0.0)
     found = [n for n in names if n.casefold() in pool.casefold()]
     name_cov = len(found) / len(names) if names else 1.0
-    typed = bool(windows) and has_answer_type(kind, best, question)
     present = set(tokenize(pool))
     absent = absent_terms(question, terms, present.__contains__)
     weight = (lambda t: weights.get(t, 1.0)) if weights else (lambda t: 1.0)
@@ -60,14 +70,33 @@ def grade(inputs: dict) -> Grade:
         reason = (f"the evidence is not about the question: it lacks {', '.join(absent[:5])} "
                   f"({absent_share:.0%} of the key terms' weight)" + (" and a name it asks about" if names else ""))
         return Grade(score=0.0, sufficient=False, missing=absent[:5], by="model", reason=reason)
-    score = max(0.0, 0.6 * window_cov + 0.15 * (coverage(terms, pool, weights) if evidence else 0) + 0.1 * name_cov
+    score = max(0.0, 0.6 * typed_cov + 0.15 * (coverage(terms, pool, weights) if evidence else 0) + 0.1 * name_cov
                 + 0.15 * typed - 0.3 * absent_share)
     missing = [n for n in names if n not in found] + absent[:5]
     if not typed and kind != "other":
         missing.append(f"a {kind} answer")
     return Grade(score=round(min(score, 1.0), 3), sufficient=score >= inputs.get("threshold", 0.6), missing=missing,
-                 reason=f"terms {window_cov:.2f} in one place, names {name_cov:.2f}, {kind} answer "
-                        f"{'found' if typed else 'not found'}, absent {absent_share:.2f}", by="model")
+                 reason=_grade_reason(question, evidence, terms, kind, window_cov, typed_cov, name_cov, absent_share),
+                 by="model")
+
+
+def _grade_reason(question: str, evidence: list[dict], terms: list[str], kind: str, window_cov: float,
+                  typed_cov: float, name_cov: float, absent_share: float) -> str:
+    """The grade's reason: the figures, and what the evidence lacks when the question's terms stand
+    only in headings or lines that restate it, or nowhere beside a thing of the asked kind."""
+    figures = (f"terms {typed_cov:.2f} beside a {kind} answer, {window_cov:.2f} in one place, names {name_cov:.2f}, "
+               f"absent {absent_share:.2f}")
+    asked = "what it asks" if kind == "other" else f"a {kind}"
+    framing = [p for item in evidence for p, role in candidates(item["text"])
+               if role in FRAMING or restates(question, p)]
+    held = [t for t in terms if any(t in tokenize(p) for p in framing)]
+    if held and coverage(terms, " ".join(framing)) > window_cov + 0.2:
+        return f"the passages mention {', '.join(held[:3])} only in headings or lines restating the question; " \
+               f"none says {asked} ({figures})"
+    if kind in TELLS_KIND and typed_cov < window_cov:
+        near = [t for t in terms if t in set(tokenize(" ".join(evidence_texts(evidence))))][:3]
+        return f"the passages mention {', '.join(near) or 'the subject'} but none says {asked} beside it ({figures})"
+    return figures
 
 
 def about_subject(question: str, evidence: list[dict]) -> list[dict]:
@@ -134,7 +163,7 @@ def _scored(question: str, evidence: list[dict], weights: dict | None = None,
         piece = _trim(piece, terms, kind, question)
         cov = coverage(terms, f"{evidence[n - 1].get('title', '')} {heading} {piece}", weights)
         typed = cov > 0 and kind != "other" and has_answer_type(kind, piece, question)
-        if restates(question, piece) and not typed:
+        if restates(question, piece):
             continue
         sim = SEMANTIC * similarity.get(piece, 0.0) if similarity else 0.0
         out.append((cov + 0.35 * typed + sim + 0.05 / n, n, piece))

@@ -8,6 +8,7 @@ from .._errors import ModelOutputError
 from .._schemas import Grade, GradedAnswer
 from .._state import Evidence
 from ..models._protocol import Model
+from ..text._candidates import answer_windows
 from ..text._lexical import absent_terms, answer_type, coverage, entities, evidence_texts, has_answer_type, key_terms
 from ..text._tokenize import tokenize
 from ._ask import ask
@@ -34,10 +35,11 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)*")
 
 def quick_grade(question: str, evidence: Sequence[Evidence], weights: dict[str, float] | None = None,
                 unseen: Iterable[str] = ()) -> Grade | None:
-    """Sufficient when one passage holds (nearly) every key term, every name and an answer of the
-    asked type; insufficient, with score 0, when the question names a number (a year, a version)
-    that neither the evidence nor the knowledge base holds (`unseen`: the key terms it holds
-    nowhere); insufficient when no passage holds a fifth of the terms; otherwise None (unsure)."""
+    """Sufficient when two neighbouring sentences of one passage (text.answer_windows: no heading,
+    no line that only restates the question) hold (nearly) every key term and an answer of the asked
+    type, and the evidence every name; insufficient, with score 0, when the question names a number
+    (a year, a version) that neither the evidence nor the knowledge base holds (`unseen`: the key
+    terms it holds nowhere); insufficient when no passage holds a fifth of the terms; otherwise None (unsure)."""
     terms, names, kind = key_terms(question), entities(question), answer_type(question)
     texts = evidence_texts(evidence)
     if not texts:
@@ -45,9 +47,13 @@ def quick_grade(question: str, evidence: Sequence[Evidence], weights: dict[str, 
     scores = [coverage(terms, text, weights) for text in texts]
     best = max(range(len(texts)), key=scores.__getitem__)
     pool = "\n".join(texts).casefold()
-    if scores[best] >= 0.9 and all(n.casefold() in pool for n in names) and has_answer_type(kind, texts[best]):
-        return Grade(score=round(scores[best], 3), sufficient=True,
-                     reason=f"passage {best + 1} holds the key terms and a {kind} answer")
+    held = [(coverage(terms, w, weights), at) for at, item in enumerate(evidence, 1)
+            for w in answer_windows(question, item["text"], item.get("title", ""))
+            if has_answer_type(kind, w, question)]
+    fit, at = max(held, default=(0.0, 0))
+    if fit >= 0.9 and all(n.casefold() in pool for n in names):
+        return Grade(score=round(fit, 3), sufficient=True,
+                     reason=f"passage {at} holds the key terms and a {kind} answer together")
     present = set(tokenize(pool))
     numbers = [t for t in unseen if _NUMBER.fullmatch(t) and t not in present]
     if numbers:  # a number has no paraphrase: no passage can hold a fact about it

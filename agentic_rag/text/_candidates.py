@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from ._lexical import answer_type, has_answer_type
 from ._sentences import LEVELS, cuts
 from ._tokenize import CJK, STOPWORDS, normalize, stem
 
@@ -31,8 +32,8 @@ def line_role(line: str, alone: bool = False) -> str:
         return "code"
     if " | " in line or line.startswith("| "):
         return "row"
-    if _NUMBERED.match(line) and (len(line) <= 120 or not _END.search(line)):
-        return "heading"
+    if _NUMBERED.match(line) and len(line) <= 120 and not _END.search(line):
+        return "heading"  # a numbered line that ends like a sentence is a list item
     if line.endswith(("?", "？")):
         return "question"
     if alone and len(line) <= _SHORT_HEADING and not _END.search(line) and not re.fullmatch(r"[\d\W]+", line):
@@ -87,5 +88,16 @@ def new_content(question: str, text: str) -> float:
 
 def restates(question: str, text: str) -> bool:
     """Whether the text only says back what the question holds (a heading echoing it, "Recording the
-    shell activities" for "How do I record my shell activities?"): fewer than two new words."""
-    return new_content(question, text) < 2
+    shell activities" for "How do I record my shell activities?"): fewer than two new words, and no
+    thing of the asked kind ("15 minutes" answers "How many minutes ...?")."""
+    if new_content(question, text) >= 2:
+        return False
+    kind = answer_type(question)
+    return kind == "other" or not has_answer_type(kind, text, question)
+
+
+def answer_windows(question: str, text: str, title: str = "") -> list[str]:
+    """Where a passage could answer the question: its title with each two neighbouring candidates,
+    leaving out the lines that only frame the text and the pieces that only restate the question."""
+    pieces = [p for p, role in candidates(text) if role not in FRAMING and not restates(question, p)]
+    return [" ".join([title] + pieces[i:i + 2]) for i in range(max(0, len(pieces) - 1) or len(pieces))]
