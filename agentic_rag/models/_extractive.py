@@ -163,7 +163,7 @@ def _scored(question: str, evidence: list[dict], weights: dict | None = None,
         piece = _trim(piece, terms, kind, question)
         cov = coverage(terms, f"{evidence[n - 1].get('title', '')} {heading} {piece}", weights)
         typed = cov > 0 and kind != "other" and has_answer_type(kind, piece, question)
-        if restates(question, piece):
+        if restates(question, piece, evidence[n - 1].get("title", "")):
             continue
         sim = SEMANTIC * similarity.get(piece, 0.0) if similarity else 0.0
         out.append((cov + 0.35 * typed + sim + 0.05 / n, n, piece))

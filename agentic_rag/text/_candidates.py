@@ -17,7 +17,7 @@ _LEADERS = re.compile(r"(?:\.\s?){4,}\s*\S*\s*$|…{2,}|·{4,}")  # table-of-con
 _TOC_ENTRY = re.compile(r"^(?:\d+|[A-Z])(?:\.\d+)+\.?\s+\S.*\s\d{1,4}$")  # "1.7 How does one pronounce Debian 3"
 _COMMAND = re.compile(r"^[$#]\s+[a-z0-9_./-]+(?:\s|$)")  # a shell prompt's line: "$ ls", "# apt-get install x"
 _LIST_ITEM = re.compile(r"^(?:[-*•]|\d+[.)、])\s+")
-_END = re.compile(r"[.!?;。！？；:：)）\"”]$")
+_END = re.compile(r"[.!?;。！？；:：][\"”’)）]*$")  # a sentence's end, closing quotes and brackets after it
 _SHORT_HEADING = 60  # characters: a one-line paragraph without end punctuation, this short, titles what follows
 
 
@@ -86,11 +86,12 @@ def new_content(question: str, text: str) -> float:
     return sum(0.5 if re.match(f"[{CJK}]", u) else 1.0 for u in new)
 
 
-def restates(question: str, text: str) -> bool:
+def restates(question: str, text: str, title: str = "") -> bool:
     """Whether the text only says back what the question holds (a heading echoing it, "Recording the
     shell activities" for "How do I record my shell activities?"): fewer than two new words, and no
-    thing of the asked kind ("15 minutes" answers "How many minutes ...?")."""
-    if new_content(question, text) >= 2:
+    thing of the asked kind ("15 minutes" answers "How many minutes ...?"). The passage's `title`
+    counts as said: "乙方：X公司" under the title "供货合同 B" answers "哪份合同的乙方是X公司？"."""
+    if new_content(question, f"{title} {text}") >= 2:
         return False
     kind = answer_type(question)
     return kind == "other" or not has_answer_type(kind, text, question)
@@ -99,5 +100,5 @@ def restates(question: str, text: str) -> bool:
 def answer_windows(question: str, text: str, title: str = "") -> list[str]:
     """Where a passage could answer the question: its title with each two neighbouring candidates,
     leaving out the lines that only frame the text and the pieces that only restate the question."""
-    pieces = [p for p, role in candidates(text) if role not in FRAMING and not restates(question, p)]
+    pieces = [p for p, role in candidates(text) if role not in FRAMING and not restates(question, p, title)]
     return [" ".join([title] + pieces[i:i + 2]) for i in range(max(0, len(pieces) - 1) or len(pieces))]
