@@ -88,11 +88,12 @@ def new_content(question: str, text: str) -> float:
 
 def restates(question: str, text: str, title: str = "") -> bool:
     """Whether the text only says back what the question holds (a heading echoing it, "Recording the
-    shell activities" for "How do I record my shell activities?"): fewer than two new words, and no
+    shell activities" for "How do I record my shell activities?"): a line without a sentence's end
+    punctuation, with fewer than two new words, and no
     thing of the asked kind ("15 minutes" answers "How many minutes ...?"). The passage's `title`
     counts as said: "乙方：X公司" under the title "供货合同 B" answers "哪份合同的乙方是X公司？"."""
-    if new_content(question, f"{title} {text}") >= 2:
-        return False
+    if new_content(question, f"{title} {text}") >= 2 or _END.search(text.strip()):
+        return False  # a sentence that ends as one states something: "通称弥七郎。" answers what it is called
     kind = answer_type(question)
     return kind == "other" or not has_answer_type(kind, text, question)
 

@@ -41,7 +41,7 @@ _ENUMERATION = re.compile(r"[、,，]|\band\b|和|与|及")
 _WHICH = r"(?:which|what)(?: \w+)?"
 ANSWER_TYPES = {
     "file": re.compile(rf"\b{_WHICH} (?:file|directory|folder|path)s?\b|(?:哪个|哪些|什么|哪一个)(?:配置)?"
-                       r"(?:文件|目录|路径)|(?:存放|保存|放|存|位于)在?哪|在哪个目录", re.I),
+                       r"(?:文件|目录|路径)|(?:存放|保存|存储)在?哪|在哪个目录", re.I),
     "package": re.compile(rf"\b{_WHICH} packages?\b|\bpackages? (?:do|should|must) (?:i|you|we) (?:need|install)|"
                           r"(?:哪个|哪些|什么|哪一个)(?:软件)?包|(?:装|安装)(?:哪个|什么|哪些)", re.I),
     "command": re.compile(rf"\b{_WHICH} (?:command|tool|program|utility|utilities)s?\b|"
