@@ -23,8 +23,8 @@ _SHORT_HEADING = 60  # characters: a one-line paragraph without end punctuation,
 
 def line_role(line: str, alone: bool = False) -> str:
     """What a line is: "toc", "heading" or "question" (frames the text: never an answer), "code",
-    "row" (a table row), "item" (a list item) or "text". `alone`: the line is a paragraph by itself,
-    so a short one without end punctuation is a title."""
+    "row" (a table row), "item" (a list item) or "text". `alone`: the line is a paragraph by itself
+    with text after it, so a short one without end punctuation is a title."""
     line = line.strip()
     if _LEADERS.search(line) or _TOC_ENTRY.match(line):
         return "toc"
@@ -32,8 +32,9 @@ def line_role(line: str, alone: bool = False) -> str:
         return "code"
     if " | " in line or line.startswith("| "):
         return "row"
-    if _NUMBERED.match(line) and len(line) <= 120 and not _END.search(line):
-        return "heading"  # a numbered line that ends like a sentence is a list item
+    numbered = _NUMBERED.match(line)
+    if numbered and len(line) <= 120 and not _END.search(line) and not re.search(r"[=\d]", line[numbered.end():]):
+        return "heading"  # a numbered line that ends like a sentence is a list item; "15.0 USD = 108 CNY" a value
     if line.endswith(("?", "？")):
         return "question"
     if alone and len(line) <= _SHORT_HEADING and not _END.search(line) and not re.fullmatch(r"[\d\W]+", line):
@@ -46,11 +47,13 @@ def candidates(text: str) -> list[tuple[str, str]]:
     wrapped text lines joined and cut into sentences (no space where a line break fell between
     Chinese characters), rows, list items and code lines one each."""
     out: list[tuple[str, str]] = []
-    for paragraph in cuts(text, LEVELS[0]):
+    paragraphs = list(cuts(text, LEVELS[0]))
+    for at, paragraph in enumerate(paragraphs):
         lines = [line.strip() for line in paragraph.strip().split("\n") if line.strip()]
+        titles = len(lines) == 1 and at < len(paragraphs) - 1  # a one-line paragraph with text after it
         run: list[str] = []
         for line in lines + [""]:
-            role = line_role(line, alone=len(lines) == 1) if line else "end"
+            role = line_role(line, alone=titles) if line else "end"
             if role == "text" and run:
                 run.append(line)
                 continue
