@@ -49,7 +49,7 @@ def generate(state: AgentState, run: Run) -> str:
 def grade(state: AgentState, run: Run) -> str:
     """Take the grade that came in the draft's reply (folded_grade); a reply without one is graded
     apart (verify_sufficiency), and so is the rest of the run, as is a run that may not fold (a
-    grader of its own, or streaming). Next: "route" when the grade sends the run on, keeping the
+    grader of its own). Next: "route" when the grade sends the run on, keeping the
     draft for a stop to answer with; else what delivering the draft gives."""
     shown, draft = state["evidence"][:run.config.evidence_k], GradedAnswer(**present(state["draft_reply"]))
     state["draft_reply"] = None

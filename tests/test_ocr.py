@@ -34,7 +34,7 @@ def _cli(*argv, path=None):
 
 @pytest.mark.twoprocess
 @pytest.mark.parametrize("name, question, words", [
-    ("scanned-english.pdf", "What is the latest version of Debian?", "What is the latest version of Debian?"),
+    ("scanned-english.pdf", "What is the latest version of Debian?", "three versions of Debian"),
     ("scanned-chinese.pdf", "Debian 是一个什么样的组织？", "Debian 是一个志愿者组织")])
 def test_a_scanned_page_is_indexed_and_answered_from_citing_its_page(tmp_path, name, question, words):
     need_tesseract()
@@ -46,7 +46,7 @@ def test_a_scanned_page_is_indexed_and_answered_from_citing_its_page(tmp_path, n
     assert done.returncode == 0, done.stderr
     state = json.loads(done.stdout)
     assert not state["abstained"] and words in state["answer"], state["answer"]
-    assert [(c["doc_id"], c["page"]) for c in state["citations"]] == [(name, 1)]
+    assert {(c["doc_id"], c["page"]) for c in state["citations"]} == {(name, 1)}  # chunks of its one page
 
 
 @pytest.mark.slow
