@@ -57,6 +57,19 @@ def test_a_restatement_of_the_question_is_no_answer_unless_it_holds_the_asked_th
     assert not restates("How do I record my shell activities?", "Use script(1) to record them in a file.")
 
 
+def test_the_kind_is_read_where_an_english_question_asks():
+    # a "when" inside the asking clause, or in a clause before it, asks for no date
+    assert answer_type("Which shell runs when a script asks for /bin/sh?") == "other"
+    assert answer_type("When I ping a host, how many bytes of overhead do I add?") == "number"
+    assert answer_type("Is it restarted when the package is upgraded?") == "yes_no"
+    assert answer_type("From which server are security fixes distributed?") == "place"
+    assert answer_type("How can I make it reject weak passwords? Which package do I need?") == "package"
+    # a wh-word where nothing opens a question still asks, and Chinese interrogatives count anywhere
+    assert answer_type("Tell me when the store opens") == "date"
+    assert answer_type("The club was founded when?") == "date"
+    assert answer_type("当我用 ping 测试时，要加多少字节？") == "number"
+
+
 def test_a_question_asks_for_a_kind_and_a_text_holds_one_or_not():
     assert answer_type("Which file does systemd read to name the machine?") == "file"
     assert answer_type("编辑好的文件保存在哪里？") == "file"

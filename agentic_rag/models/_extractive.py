@@ -9,6 +9,7 @@ from ..kb.embedders._embedders import embedder_trait
 from ..text._candidates import FRAMING, answer_windows, candidates, restates
 from ..text._lexical import (
     GREETING,
+    NUMBER,
     absent_terms,
     answer_type,
     cited_support,
@@ -30,7 +31,6 @@ _CLAUSE = re.compile(r"(?<=[，；：])|(?<=[,;:])(?=\s)")
 # on the questions it was chosen by, 1.000 and 0.735 at 0.038 and 0.000 on the held-out ones
 # (docs/benchmarks.md, "Refusing what the knowledge base does not hold")
 OFF_TOPIC_SHARE = 0.5
-_NUMBER = re.compile(r"\d+(?:\.\d+)*")
 # kinds of answer whose form tells them (digits, a date, a path): the grade counts the question's terms only
 # beside one. A name or a place has no such form in Chinese (冠军 may be a team, 主演 a film's cast).
 TELLS_KIND = frozenset({"number", "date", "file"})
@@ -56,7 +56,7 @@ def grade(inputs: dict) -> Grade:
     pool = "\n".join(texts)
     windows = [w for item in evidence for w in answer_windows(question, item["text"], item.get("title", ""))]
     window_cov = max((coverage(terms, w, weights) for w in windows), default=0.0)
-    numbers = [t for t in terms if _NUMBER.fullmatch(t)]  # a year, an edition: no paraphrase can stand in for one
+    numbers = [t for t in terms if NUMBER.fullmatch(t)]  # a year, an edition: no paraphrase can stand in for one
     typed = any(has_answer_type(kind, w, question) for w in windows)
     typed_cov = max((coverage(terms, w, weights) * (1.0 if set(numbers) <= set(tokenize(w)) else 0.5)
                      for w in windows if kind not in TELLS_KIND or has_answer_type(kind, w, question)), default=0.0)
@@ -200,8 +200,12 @@ def generate(inputs: dict) -> Answer:
     embedder = inputs.get("embedder")
     sims = {q: similarities(q, evidence, embedder, weights) for q in dict.fromkeys([question] + parts[:3])}
 
-    def ranked(q: str) -> list[tuple[float, int, str]]:
-        return _scored(q, evidence, weights, sims[q])
+    scored: dict[str, list[tuple[float, int, str]]] = {}
+
+    def ranked(q: str) -> list[tuple[float, int, str]]:  # scored once per question or part
+        if q not in scored:
+            scored[q] = _scored(q, evidence, weights, sims[q])
+        return scored[q]
 
     chosen: list[tuple[int, str]] = []
     voted = _voted(question, evidence, ranked(question)) if len(parts) == 1 else None

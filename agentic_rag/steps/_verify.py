@@ -1,7 +1,6 @@
 """verify_sufficiency: a deterministic check settles clear cases; the model grades the rest."""
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
 from .._errors import ModelOutputError
@@ -9,7 +8,16 @@ from .._schemas import Grade, GradedAnswer
 from .._state import Evidence
 from ..models._protocol import Model
 from ..text._candidates import answer_windows
-from ..text._lexical import absent_terms, answer_type, coverage, entities, evidence_texts, has_answer_type, key_terms
+from ..text._lexical import (
+    NUMBER,
+    absent_terms,
+    answer_type,
+    coverage,
+    entities,
+    evidence_texts,
+    has_answer_type,
+    key_terms,
+)
 from ..text._tokenize import tokenize
 from ._ask import ask
 
@@ -30,7 +38,6 @@ def question_weights(question: str, kb_weights: dict[str, float]) -> dict[str, f
     return {t: kb_weights.get(t) or (top if t in unseen else low) for t in key_terms(question)}
 
 
-_NUMBER = re.compile(r"\d+(?:\.\d+)*")
 
 
 def quick_grade(question: str, evidence: Sequence[Evidence], weights: dict[str, float] | None = None,
@@ -55,7 +62,7 @@ def quick_grade(question: str, evidence: Sequence[Evidence], weights: dict[str, 
         return Grade(score=round(fit, 3), sufficient=True,
                      reason=f"passage {at} holds the key terms and a {kind} answer together")
     present = set(tokenize(pool))
-    numbers = [t for t in unseen if _NUMBER.fullmatch(t) and t not in present]
+    numbers = [t for t in unseen if NUMBER.fullmatch(t) and t not in present]
     if numbers:  # a number has no paraphrase: no passage can hold a fact about it
         return Grade(score=0.0, sufficient=False, missing=numbers,
                      reason=f"the knowledge base holds nowhere the number {', '.join(numbers)} that the question names")

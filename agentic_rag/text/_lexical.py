@@ -34,6 +34,7 @@ COMPARISON = re.compile(r"对比|区别|差异|异同|不同|相比|比较|哪�
                         r"difference|differ|\bboth\b|\beither\b|\bwhich (?:one|of the two)\b", re.I)
 _RELATIVE = re.compile(r"\s(?:which|that|who|whose|whom|where)\s", re.I)
 _ENUMERATION = re.compile(r"[、,，]|\band\b|和|与|及")
+NUMBER = re.compile(r"\d+(?:\.\d+)*")  # a number as a key term: a year, an edition, a version
 
 # What a question asks for, by its form (first match wins: "which file" before "where"), and below, what
 # a text must hold to answer it. The technical kinds come first: documentation is asked for files,
@@ -158,10 +159,26 @@ def is_nested(question: str) -> bool:
     return relative_clause(question) is not None or question.count("的") >= 3
 
 
+# where an English clause asks: a wh-word or an auxiliary opening it, after a preposition ("From which server")
+_ASKS = re.compile(r"(?:^|(?<=[.?!,;:]\s))(?:(?:from|in|on|at|by|for|to|of|with|and|but|so|then)\s+)?"
+                   r"(?:what|which|who|whom|whose|when|where|why|how|is|are|was|were|did|does|do|can|could|has|have|"
+                   r"will)\b", re.I)
+
+
 def answer_type(question: str) -> str:
-    """What kind of answer the question asks for: date, number, person, place, yes_no or other."""
+    """What kind of answer the question asks for: file, package, command, date, number, person, place,
+    yes_no or other. In English the kind is read where each sentence's asking clause opens, the last
+    one opening with a wh-word or an auxiliary: a "when" or "where" inside the clause ("Which shell
+    runs when a script asks for /bin/sh?") or in a clause before it ("When I ping, how many bytes
+    ...?") asks nothing. Chinese interrogatives count wherever they stand."""
+    question = question.strip()
+    opens = set()
+    for sentence in re.finditer(r"(?:[^.?!]|[.?!](?=\S))+[.?!]*", question):
+        starts = [m for m in _ASKS.finditer(question, sentence.start(), sentence.end())]
+        if starts:
+            opens |= {starts[-1].start(), starts[-1].end() - len(starts[-1].group(0).split()[-1])}
     for name, pattern in ANSWER_TYPES.items():
-        if pattern.search(question.strip()):
+        if any(not opens or has_cjk(m.group(0)) or m.start() in opens for m in pattern.finditer(question)):
             return name
     return "other"
 
