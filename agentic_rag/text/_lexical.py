@@ -54,7 +54,8 @@ ANSWER_TYPES = {
                          r"[率额量价数]\s*(?:是|为)?\s*[？?]?\s*$", re.I),
     "person": re.compile(r"\bwho(?:m|se)?\b|which (?:person|author|actor|player|president|director)|谁|哪位|何人|"
                          r"(?:导演|作者|主演|冠军|得主|创始人|主席|总统)\s*(?:是)?\s*[？?]?\s*$", re.I),
-    "place": re.compile(r"\bwhere\b|which (?:city|country|state|place|town|region|server|site|website|host|mirror)|"
+    "place": re.compile(r"\bwhere\b|which (?:city|country|state|place|town|region|area|continent|province|"
+                        r"server|site|website|host|mirror)|"
                         r"哪里|哪儿|在哪|何地|哪个(?:城市|国家|地区|省|网站|服务器|站点)|地点|举办地", re.I),
     "yes_no": re.compile(r"^(?:is|are|was|were|did|does|do|can|could|has|have|will)\b|吗[？?]?\s*$|是否|有没有|"
                          r"是不是", re.I),
@@ -163,22 +164,26 @@ def is_nested(question: str) -> bool:
 _ASKS = re.compile(r"(?:^|(?<=[.?!,;:]\s))(?:(?:from|in|on|at|by|for|to|of|with|and|but|so|then)\s+)?"
                    r"(?:what|which|who|whom|whose|when|where|why|how|is|are|was|were|did|does|do|can|could|has|have|"
                    r"will)\b", re.I)
+_SUBORDINATE = frozenset({"when", "where"})  # they also join clauses: "Which shell runs when a script asks ...?"
 
 
 def answer_type(question: str) -> str:
     """What kind of answer the question asks for: file, package, command, date, number, person, place,
-    yes_no or other. In English the kind is read where each sentence's asking clause opens, the last
-    one opening with a wh-word or an auxiliary: a "when" or "where" inside the clause ("Which shell
-    runs when a script asks for /bin/sh?") or in a clause before it ("When I ping, how many bytes
-    ...?") asks nothing. Chinese interrogatives count wherever they stand."""
+    yes_no or other (the first kind of ANSWER_TYPES whose form the question has). A bare "when" or
+    "where" asks only where it opens a sentence's asking clause (the last clause of the sentence
+    that opens with a wh-word or an auxiliary), in a question that has one: inside that clause
+    ("Which shell runs when a script asks for /bin/sh?") or in a clause before it ("When I ping, how
+    many bytes ...?") it joins clauses and asks nothing."""
     question = question.strip()
     opens = set()
     for sentence in re.finditer(r"(?:[^.?!]|[.?!](?=\S))+[.?!]*", question):
-        starts = [m for m in _ASKS.finditer(question, sentence.start(), sentence.end())]
+        starts = list(_ASKS.finditer(question, sentence.start(), sentence.end()))
         if starts:
-            opens |= {starts[-1].start(), starts[-1].end() - len(starts[-1].group(0).split()[-1])}
+            last = starts[-1]
+            opens |= {last.start(), last.end() - len(last.group(0).split()[-1])}
     for name, pattern in ANSWER_TYPES.items():
-        if any(not opens or has_cjk(m.group(0)) or m.start() in opens for m in pattern.finditer(question)):
+        if any(m.group(0).lower() not in _SUBORDINATE or not opens or m.start() in opens
+               for m in pattern.finditer(question)):
             return name
     return "other"
 
