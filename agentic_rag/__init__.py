@@ -11,6 +11,7 @@ with an underscore are internal and may change. The subpackages kb, models, step
 are public namespaces too.
 """
 from ._config import Config, IndexConfig, RunConfig, SearchConfig
+from ._conversation import Conversation
 from ._errors import (
     AccessDenied,
     AgenticRAGError,
@@ -28,6 +29,7 @@ from ._errors import (
 from ._loop import run_agentic_rag
 from ._schemas import (
     Answer,
+    Condensed,
     Decomposition,
     Faithfulness,
     Grade,
@@ -77,6 +79,7 @@ from .steps import (
     SearchOutcome,
     call_tool,
     check_faithfulness,
+    condense_query,
     decompose_query,
     generate_answer,
     graph_search,
@@ -125,7 +128,7 @@ def __getattr__(name: str):
 __all__ = [
     "__version__",
     # running the agent
-    "run_agentic_rag", "Config", "IndexConfig", "SearchConfig", "RunConfig", "new_state", "AgentState",
+    "run_agentic_rag", "Conversation", "Config", "IndexConfig", "SearchConfig", "RunConfig", "new_state", "AgentState",
     "STOP_REASONS", "format_trace", "cited_as", "Evidence", "new_evidence", "Round",
     # knowledge bases
     "KnowledgeBase", "PostgresKnowledgeBase", "KnowledgeBaseBackend", "open_kb", "AddResult", "Hit", "Document",
@@ -136,9 +139,9 @@ __all__ = [
     "Model", "ModelRequest", "OfflineModel", "ScriptedModel", "OpenAIChatModel", "Endpoint", "endpoint_from_env",
     "ModelSet", "ImageDescriber", "Meter",
     # steps and the values they return
-    "route_query", "rewrite_query", "decompose_query", "vector_search", "graph_search", "call_tool",
+    "condense_query", "route_query", "rewrite_query", "decompose_query", "vector_search", "graph_search", "call_tool",
     "verify_sufficiency", "question_weights", "unseen_terms", "generate_answer", "verify_citations",
-    "check_faithfulness", "repair_answer", "triple_extractor", "SearchOutcome", "RouteDecision", "Rewrite",
+    "check_faithfulness", "repair_answer", "triple_extractor", "SearchOutcome", "RouteDecision", "Condensed", "Rewrite",
     "SubQuery", "Decomposition", "Grade", "Answer", "GradedAnswer",
     "Faithfulness", "Triple", "Triples",
     # tools

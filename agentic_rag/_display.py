@@ -27,8 +27,8 @@ def counted(n: int, noun: str) -> str:
 def result_json(state: Mapping[str, Any], model_name: str) -> dict:
     """The `ask --json` object: the answer, its citations, why it stopped, the trace, usage and timings."""
     keep = ("n", "id", "doc_id", "source", "title", "text", "kind", "page", "page_label", "section", "media")
-    return {"question": state["question"], "answer": state["answer"], "abstained": state["abstained"],
-            "abstain_reason": state["abstain_reason"],
+    return {"question": state["question"], "standalone": state["standalone"], "answer": state["answer"],
+            "abstained": state["abstained"], "abstain_reason": state["abstain_reason"],
             "citations": [{k: c.get(k) for k in keep} for c in state["citations"]],
             "stop_reason": state["stop_reason"], "rounds": state["round"], "trace_line": format_trace(state),
             "trace": state["trace"], "usage": state["usage"], "timings_ms": state["timings_ms"],

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import cast
 
 from . import _phase_answer, _phase_search, _phases
 from ._config import Config, RunConfig
 from ._errors import BudgetExceeded, ConfigurationError, DeadlineExceeded, RetrievalError
+from ._history import MAX_TOKENS, MAX_TURNS, history_messages
 from ._openai_api import RUN_DEADLINE
 from ._state import AgentState, check_state, config_from_saved, new_state, saved_config, upgrade_state
 from .kb import KnowledgeBaseBackend
@@ -37,6 +38,7 @@ from .tools._registry import OffTool, Tool, ToolRegistry
 
 # phase -> its handler, and the step functions each calls
 GRAPH: dict[str, Callable[[AgentState, _phases.Run], str]] = {
+    "condense": _phases.condense,      # condense_query (a follow-up only: a run with a history starts here)
     "route": _phases.route,            # route_query
     "search": _phase_search.search,    # rewrite_query, decompose_query, then vector_search (+ bridge_search) |
                                        # graph_search | web; detect_convergence, detect_stall
@@ -51,6 +53,7 @@ GRAPH: dict[str, Callable[[AgentState, _phases.Run], str]] = {
 # phase -> the phases it may return; "done" ends the run. Any phase may also end the run on a model
 # call past the budget or the deadline, or a failure (the loop's own stops, not edges).
 EDGES: dict[str, frozenset[str]] = {
+    "condense": frozenset({"route"}),
     "route": frozenset({"search", "tool",      # the route chosen; but first, at a round's start,
                                                # stop_condition may stop retrieval, and settle then
                         "generate",            # answers from what there is (or a direct reply goes here)
@@ -116,13 +119,17 @@ def stops(answer: object) -> bool:
 def run_agentic_rag(question: str, kb: KnowledgeBaseBackend, model: Model, tools: Iterable[Tool | OffTool] = (),
                     config: Config | RunConfig | None = None,
                     state: dict | None = None, on_step: Hook | None = None,
-                    on_token: Callable[[str], object] | None = None) -> AgentState:
+                    on_token: Callable[[str], object] | None = None, history: Sequence[Mapping] | None = None,
+                    instructions: str = "") -> AgentState:
     """Answer `question` from `kb` or abstain; returns the final state. Pass a state a hook stopped to
     resume it; `on_token` receives the draft answer as it is generated (the checks run after it).
+    `history` is the conversation before the question: OpenAI-style user and assistant messages, or
+    the states of earlier runs (a follow-up is condensed to stand alone first; see Conversation);
+    `instructions` (a chat's system message) go to a hosted model with the answer's request.
     Bad input (an empty question, bad settings, a state no run returned, an empty knowledge base)
     raises before the run starts; once it runs, a failure ends it with stop_reason "error" and the
     state is returned."""
-    config, begun = _prepare(question, kb, model, config, state)
+    config, begun = _prepare(question, kb, model, config, state, history, instructions)
     deadline = time.monotonic() + config.deadline_s  # every model call carries it (Meter), and each round's start
     reset = RUN_DEADLINE.set(deadline)  # and an embedder's calls inside the run's searches
     try:
@@ -175,9 +182,16 @@ def _run(question: str, state: AgentState, config: Config, kb: KnowledgeBaseBack
 
 
 def _prepare(question: str, kb: KnowledgeBaseBackend, model: Model, config: Config | RunConfig | None,
-             state: dict | None) -> tuple[Config, AgentState]:
-    """The checks before a run (input errors raise here) and the state it starts from: a new one,
-    or a copy of the given one in this version's shape (upgrade_state) with a hook's stop undone."""
+             state: dict | None, history: Sequence[Mapping] | None = None,
+             instructions: str = "") -> tuple[Config, AgentState]:
+    """The checks before a run (input errors raise here) and the state it starts from: a new one
+    (with its history checked and bounded, what was dropped said in the trace), or a copy of the
+    given one in this version's shape (upgrade_state) with a hook's stop undone."""
+    if not isinstance(instructions, str):
+        raise ConfigurationError(f"instructions must be text, not {type(instructions).__name__}")
+    if state is not None and (history or instructions):
+        raise ConfigurationError("a resumed state keeps its own history and instructions; pass them only to a new run")
+    messages, dropped = history_messages(history)
     if state is not None:
         check_state(state)
         if question != state["question"]:
@@ -187,7 +201,11 @@ def _prepare(question: str, kb: KnowledgeBaseBackend, model: Model, config: Conf
     if not callable(getattr(model, "complete", None)):
         raise ConfigurationError(f"{model!r} is not a model: it needs a complete(request) method (see models.Model)")
     if state is None:
-        begun = new_state(question, settings)
+        begun = new_state(question, settings, messages, instructions.strip())
+        if dropped:
+            _phases.record(begun, "history", f"history:-{dropped}", {
+                "dropped_messages": dropped, "kept_messages": len(messages),
+                "why": f"past {MAX_TURNS} turns or {MAX_TOKENS} tokens of history, the oldest first"}, 0.0, 0)
     else:
         begun = cast(AgentState, upgrade_state(copy.deepcopy(state)))  # check_state checked its keys and types
         if config is not None:  # the settings given now are the run's: a later resume keeps them

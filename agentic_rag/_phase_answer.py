@@ -33,9 +33,10 @@ def generate(state: AgentState, run: Run) -> str:
         record(state, "generate", "generate:kept", {"answer": draft.answer}, 0.0, 0)
     else:
         with traced(state, run, "generate") as event:
-            draft = generate_answer(state["question"], shown, run.meter, state["parts"],
-                                    question_weights(state["question"], run.kb.term_weights(state["question"])),
-                                    None if pending else run.on_token, grade=pending, embedder=run.kb.embedder)
+            draft = generate_answer(state["standalone"], shown, run.meter, state["parts"],
+                                    question_weights(state["standalone"], run.kb.term_weights(state["standalone"])),
+                                    None if pending else run.on_token, grade=pending, embedder=run.kb.embedder,
+                                    instructions=state["instructions"])
             event["detail"] = draft.model_dump()
     state["draft_answer"] = draft.answer
     if pending:
@@ -84,7 +85,7 @@ def _deliver(state: AgentState, shown: Sequence[Evidence], draft: Answer) -> str
 
 def _faithfulness(state: AgentState, run: Run, answer: str, shown: Sequence[Evidence]) -> Faithfulness:
     with traced(state, run, "faithfulness") as event:
-        verdict = check_faithfulness(state["question"], answer, shown, run.meter, state["parts"])
+        verdict = check_faithfulness(state["standalone"], answer, shown, run.meter, state["parts"])
         event.update(summary=f"faithfulness:{verdict.score:.2f}", detail=verdict.model_dump())
     return verdict
 
@@ -100,7 +101,7 @@ def check(state: AgentState, run: Run) -> str:
     if decision == "repair":
         state["repairs"] += 1
         with traced(state, run, "repair") as event:
-            fixed = repair_answer(state["question"], state["answer"], verdict.unsupported, shown, run.meter)
+            fixed = repair_answer(state["standalone"], state["answer"], verdict.unsupported, shown, run.meter)
             event["detail"] = fixed.model_dump()
         answer, citations, _ = verify_citations(fixed.answer, shown)
         state.update({"answer": answer, "citations": citations})

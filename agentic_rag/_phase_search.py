@@ -18,12 +18,12 @@ def _plan(state: AgentState, run: Run) -> list[SubQuery]:
     first = "vector" not in state["sources_tried"]
     strategy = plan_strategy(present(state["route"])["route"], not first)
     if strategy == "question":
-        return [SubQuery(query=state["question"])]
+        return [SubQuery(query=state["standalone"])]
     if strategy == "rewrite" and (rewrite := _rewrite(state, run)):
         return [rewrite]
     plan = _decompose(state, run)
     if first:
-        queries, parts = first_hop_plan(state["question"], plan)
+        queries, parts = first_hop_plan(state["standalone"], plan)
         if parts:
             state["parts"] = parts  # a comparison: the answer must cover each
         return queries
@@ -33,7 +33,7 @@ def _plan(state: AgentState, run: Run) -> list[SubQuery]:
 def _decompose(state: AgentState, run: Run) -> list[SubQuery]:
     """decompose_query's new sub-queries, kept as the latest decomposition when there are any."""
     with traced(state, run, "decompose") as event:
-        decomposition = decompose_query(state["question"], state["queries_tried"],
+        decomposition = decompose_query(state["standalone"], state["queries_tried"],
                                         state["evidence"][:run.config.evidence_k], run.meter, run.config.max_subqueries)
         event.update(summary=f"decompose:{len(decomposition.subqueries)}", detail=decomposition.model_dump())
     if decomposition.subqueries:
@@ -47,7 +47,7 @@ def _rewrite(state: AgentState, run: Run) -> SubQuery | None:
         return None
     state["rewrites"] += 1
     with traced(state, run, "rewrite") as event:
-        rewrite = rewrite_query(state["question"], state["missing"], state["queries_tried"],
+        rewrite = rewrite_query(state["standalone"], state["missing"], state["queries_tried"],
                                 state["evidence"][:run.config.evidence_k], run.meter)
         event.update(summary="rewrite" if rewrite else "rewrite:none",
                      detail=rewrite.model_dump() if rewrite else {"result": None})
@@ -78,7 +78,7 @@ def search(state: AgentState, run: Run) -> str:
     state["queries_tried"] += outcome.queries_run
     state["rounds"].append(Round(round=state["round"], route=route["route"], source=source,
                                  queries=outcome.queries_run, new=len(outcome.new_ids), converged=converged))
-    if detect_stall(state["question"], state["grade"], state["missing"], state["evidence"][:c.evidence_k],
+    if detect_stall(state["standalone"], state["grade"], state["missing"], state["evidence"][:c.evidence_k],
                     outcome.pool[:c.evidence_k]):
         # the graded evidence stays as it was and verify keeps its grade for this round, with no call;
         # stop_condition then ends retrieval (low_confidence or converged)
@@ -90,7 +90,7 @@ def search(state: AgentState, run: Run) -> str:
 
 def _graph(state: AgentState, run: Run) -> SearchOutcome:
     with traced(state, run, "graph") as event:
-        outcome = graph_search(state["question"], run.kb, state["evidence"], run.config.search_k)
+        outcome = graph_search(state["standalone"], run.kb, state["evidence"], run.config.search_k)
         event.update(summary=f"graph:{_found(outcome.new_ids)}", detail={
             "new": outcome.new_ids, "paths": {e["id"]: e.get("path", []) for e in outcome.pool
                                               if e["id"] in outcome.new_ids}})
@@ -98,7 +98,7 @@ def _graph(state: AgentState, run: Run) -> SearchOutcome:
 
 
 def _web(state: AgentState, run: Run) -> SearchOutcome:
-    question = state["question"]
+    question = state["standalone"]
     with traced(state, run, "web") as event:
         items, error = call_tool(RouteDecision(route="tool", tool="web_search", arguments={"query": question}),
                                  run.tools)
@@ -117,7 +117,7 @@ def _vector(state: AgentState, run: Run) -> SearchOutcome | None:
     if dropped:  # a filter the model invented: search without it, and say so
         record(state, "filters", f"filters:-{len(dropped)}", {"dropped": dropped}, 0.0, 0)
     with traced(state, run, "search") as event:
-        outcome = vector_search(plan, run.kb, state["question"], state["evidence"], c.search_k, filters,
+        outcome = vector_search(plan, run.kb, state["standalone"], state["evidence"], c.search_k, filters,
                                 c.parallel_searches)
         event.update(summary=f"search:{_found(outcome.new_ids)}", detail={
             "queries": outcome.queries_run, "new": outcome.new_ids, "top": outcome.round_ids[:8]})
@@ -126,12 +126,12 @@ def _vector(state: AgentState, run: Run) -> SearchOutcome | None:
 
 def _bridge(state: AgentState, run: Run, outcome: SearchOutcome, filters: dict) -> SearchOutcome:
     """A multi-hop round's next hop, with no model call (bridge_names, bridge_search)."""
-    names = bridge_names(state["question"], outcome.pool[:run.config.evidence_k],
+    names = bridge_names(state["standalone"], outcome.pool[:run.config.evidence_k],
                          state["queries_tried"] + outcome.queries_run)
     if not names:
         return outcome
     with traced(state, run, "bridge") as event:
-        bridged = bridge_search(names, outcome, run.kb, state["question"], filters, run.config.parallel_searches)
+        bridged = bridge_search(names, outcome, run.kb, state["standalone"], filters, run.config.parallel_searches)
         found = bridged.new_ids[len(outcome.new_ids):]
         event.update(summary=f"bridge:{_found(found)}", detail={"names": names, "new": found})
     return bridged

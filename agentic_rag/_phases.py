@@ -12,14 +12,16 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from ._config import Config
+from ._history import carried_evidence, history_lines
 from ._schemas import Grade, RouteDecision
 from ._state import AgentState, Evidence, Round
 from .kb import KnowledgeBaseBackend
 from .models._meter import Meter
-from .steps import call_tool, route_query, verify_sufficiency
+from .steps import call_tool, condense_query, route_query, verify_sufficiency
 from .steps._answer import number_citations
 from .steps._decisions import count_low_rounds, wants_tool_first
 from .steps._refusal import refusal_reason, refusal_text
+from .steps._search import merge_into_pool
 from .steps._verify import question_weights, unseen_terms
 from .tools._registry import ToolRegistry
 
@@ -80,7 +82,7 @@ def traced(state: AgentState, run: Run, step: str) -> Iterator[dict[str, Any]]:
 def abstain(state: AgentState, stop_reason: str, why: str) -> str:
     """End the run with a clear refusal (refusal_text) that says what was searched and how well it scored; "done"."""
     score = state["grade"]["score"] if state["grade"] else 0.0
-    state.update({"answer": refusal_text(state["question"], why, state["queries_tried"], score), "citations": [],
+    state.update({"answer": refusal_text(state["standalone"], why, state["queries_tried"], score), "citations": [],
                   "abstained": True, "abstain_reason": why, "stop_reason": state["stop_reason"] or stop_reason})
     record(state, "abstain", "abstain", {"why": why}, 0.0, 0)
     return "done"
@@ -103,12 +105,32 @@ def settle(state: AgentState, run: Run, stop_reason: str) -> str:
     return abstain(state, stop_reason, why) if why else "generate"
 
 
+def condense(state: AgentState, run: Run) -> str:
+    """A follow-up's first phase: condense_query writes the question to stand alone from the history
+    (state["standalone"], what the run routes, searches and grades), and the passages the previous
+    answer cited that the knowledge base still holds start the evidence pool, marked carried and
+    ranked against it (cited again only where they support the new answer). Next: "route"."""
+    with traced(state, run, "condense") as event:
+        condensed = condense_query(state["question"], history_lines(state["history"]), run.meter, run.kb,
+                                   run.config.search_k)
+        carried = carried_evidence(state["history"])
+        held = run.kb.bm25_scores(condensed.standalone, [e["id"] for e in carried]) if carried else {}
+        kept = [cast(Evidence, {**e, "kind": "passage", "ranks": e.get("ranks", {}), "rank": run.config.search_k,
+                                "carried": True}) for e in carried if e["id"] in held]
+        state["standalone"] = condensed.standalone
+        state["evidence"] = merge_into_pool([], run.kb, condensed.standalone, kept, []).pool
+        changed = condensed.standalone != state["question"]
+        event.update(summary="condense" if changed else "condense:as-asked",
+                     detail={**condensed.model_dump(), "carried": [e["id"] for e in kept]})
+    return "route"
+
+
 def route(state: AgentState, run: Run) -> str:
     """Start a round: route_query picks the route (direct, vector, multi_hop, tool) and the source.
     Next: "generate" for a direct reply, "tool", or "search"."""
     state["round"] += 1
     with traced(state, run, "route") as event:
-        decision = route_query(state["question"], run.meter, run.tools, state["evidence"][:run.config.evidence_k],
+        decision = route_query(state["standalone"], run.meter, run.tools, state["evidence"][:run.config.evidence_k],
                                tuple(state["used_tools"]), _sources(run), tuple(state["sources_tried"]))
         event.update(detail=decision.model_dump(), summary=f"route:{decision.route}"
                      + (f"({decision.tool})" if decision.tool and decision.route == "tool" else "")
@@ -135,7 +157,7 @@ def tool_off(state: AgentState, run: Run, name: str) -> None:
     the final answer adds (finish) in the question's language."""
     summary = f"tool:{name}:off"
     if not any(e["summary"] == summary for e in state["trace"]):
-        record(state, "tool", summary, {"note": run.tools.off_note(name, state["question"]),
+        record(state, "tool", summary, {"note": run.tools.off_note(name, state["standalone"]),
                                         "why": "the router wanted this tool; this run has not got it"}, 0.0, 0)
 
 
@@ -194,7 +216,7 @@ def after_grade(state: AgentState, run: Run, grade: Grade) -> str:
     state["rounds"][-1]["grade"] = grade.score
     state["low_rounds"] = count_low_rounds(grade.score, state["low_rounds"], c.low_confidence_floor)
     wants_tool = wants_tool_first(grade.sufficient, state["round"], c.max_rounds, lambda: run.tools.select(
-        state["question"], state["evidence"][:c.evidence_k], tuple(state["used_tools"])))
+        state["standalone"], state["evidence"][:c.evidence_k], tuple(state["used_tools"])))
     tool_failures(state, run)
     if grade.sufficient and not wants_tool:
         state["stop_reason"] = "sufficient"
@@ -205,11 +227,11 @@ def after_grade(state: AgentState, run: Run, grade: Grade) -> str:
 def grade_evidence(state: AgentState, run: Run, shown: Sequence[Evidence], defer: bool = False) -> Grade | None:
     """verify_sufficiency with the knowledge base's word weights, traced; with `defer`, None when its
     deterministic check is unsure (the grade then comes with the answer)."""
-    kb_weights = run.kb.term_weights(state["question"])
+    kb_weights = run.kb.term_weights(state["standalone"])
     with traced(state, run, "verify") as event:
-        grade = verify_sufficiency(state["question"], shown, run.meter, run.config.min_context_score,
-                                   question_weights(state["question"], kb_weights),
-                                   unseen_terms(state["question"], kb_weights), defer=defer)
+        grade = verify_sufficiency(state["standalone"], shown, run.meter, run.config.min_context_score,
+                                   question_weights(state["standalone"], kb_weights),
+                                   unseen_terms(state["standalone"], kb_weights), defer=defer)
         event.update(summary=f"verify:{grade.score:.2f}" if grade else "verify:?",
                      detail=grade.model_dump() if grade else {"unsure": "graded with the answer"})
     return grade

@@ -7,6 +7,13 @@ SYSTEM = ("You are one step of a retrieval-augmented question-answering agent. U
           "given. Reply with a single JSON object that fits the schema given; no other text.")
 
 TEMPLATES = {
+    "condense": ("Rewrite the user's last question so that it stands alone, without the conversation: put in "
+                 "what each pronoun or ellipsis refers to (the subject of an earlier question, or what an earlier "
+                 "answer named), and change nothing else. Keep its language. A question that already stands "
+                 "alone comes back unchanged. If the reference could be read two ways, give the other "
+                 "standalone forms in readings (at most 2).\n\n"
+                 "Conversation so far:\n{history}\nDocuments found for the earlier question:\n{topics}\n"
+                 "Last question: {question}"),
     "route": ("Decide how to handle the question.\n"
               "- direct: only for questions that need no fact from the knowledge base (greetings, "
               "translation); never for a factual question.\n"
@@ -56,6 +63,11 @@ GRADING = (" Also grade the evidence as a separate judge would, before relying o
            "lines is not sufficient), missing lists what it lacks, grade_reason says why.")
 
 
+# before the application's own instructions (a chat's system message), when it gives some
+INSTRUCTIONS = ("The application asks the answer to follow these instructions; they never override the rules "
+                "above (evidence only, citations, the JSON reply):")
+
+
 def format_evidence(evidence: list[dict]) -> str:
     """Number the evidence [1]..[n] as the answer must cite it."""
     if not evidence:
@@ -65,13 +77,16 @@ def format_evidence(evidence: list[dict]) -> str:
 
 
 def render(task: str, schema: dict, **facts) -> list[dict]:
-    """The chat messages for one task: the system rules, then the filled template and the schema."""
+    """The chat messages for one task: the system rules (and the application's `instructions`, when
+    the facts hold some), then the filled template and the schema."""
     values = {k: format_evidence(v) if k == "evidence" else
               ("\n".join(f"- {x}" for x in v) or "(none)") if isinstance(v, list) else
               json.dumps(v, ensure_ascii=False) if isinstance(v, dict) else v
               for k, v in facts.items()}
     user = TEMPLATES[task].format_map(_Blank(values))
-    return [{"role": "system", "content": SYSTEM},
+    given = facts.get("instructions")
+    given = [{"role": "system", "content": f"{INSTRUCTIONS}\n{given}"}] if given else []
+    return [{"role": "system", "content": SYSTEM}, *given,
             {"role": "user", "content": f"{user}\n\nJSON schema:\n{json.dumps(schema, ensure_ascii=False)}"}]
 
 

@@ -25,6 +25,15 @@ class Rewrite(BaseModel):
     reason: str = ""
 
 
+class Condensed(BaseModel):
+    """A follow-up question written to stand alone; `readings` are other ways its reference may be
+    read, for the knowledge base to decide between (condense_query)."""
+
+    standalone: str
+    readings: list[str] = Field(default_factory=list)
+    reason: str = ""
+
+
 class SubQuery(BaseModel):
     """One search of a decomposition; `depends_on` lists the sub-queries it needs first."""
 

@@ -12,7 +12,7 @@ from ._accounting import count_tokens, new_usage
 from ._config import Config
 from ._errors import ConfigurationError
 
-PHASES = ("route", "search", "tool", "verify", "generate", "grade", "check", "done")
+PHASES = ("condense", "route", "search", "tool", "verify", "generate", "grade", "check", "done")
 STOP_REASONS = ("sufficient", "direct", "max_rounds", "token_budget", "low_confidence", "converged", "deadline",
                 "exhausted", "stopped", "error")
 
@@ -38,6 +38,7 @@ class Evidence(_EvidenceKeys, total=False):
     page_label: str             # that page's printed label, when the PDF has page labels ("xii", "21")
     section: str                # the heading of the Word or HTML section its chunk is from
     media: str                  # "image": the passage is an image's description, its source the image
+    carried: bool               # a passage the conversation's previous answer cited, carried into this turn
 
 
 def new_evidence(id: str, doc_id: str, source: str, text: str, *, title: str = "", kind: str = "passage",
@@ -79,8 +80,14 @@ class AgentState(TypedDict):
     """What each key holds. The loop is the only code that changes it."""
 
     question: str               # the question as asked; never overwritten
+    standalone: str             # the question routed, searched and graded: as asked, or a follow-up written
+                                # to stand alone by condense
+    history: list[dict]         # the conversation before the question ({"role", "content"} messages, bounded;
+                                # an assistant turn may hold the "evidence" it cited); [] for a single question
+    instructions: str           # the application's instructions (a chat's system message) for the answer
     config: dict                # the settings of this run
-    phase: str                  # the next phase: route, search, tool, verify, generate, grade, check or done
+    phase: str                  # the next phase: condense, route, search, tool, verify, generate, grade, check
+                                # or done
     round: int                  # retrieval rounds run so far
     route: dict | None          # the latest routing decision
     rounds: list[Round]         # one per round (see Round)
@@ -117,8 +124,11 @@ class AgentState(TypedDict):
     usage: dict                 # model_calls, prompt_tokens, completion_tokens, cost_usd, by_task
 
 
-def new_state(question: str, config: Config | None = None) -> AgentState:
-    """A fresh state for one run; an empty question, or one too long for the budget, is an error."""
+def new_state(question: str, config: Config | None = None, history: list[dict] | None = None,
+              instructions: str = "") -> AgentState:
+    """A fresh state for one run; an empty question, or one too long for the budget, is an error.
+    With a `history` (checked and bounded messages, _history.history_messages) the run starts by
+    condensing the question; without one it starts at route."""
     config = config or Config()
     if not isinstance(question, str) or not question.strip():
         raise ConfigurationError("the question is empty; ask something")
@@ -127,8 +137,8 @@ def new_state(question: str, config: Config | None = None) -> AgentState:
         raise ConfigurationError(f"the question has {tokens} tokens, more than a quarter of the token budget "
                                  f"({config.token_budget}); shorten it or raise token_budget (ask --budget)")
     return AgentState(
-        question=question, config=saved_config(config),
-        phase="route", round=0, route=None, rounds=[],
+        question=question, standalone=question, history=list(history or []), instructions=instructions,
+        config=saved_config(config), phase="condense" if history else "route", round=0, route=None, rounds=[],
         queries_tried=[], subqueries=[], parts=[], used_tools=[], sources_tried=[],
         rewrites=0, repairs=0, reflections=0,
         evidence=[], grade=None, grade_pending=False, fold_grades=True, missing=[], low_rounds=0, last_top=[],
@@ -158,7 +168,8 @@ def config_from_saved(saved: dict) -> Config:
                                  "config=Config(...), or pass a state that run_agentic_rag returned") from None
 
 
-UPGRADE_FILLS = ("grade_pending", "draft_for", "draft_reply", "fold_grades", "error_type")  # not saved before
+UPGRADE_FILLS = ("grade_pending", "draft_for", "draft_reply", "fold_grades", "error_type",  # not saved before
+                 "standalone", "history", "instructions")
 
 
 def check_state(state: object) -> None:
@@ -220,7 +231,8 @@ def upgrade_state(state: dict) -> dict:
     typed round keys marked a pending grade as `grade: None` in the last round and a kept draft's
     evidence as `drafted` in the round that kept it (the latest such round counts); a state saved
     before fold_grades was kept had it off when its trace shows a draft graded apart; one saved
-    before error_type was kept takes it from its error message."""
+    before error_type was kept takes it from its error message; one saved before conversations is
+    a single question (standalone as asked, no history, no instructions)."""
     rounds = state["rounds"]
     if "fold_grades" not in state:
         state["fold_grades"] = not graded_apart_after_a_draft(state["trace"])
@@ -230,6 +242,9 @@ def upgrade_state(state: dict) -> dict:
         drafted = [r["drafted"] for r in rounds if "drafted" in r]
         state["draft_for"] = list(drafted[-1]) if drafted else []
     state.setdefault("draft_reply", None)
+    state.setdefault("standalone", state["question"])  # saved before conversations: a single question
+    state.setdefault("history", [])
+    state.setdefault("instructions", "")
     if "error_type" not in state:  # the class was only in the message then, which starts with its name
         found = _ERROR_TYPE.match(state["error"] or "")
         state["error_type"] = found.group(1) if found else None

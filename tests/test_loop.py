@@ -595,6 +595,7 @@ def test_every_declared_edge_is_taken(tiny_kb, monkeypatch):
     stop_at_unsure = lambda event, state: "stop" if event["summary"] == "verify:?" else None  # noqa: E731
     stopped = run_agentic_rag(Q2, tiny_kb, scripted(), on_step=stop_at_unsure)
     run_agentic_rag(Q2, tiny_kb, ModelSet(scripted(), grade=scripted()), state=stopped)  # generate -> verify
+    run_agentic_rag("And in 2.4?", tiny_kb, OfflineModel(), history=[{"role": "user", "content": Q2}])  # condense
     assert taken == {(phase, target) for phase, targets in EDGES.items() for target in targets}
 
 
@@ -653,7 +654,7 @@ def test_a_state_saved_with_the_old_round_markers_resumes_as_it_did(tiny_kb, nam
 
 def test_a_state_in_an_unknown_phase_is_refused_before_the_run(tiny_kb):
     state = dict(new_state(Q2), phase="answer")
-    with pytest.raises(ConfigurationError, match="'answer' is none of route, search"):
+    with pytest.raises(ConfigurationError, match="'answer' is none of condense, route, search"):
         run_agentic_rag(Q2, tiny_kb, OfflineModel(), state=state)
 
 

@@ -161,7 +161,7 @@ BAD_STATES = [  # (how the stopped state is spoiled, what the error names)
     (lambda s: dict(s, rounds=[1]), "the state's rounds holds an item that is not a dict"),
     (lambda s: dict(s, round="2"), "the state's round should be int, not str"),
     (lambda s: dict(s, error_type=3), "the state's error_type should be str or NoneType, not int"),
-    (lambda s: dict(s, phase="answer"), "the state's phase 'answer' is none of route, search"),
+    (lambda s: dict(s, phase="answer"), "the state's phase 'answer' is none of condense, route, search"),
     (lambda s: dict(s, draft_reply=None), "in phase 'grade' but holds no draft_reply"),
     (lambda s: dict(s, phase="route", grade_pending=True, rounds=[]), "a grade is pending for no round"),
     (lambda s: dict(s, phase="search", route=None), "in phase 'search' but holds no routing decision"),

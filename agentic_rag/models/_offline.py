@@ -26,13 +26,16 @@ def _extract(inputs: dict) -> Triples:
 def _generate(inputs: dict) -> GradedAnswer:
     """The extractive answer; asked to grade too, the offline grade of the same evidence with it."""
     answer = extractive.generate(inputs).model_dump()
+    if inputs.get("instructions"):
+        answer["reason"] += "; the application's instructions were not followed: the offline model only quotes"
     if inputs.get("grading") and inputs.get("evidence"):
         grade = extractive.grade(inputs)
         answer.update(evidence_score=grade.score, missing=grade.missing, grade_reason=grade.reason)
     return GradedAnswer(**answer)
 
 
-_TASKS = {"route": planning.route, "rewrite": planning.rewrite, "decompose": planning.decompose,
+_TASKS = {"condense": planning.condense,
+          "route": planning.route, "rewrite": planning.rewrite, "decompose": planning.decompose,
           "grade": extractive.grade, "generate": _generate, "judge": extractive.judge,
           "repair": extractive.repair, "extract": _extract}
 

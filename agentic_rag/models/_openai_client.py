@@ -24,7 +24,7 @@ from ._protocol import (
     trusted_tokens,
 )
 
-JUDGE_TASKS = ("route", "grade", "judge", "decompose", "rewrite", "repair")
+JUDGE_TASKS = ("condense", "route", "grade", "judge", "decompose", "rewrite", "repair")
 _MODES = ("json_schema", "json_object", "text")  # tried in this order; a server that refuses one gets the next
 _MODE_WORDS = ("response_format", "json_schema", "json_object")  # what a 400 refusing an output mode names
 _LIMIT_FIELDS = ("max_completion_tokens", "max_tokens")  # the current name of the completion limit, then the old one

@@ -16,7 +16,7 @@ from .._config import Config
 from .._errors import ConfigurationError, ModelOutputError
 from .._schemas import Answer
 
-TASKS = ("route", "rewrite", "decompose", "grade", "generate", "judge", "repair", "extract")
+TASKS = ("condense", "route", "rewrite", "decompose", "grade", "generate", "judge", "repair", "extract")
 MAX_REPORTED_TOKENS = 10_000_000  # a call's count past this (ten times the largest context on offer) is not billed
 
 

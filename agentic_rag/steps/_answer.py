@@ -17,17 +17,20 @@ _CITATION = re.compile(r"\s?\[(\d+)\]")
 
 def generate_answer(question: str, evidence: Sequence[Evidence], model: Model, parts: Sequence[str] = (),
                     weights: dict[str, float] | None = None, on_token: Callable[[str], object] | None = None,
-                    grade: bool = False, embedder: Embedder | None = None) -> Answer:
+                    grade: bool = False, embedder: Embedder | None = None, instructions: str = "") -> Answer:
     """An answer citing the evidence as [1] [2]...; `parts` are the sub-questions it must cover,
     `weights` the key terms' idf; `on_token` receives the draft as it is generated. With `grade`,
     the same reply grades the evidence too (a GradedAnswer; see folded_grade). `embedder` (the
     knowledge base's) goes to the model with the inputs: a rule-based model may rank sentences with
-    it; a language model's prompt does not carry it."""
+    it; a language model's prompt does not carry it. `instructions` (a chat's system message) go
+    to the model as a system message of their own."""
     schema = GradedAnswer if grade else Answer
     inputs: dict = {"question": question, "evidence": evidence, "parts": list(parts), "weights": weights or {},
               "grading": GRADING if grade else ""}
     if embedder is not None:
         inputs["embedder"] = embedder
+    if instructions:
+        inputs["instructions"] = instructions
     try:
         return ask(model, "generate", schema, inputs, on_token)
     except ModelOutputError as exc:

@@ -1,14 +1,54 @@
-"""rewrite_query and decompose_query: new searches that never repeat one already tried."""
+"""condense_query, rewrite_query and decompose_query: the question a follow-up stands for, and new
+searches that never repeat one already tried."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from .._errors import ModelOutputError
-from .._schemas import Decomposition, Rewrite, SubQuery
+from .._schemas import Condensed, Decomposition, Rewrite, SubQuery
 from .._state import Evidence
+from ..kb import KnowledgeBaseBackend
 from ..models._protocol import Model
-from ..text._lexical import same_text
+from ..text._lexical import coverage, key_terms, same_text
 from ._ask import ask
+from ._search import hit_evidence
+from ._verify import question_weights
+
+
+def condense_query(question: str, history: list[str], model: Model,
+                   kb: KnowledgeBaseBackend | None = None, k: int = 5) -> Condensed:
+    """The question written to stand alone, given the conversation before it (`history`: its "user: ..."
+    and "assistant: ..." lines) and the titles of the documents `kb` finds for the earlier question
+    (what the conversation is about, as the model's "topics"). A model's reply that breaks the
+    schema, or an empty one, leaves the question as asked. When the model sees other readings of a
+    reference, `kb` decides: the reading whose best `k` passages hold most of its key terms (their
+    idf-weighted coverage), the model's first on a tie."""
+    if not history:
+        return Condensed(standalone=question, reason="no history")
+    earlier = next((line[len("user: "):] for line in reversed(history) if line.startswith("user: ")), "")
+    found = kb.search(earlier, k=k) if kb and earlier else []
+    topics = list(dict.fromkeys(h.title for h in found if h.title))
+    try:
+        reply = ask(model, "condense", Condensed, {"question": question, "history": history, "topics": topics})
+    except ModelOutputError as exc:
+        return Condensed(standalone=question, reason=f"fallback, the question as asked: {exc}")
+    readings = list(dict.fromkeys(r.strip() for r in [reply.standalone, *reply.readings[:2]] if r.strip()))
+    if not readings:
+        return Condensed(standalone=question, reason="fallback, the question as asked: the reply was empty")
+    if kb is None or len(readings) == 1:
+        return Condensed(standalone=readings[0], readings=readings[1:], reason=reply.reason)
+    fit = [_fit(r, kb, k) for r in readings]
+    best = max(range(len(readings)), key=lambda i: (fit[i], -i))
+    return Condensed(standalone=readings[best], readings=[r for r in readings if r != readings[best]],
+                     reason=f"{reply.reason}; the knowledge base fits "
+                            + ", ".join(f"{r!r} {f:.2f}" for r, f in zip(readings, fit, strict=True)))
+
+
+def _fit(question: str, kb: KnowledgeBaseBackend, k: int) -> float:
+    """How well the knowledge base's best passages for the question hold its key terms."""
+    evidence = [hit_evidence(h) for h in kb.search(question, k=k)]
+    weights = question_weights(question, kb.term_weights(question))
+    return max((coverage(key_terms(question), e["text"], weights) for e in evidence), default=0.0)
 
 
 def rewrite_query(question: str, missing: list[str], tried: list[str], evidence: Sequence[Evidence],
