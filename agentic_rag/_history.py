@@ -44,7 +44,8 @@ def _as_messages(item: object, n: int) -> list[dict]:
             raise ConfigurationError(f"history item {n} is not a state: its question and answer must be text; {_FIX}")
         cited = _passages(item.get("citations"))
         answer = "" if item.get("abstained") else item["answer"]
-        return [{"role": "user", "content": _cut(item["question"])},
+        asked: str = item["standalone"] if isinstance(item.get("standalone"), str) else item["question"]
+        return [{"role": "user", "content": _cut(asked)},  # what it meant: a follow-up as condensed
                 {"role": "assistant", "content": _cut(answer), "evidence": cited}]
     role, content = item.get("role"), item.get("content")
     if role not in ("user", "assistant"):

@@ -78,8 +78,10 @@ _CJK_PRONOUN = re.compile(r"[它他她]们?|其")
 # a follow-up that only says what changes ("And for Windows?", "那 2.4 里呢？")
 _ELLIPSIS = re.compile(r"^\s*(?:and|also|what about|how about)\b|^\s*(?:那么?|还有|另外)|呢\s*[？?]?\s*$", re.I)
 # where a Chinese question's topic ends: its first particle, verb of being or interrogative
-_CJK_TOPIC = re.compile(r"^\s*([^\s，,。？?！!]{2,}?)"
+_CJK_TOPIC = re.compile(r"^\s*([^，,。？?！!]{2,}?)\s*"
                         r"(?=的|是|位于|在|有|为|属于|出生|来自|曾|于|被|哪|什么|谁|多少|如何|怎么|几)")
+# an English question's first article and the word after it ("the warehouse" of "the warehouse's cut-off")
+_THE_PHRASE = re.compile(r"\b(?:the|a|an) [a-z][\w-]*", re.I)
 _VALUE = re.compile(r"\d+(?:\.\d+)+|\d+")
 
 
@@ -99,6 +101,10 @@ def condense(inputs: dict) -> Condensed:
     pronoun = _pronoun(question)
     if pronoun:
         subject = _subject(previous, topics)
+        for earlier in reversed(asked[:-1]):  # a follow-up of a follow-up: what the chain is about
+            if subject or not _pronoun(previous):
+                break
+            subject, previous = _subject(earlier, topics), earlier
         named = _answer_entity(answered, previous, topics)
         readings = [_replace(question, pronoun, r) for r in (subject, named) if r]
         if readings:
@@ -132,7 +138,12 @@ def _subject(question: str, topics: list[str]) -> str:
         topic = _CJK_TOPIC.search(question)
         return topic.group(1) if topic else ""
     names = entities(question)
-    return names[0] if names else ""
+    if names:
+        return names[0]
+    phrase = _THE_PHRASE.search(question)
+    if not phrase:
+        return ""
+    return phrase.group(0)
 
 
 def _answer_entity(answer: str, question: str, topics: list[str]) -> str:
