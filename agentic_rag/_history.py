@@ -9,6 +9,7 @@ from typing import Any
 
 from ._accounting import count_tokens
 from ._errors import ConfigurationError
+from .text._lexical import NUMBER, entities
 
 MAX_TURNS = 8             # user questions kept, the latest; older turns are dropped and the trace says so
 MAX_TOKENS = 2000         # tokens of history kept (the messages' text); older turns are dropped past it
@@ -96,8 +97,22 @@ def history_lines(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     return [f"{m['role']}: {_MARKERS.sub('', m['content']).strip()}" for m in messages if m["content"].strip()]
 
 
-def carried_evidence(messages: Sequence[Mapping[str, Any]]) -> list[dict]:
-    """The passages the previous answer cited (its assistant turn's "evidence"), once each."""
+def carried_evidence(messages: Sequence[Mapping[str, Any]], standalone: str) -> list[dict]:
+    """The passages the previous answer cited (its assistant turn's "evidence"), once each; none
+    when the question moved on to another thing (moved_on): they are about the one before."""
     last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)
-    items = {e["id"]: dict(e) for e in (last or {}).get("evidence", [])}
-    return list(items.values())
+    asked = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+    if moved_on(asked, standalone):
+        return []
+    return list({e["id"]: dict(e) for e in (last or {}).get("evidence", [])}.values())
+
+
+def moved_on(previous: str, question: str) -> bool:
+    """Whether the question puts another value where the previous one had its own: a number or a
+    name of the previous question is gone and the question names one of its own ("登录报错的问题在
+    2.4 版本里修复了吗？" after "... 2.3.1 ...", "合同 A" after "合同 B")."""
+    def values(text: str) -> set[str]:
+        return set(NUMBER.findall(text)) | {n.casefold() for n in entities(text)}
+
+    before, now = values(previous), values(question)
+    return bool(before - now) and bool(now - before)

@@ -108,12 +108,13 @@ def settle(state: AgentState, run: Run, stop_reason: str) -> str:
 def condense(state: AgentState, run: Run) -> str:
     """A follow-up's first phase: condense_query writes the question to stand alone from the history
     (state["standalone"], what the run routes, searches and grades), and the passages the previous
-    answer cited that the knowledge base still holds start the evidence pool, marked carried and
+    answer cited that the knowledge base still holds (none when the question moved on to another
+    version or name: carried_evidence) start the evidence pool, marked carried and
     ranked against it (cited again only where they support the new answer). Next: "route"."""
     with traced(state, run, "condense") as event:
         condensed = condense_query(state["question"], history_lines(state["history"]), run.meter, run.kb,
                                    run.config.search_k)
-        carried = carried_evidence(state["history"])
+        carried = carried_evidence(state["history"], condensed.standalone)
         held = run.kb.bm25_scores(condensed.standalone, [e["id"] for e in carried]) if carried else {}
         kept = [cast(Evidence, {**e, "kind": "passage", "ranks": e.get("ranks", {}), "rank": run.config.search_k,
                                 "carried": True}) for e in carried if e["id"] in held]
