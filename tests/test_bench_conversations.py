@@ -107,6 +107,8 @@ def test_history_answers_reach_only_the_gold_mode(conv_run):
     assert not any(LEAKED in (e["answer"] + e["standalone"]) for e in real["earlier"])
     assert LEAKED not in by["no_history", "c-press"]["standalone"]
     assert metrics["conversation_gold"]["evidence_recall"] > metrics["conversation"]["evidence_recall"]
+    # scored after the run: the orchid's first turn was answered right (Lisbon), the press's was not
+    assert metrics["conversation"]["earlier_correct"] == 0.5 and metrics["no_history"]["earlier_correct"] is None
 
 
 def test_a_single_question_set_reports_as_before(tmp_path):

@@ -184,7 +184,8 @@ def run_bench(folder: Path, modes: list[str], out: Path, model: Model, config: C
         metrics = _conversations.summarize_modes(records, questions, modes)
         write_reports(metrics, out, folder.name, half, model.name, kb.embedder.name,
                       what=f"the last turn of each conversation, {', '.join(modes)} (agentic runs)",
-                      notes=_conversations.report_notes(modes), extra_rows=("condensed", "model_calls_all_turns"))
+                      notes=_conversations.report_notes(modes), extra_rows=("condensed", "earlier_correct",
+                                                                        "model_calls_all_turns"))
     else:
         metrics = {mode: summarize([r for r in records if r["mode"] == mode], questions) for mode in modes}
         write_reports(metrics, out, folder.name, half, model.name, kb.embedder.name)

@@ -10,7 +10,9 @@ from .._loop import run_agentic_rag
 from .._state import format_trace
 from ..kb import KnowledgeBase
 from ..models._protocol import Model
+from ._answers import answer_correct
 from ._datasets import Question
+from ._metrics import bootstrap_ci
 from ._report import summarize
 
 MODES = ("conversation", "conversation_gold", "no_history", "standalone")
@@ -90,7 +92,10 @@ def run_turn(mode: str, q: Question, kb: KnowledgeBase, model: Model, config: Co
 def summarize_modes(records: list[dict], questions: list[Question], modes: list[str]) -> dict:
     """summarize for each mode, plus `condensed` (the share of last turns whose standalone differs
     from the question the system was given) and, for the conversation mode, model_calls_all_turns
-    (model calls per conversation, every turn counted; model_calls is the last turn's)."""
+    (model calls per conversation, every turn counted; model_calls is the last turn's) and
+    earlier_correct (the share of conversations whose earlier turns the system answered right, by
+    history_answers: scored here, after the runs, never shown to the system)."""
+    gold = {q.id: q for q in questions}
     metrics = {}
     for mode in modes:
         mine = [r for r in records if r["mode"] == mode]
@@ -98,7 +103,17 @@ def summarize_modes(records: list[dict], questions: list[Question], modes: list[
         metrics[mode]["condensed"] = (sum(r["standalone"] != r["asked"] for r in mine) / len(mine)) if mine else None
         calls = [r["model_calls_all_turns"] for r in mine if "model_calls_all_turns" in r]
         metrics[mode]["model_calls_all_turns"] = sum(calls) / len(calls) if calls else None
+        right = [float(_earlier_right(r["earlier"], gold[r["id"]].history_answers)) for r in mine if "earlier" in r]
+        metrics[mode]["earlier_correct"] = sum(right) / len(right) if right else None
+        metrics[mode]["earlier_correct_ci"] = bootstrap_ci(right) if right else None
     return metrics
+
+
+def _earlier_right(earlier: list[dict], answers: tuple) -> bool:
+    """True when every earlier turn was answered (not abstained) with its gold answer."""
+    return len(earlier) == len(answers) and all(
+        not turn["abstained"] and answer_correct(turn["answer"], [[a] if isinstance(a, str) else a])
+        for turn, a in zip(earlier, answers, strict=True))
 
 
 def report_notes(modes: list[str]) -> list[str]:
@@ -106,5 +121,7 @@ def report_notes(modes: list[str]) -> list[str]:
     return ["Every figure is the last turn's: its answer against the set's answers, its evidence against the "
             "last turn's relevant_ids. The conversation modes are all agentic runs (--mode linear is not run on a "
             "conversation set: a linear run has no history); model_calls is per last turn, model_calls_all_turns per "
-            "conversation; condensed is the share of last turns whose standalone differs from the question given.",
+            "conversation; condensed is the share of last turns whose standalone differs from the question given; "
+            "earlier_correct the share of conversations whose earlier turns the system answered right (scored "
+            "by history_answers after the run).",
             "", *[f"- `{mode}`: {EXPLAINED[mode]}." for mode in modes]]

@@ -94,7 +94,7 @@ def _cell(metrics: dict, name: str) -> str:
     if value is None:
         return "–"
     text = f"{value:.3f}" if isinstance(value, float) and name in RATES + ("rounds", "model_calls", "cost_usd",
-                                                                           "condensed") \
+                                                                           "condensed", "earlier_correct") \
         else f"{value:.1f}" if isinstance(value, float) else str(value)
     ci = metrics.get(f"{name}_ci")
     return f"{text} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else text
