@@ -206,7 +206,9 @@ def _bench(commands):
     bench.add_argument("--data", required=True, metavar="DIR",
                        help="a set folder: corpus.jsonl (or docs/, real files) and questions.jsonl")
     bench.add_argument("--mode", choices=("linear", "agentic", "both"), default="both",
-                       help="linear, agentic or both (default %(default)s)")
+                       help="linear, agentic or both (default %(default)s); on a conversation set (rows with "
+                            "turns) agentic or both runs the last turn four ways, all agentic: conversation, "
+                            "conversation_gold, no_history, standalone")
     bench.add_argument("--limit", type=positive, metavar="N", help="only the first N questions")
     bench.add_argument("--half", type=int, choices=(1, 2), help="only the questions in this half (a stable hash "
                                                                "of the id): choose settings on 1, check them on 2")

@@ -11,6 +11,7 @@ from importlib import metadata
 from pathlib import Path
 
 from .._config import Config
+from .._errors import ConfigurationError
 from .._loop import run_agentic_rag
 from .._state import format_trace
 from ..kb import Embedder, KnowledgeBase, ingestion, make_embedder
@@ -21,7 +22,8 @@ from ..steps import check_faithfulness, generate_answer, verify_citations
 from ..steps._search import hit_evidence
 from ..steps._verify import question_weights
 from ..text._tokenize import TOKENIZER_SETTINGS
-from ._datasets import DOCS, Question, load_questions, load_set
+from . import _conversations
+from ._datasets import DOCS, Question, is_conversation_set, load_questions, load_set
 from ._report import summarize, write_reports
 
 MODES = ("linear", "agentic")
@@ -106,14 +108,29 @@ def run_question(mode: str, q: Question, kb: KnowledgeBase, model: Model, config
     else:
         state = dict(run_agentic_rag(q.question, kb, model, (), config))
         state["trace_line"] = format_trace(state)
+    return state_record(mode, q, state, q.question, model, config)
+
+
+def run_conversation(mode: str, q: Question, kb: KnowledgeBase, model: Model, config: Config) -> dict:
+    """One conversation's last turn in one of the conversation modes, as a results.jsonl record: a
+    single question's fields plus the question the system was given (`asked`), its `standalone` and,
+    in the conversation mode, the earlier turns as the system answered them."""
+    state, asked, extra = _conversations.run_turn(mode, q, kb, model, config)
+    return {**state_record(mode, q, state, state["standalone"], model, config), "asked": asked,
+            "standalone": state["standalone"], **extra}
+
+
+def state_record(mode: str, q: Question, state: dict, asked: str, model: Model, config: Config) -> dict:
+    """A run's state as a results.jsonl record: what the metrics read, and the judge's faithfulness
+    of the answer to the question `asked` (the judge in use, outside the counted usage)."""
     shown = state["evidence"][:config.run.evidence_k]
     faithfulness = None
-    if state["answer"] and not state["abstained"]:  # the judge in use, outside the counted usage
-        faithfulness = check_faithfulness(q.question, state["answer"], shown, model).score
+    if state["answer"] and not state["abstained"]:
+        faithfulness = check_faithfulness(asked, state["answer"], shown, model).score
     return {"mode": mode, "id": q.id, "question": q.question, "kind": q.kind, "answerable": q.answerable,
             "answer": state["answer"], "abstained": state["abstained"], "stop_reason": state["stop_reason"],
             "rounds": state["round"], "ranking": [e["doc_id"] for e in state["evidence"]],
-            "pool_size": len(state["evidence"]) if mode == "agentic" else len(shown),
+            "pool_size": len(shown) if mode == "linear" else len(state["evidence"]),
             "evidence": [e["doc_id"] for e in shown], "citations": [c["doc_id"] for c in state["citations"]],
             "cited_pages": [[c["doc_id"], c.get("page")] for c in state["citations"]],
             "first_cited": first_cited(state["answer"], state["citations"]),
@@ -138,9 +155,18 @@ def run_bench(folder: Path, modes: list[str], out: Path, model: Model, config: C
               embedder: Embedder | str = "hashing",
               limit: int | None = None, cache: Path | None = None, half: int | None = None) -> dict:
     """Run every question (of one half, if given; skipping those already in out/results.jsonl) and
-    write the reports."""
+    write the reports. On a conversation set (rows with turns) the modes are the conversation modes
+    (see _conversations.conversation_modes) and every figure is the last turn's."""
     out.mkdir(parents=True, exist_ok=True)
     questions = [q for q in load_questions(folder) if half is None or half_of(q.id) == half][:limit]
+    conversations = is_conversation_set(questions)
+    if conversations:
+        modes, run = _conversations.conversation_modes(modes), run_conversation
+    elif not set(modes) <= set(MODES):
+        raise ConfigurationError(f"unknown bench mode {sorted(set(modes) - set(MODES))[0]!r}; "
+                                 f"pass {' or '.join(MODES)}")
+    else:
+        run = run_question
     kb = cached_kb(folder, embedder, config, cache or out / "kb-cache")
     results = out / "results.jsonl"
     done = {(r["mode"], r["id"]) for r in _read(results)}
@@ -148,14 +174,21 @@ def run_bench(folder: Path, modes: list[str], out: Path, model: Model, config: C
         for mode in modes:
             for n, q in enumerate(questions, 1):
                 if (mode, q.id) not in done:
-                    sink.write(json.dumps(run_question(mode, q, kb, model, config), ensure_ascii=False) + "\n")
+                    sink.write(json.dumps(run(mode, q, kb, model, config), ensure_ascii=False) + "\n")
                     sink.flush()
                 print(f"\r{folder.name} {mode} {n}/{len(questions)}", end="", file=sys.stderr, flush=True)
             print(file=sys.stderr)
     wanted = {q.id for q in questions}
     records = [r for r in _read(results) if r["id"] in wanted and r["mode"] in modes]
-    metrics = {mode: summarize([r for r in records if r["mode"] == mode], questions) for mode in modes}
-    write_reports(metrics, out, folder.name, half, model.name, kb.embedder.name)
+    if conversations:
+        metrics = _conversations.summarize_modes(records, questions, modes)
+        write_reports(metrics, out, folder.name, half, model.name, kb.embedder.name,
+                      what=f"the last turn of each conversation, {', '.join(modes)} (agentic runs)",
+                      notes=_conversations.report_notes(modes), extra_rows=("condensed", "earlier_correct",
+                                                                        "model_calls_all_turns"))
+    else:
+        metrics = {mode: summarize([r for r in records if r["mode"] == mode], questions) for mode in modes}
+        write_reports(metrics, out, folder.name, half, model.name, kb.embedder.name)
     return metrics
 
 

@@ -93,7 +93,8 @@ def _cell(metrics: dict, name: str) -> str:
     value = metrics.get(name)
     if value is None:
         return "–"
-    text = f"{value:.3f}" if isinstance(value, float) and name in RATES + ("rounds", "model_calls", "cost_usd") \
+    text = f"{value:.3f}" if isinstance(value, float) and name in RATES + ("rounds", "model_calls", "cost_usd",
+                                                                           "condensed", "earlier_correct") \
         else f"{value:.1f}" if isinstance(value, float) else str(value)
     ci = metrics.get(f"{name}_ci")
     return f"{text} [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else text
@@ -102,43 +103,50 @@ def _cell(metrics: dict, name: str) -> str:
 def _svg(metrics: dict) -> str:
     """A grouped bar chart of the rates, one bar per mode (hand-written SVG, no plotting library)."""
     names = [n for n in RATES if any(m.get(n) is not None for m in metrics.values())]
-    modes, colors = list(metrics), ["#8da0cb", "#fc8d62", "#66c2a5"]
-    width, height, left, top, bar = 60 + 70 * len(names), 300, 40, 30, 22
+    modes, colors = list(metrics), ["#8da0cb", "#fc8d62", "#66c2a5", "#e78ac3"]
+    bar = 22
+    group, legend = max(70, bar * len(modes) + 10), max(90, 16 + 7 * max(len(m) for m in modes))
+    width, height, left, top = 60 + group * len(names), 300, 40, 30
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 90}" font-family="sans-serif" '
              f'font-size="11">', f'<line x1="{left}" y1="{top + height - 40}" x2="{width}" y2="{top + height - 40}" '
              f'stroke="#333"/>']
     scale = height - 60
     for i, name in enumerate(names):
-        x = left + 10 + i * 70
+        x = left + 10 + i * group
         for j, mode in enumerate(modes):
             value = metrics[mode].get(name) or 0.0
             h = value * scale
             parts.append(f'<rect x="{x + j * bar}" y="{top + height - 40 - h:.1f}" width="{bar - 2}" height="{h:.1f}" '
-                         f'fill="{colors[j % 3]}"><title>{mode} {name} {value:.3f}</title></rect>')
+                         f'fill="{colors[j % len(colors)]}"><title>{mode} {name} {value:.3f}</title></rect>')
         y = top + height - 25
         parts.append(f'<text x="{x}" y="{y}" transform="rotate(30 {x} {y})">{name}</text>')
     for j, mode in enumerate(modes):
-        parts.append(f'<rect x="{left + j * 90}" y="8" width="12" height="12" fill="{colors[j % 3]}"/>'
-                     f'<text x="{left + 16 + j * 90}" y="18">{mode}</text>')
+        parts.append(f'<rect x="{left + j * legend}" y="8" width="12" height="12" fill="{colors[j % len(colors)]}"/>'
+                     f'<text x="{left + 16 + j * legend}" y="18">{mode}</text>')
     return "\n".join(parts + ["</svg>"]) + "\n"
 
 
 def write_reports(metrics: dict, out: Path, set_name: str, half: int | None = None, model: str = "",
-                  embedder: str = "") -> None:
-    """metrics.json, report.md (the comparison table) and report.svg (the chart)."""
+                  embedder: str = "", what: str = "", notes: Sequence[str] = (),
+                  extra_rows: Sequence[str] = ()) -> None:
+    """metrics.json, report.md (the comparison table) and report.svg (the chart). `what` replaces the
+    title's "MODE against MODE", `notes` are lines after the opening paragraph and `extra_rows` more
+    metrics in the table (a conversation set's report)."""
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False), encoding="utf-8")
     modes = list(metrics)
     split = f"the questions of --half {half}" if half else "all questions"
     run = ", ".join(part for part in (model and f"model {model}", embedder and f"embedder {embedder}") if part)
-    lines = [f"# {set_name}, {split}: {' against '.join(modes)}, retrieval, answers and cost", "",
+    lines = [f"# {set_name}, {split}: {what or ' against '.join(modes)}, retrieval, answers and cost", "",
              (f"{run}. " if run else "") + "Rates with 95% bootstrap intervals; rounds, model calls, tokens and "
              "cost_usd are means per question, latency percentiles in ms. On a set of real files source_file and "
              "source_page are the shares of questions whose citations include the file, and the PDF page, holding the "
              "answer; source_first the share whose first citation is that file. "
              "The faithfulness row is the judge in use "
              "grading answers; with the offline model it is the system grading itself.", "",
+             *([*notes, ""] if notes else []),
              "| metric | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
-    lines += [f"| {name} | " + " | ".join(_cell(metrics[m], name) for m in modes) + " |" for name in ROWS]
+    lines += [f"| {name} | " + " | ".join(_cell(metrics[m], name) for m in modes) + " |"
+              for name in (*ROWS, *extra_rows)]
     for mode in modes:
         reasons = ", ".join(f"{k} {v}" for k, v in metrics[mode]["stop_reasons"].items())
         lines += ["", f"Stop reasons ({mode}): {reasons}"]
