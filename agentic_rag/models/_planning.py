@@ -16,6 +16,7 @@ from ..text._lexical import (
     relative_clause,
     same_text,
 )
+from ..text._names import names
 from ..text._tokenize import has_cjk, tokenize
 
 
@@ -82,6 +83,8 @@ _CJK_TOPIC = re.compile(r"^\s*([^，,。？?！!]{2,}?)\s*"
                         r"(?=的|是|位于|在|有|为|属于|出生|来自|曾|于|被|哪|什么|谁|多少|如何|怎么|几)")
 # an English question's first article and the word after it ("the warehouse" of "the warehouse's cut-off")
 _THE_PHRASE = re.compile(r"\b(?:the|a|an) [a-z][\w-]*", re.I)
+_DATE_WORD = re.compile(r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*|(?:mon|tues|wednes|thurs|fri|satur|"
+                        r"sun)day", re.I)
 _VALUE = re.compile(r"\d+(?:\.\d+)+|\d+")
 
 
@@ -105,8 +108,8 @@ def condense(inputs: dict) -> Condensed:
             if subject or not _pronoun(previous):
                 break
             subject, previous = _subject(earlier, topics), earlier
-        named = _answer_entity(answered, previous, topics)
-        readings = [_replace(question, pronoun, r) for r in (subject, named) if r]
+        named = _answer_entities(answered, previous, topics)
+        readings = list(dict.fromkeys(_replace(question, pronoun, r) for r in (subject, *named) if r))
         if readings:
             return Condensed(standalone=readings[0], readings=readings[1:],
                              reason=f"{pronoun.group(0)!r}: the previous question's subject"
@@ -146,18 +149,17 @@ def _subject(question: str, topics: list[str]) -> str:
     return phrase.group(0)
 
 
-def _answer_entity(answer: str, question: str, topics: list[str]) -> str:
-    """The thing an answer named that its question did not: a short answer whole, else the longest
-    document title it names, else its first name the question lacks."""
+def _answer_entities(answer: str, question: str, topics: list[str]) -> list[str]:
+    """What an answer named that its question did not, at most two: a short answer whole, else the
+    longest document title it names and the names it gives in order (kb names: not a sentence's
+    first word, not a month or a weekday: a pronoun does not stand for a date)."""
     answer = answer.strip().rstrip("。.")
-    if not answer:
-        return ""
     short = len(answer) <= 12 if has_cjk(answer) else len(answer.split()) <= 4
-    if short and not re.search(r"[。.!?？！，,]", answer):
-        return answer
-    if titled := _titled(answer, topics, besides=question):
-        return titled
-    return next((n for n in entities(answer) if n.casefold() not in question.casefold()), "")
+    if not answer or short and not re.search(r"[。.!?？！，,]", answer):
+        return [answer] if answer else []
+    found = [_titled(answer, topics, besides=question)] + [
+        n for n in names(answer) if n.casefold() not in question.casefold() and not _DATE_WORD.fullmatch(n)]
+    return list(dict.fromkeys(n for n in found if n))[:2]
 
 
 def _replace(question: str, pronoun: re.Match, referent: str) -> str:

@@ -14,7 +14,7 @@ from ._ask import ask
 from ._search import hit_evidence
 from ._verify import question_weights
 
-MARGIN = 0.1  # how much better another reading must fit than the model's first to be taken
+MARGIN = 0.0  # how much better another reading must fit than the model's first to be taken
 
 
 def condense_query(question: str, history: list[str], model: Model,
@@ -39,18 +39,23 @@ def condense_query(question: str, history: list[str], model: Model,
         return Condensed(standalone=question, reason="fallback, the question as asked: the reply was empty")
     if kb is None or len(readings) == 1:
         return Condensed(standalone=readings[0], readings=readings[1:], reason=reply.reason)
-    fit = [_fit(r, kb, k) for r in readings]
+    fit = [_fit(r, question, kb, k) for r in readings]
     best = max(range(len(readings)), key=lambda i: (fit[i] - (MARGIN if i else 0.0), -i))
     return Condensed(standalone=readings[best], readings=[r for r in readings if r != readings[best]],
                      reason=f"{reply.reason}; the knowledge base fits "
                             + ", ".join(f"{r!r} {f:.2f}" for r, f in zip(readings, fit, strict=True)))
 
 
-def _fit(question: str, kb: KnowledgeBaseBackend, k: int) -> float:
-    """How well the knowledge base's best passages for the question hold its key terms."""
-    evidence = [hit_evidence(h) for h in kb.search(question, k=k)]
-    weights = question_weights(question, kb.term_weights(question))
-    return max((coverage(key_terms(question), e["text"], weights) for e in evidence), default=0.0)
+def _fit(reading: str, asked: str, kb: KnowledgeBaseBackend, k: int) -> float:
+    """How well the knowledge base answers a reading: of its best `k` passages that name what the
+    reading put in (its key terms the question as asked lacks), the best idf-weighted coverage of
+    the asked question's own terms. Whether a passage holds the referent and what is asked of it
+    together, not how many words the referent brings."""
+    own = key_terms(asked)
+    referent = [t for t in key_terms(reading) if t not in own]
+    weights = question_weights(reading, kb.term_weights(reading))
+    hits = [hit_evidence(h)["text"] for h in kb.search(reading, k=k)]
+    return max((coverage(own, text, weights) for text in hits if coverage(referent, text) >= 0.8), default=0.0)
 
 
 def rewrite_query(question: str, missing: list[str], tried: list[str], evidence: Sequence[Evidence],
