@@ -35,15 +35,27 @@ def chat(conversation: Conversation, *, trace: bool, stream: bool, save: str | N
             import readline  # noqa: F401  (input() then edits the line and recalls earlier ones)
         except ImportError:  # not on every platform: the prompt works without it
             pass
+    try:
+        _converse(conversation, terminal, trace, stream, save)
+    except KeyboardInterrupt:  # at the prompt (or between turns): the conversation ends, as at the input's end
+        pass
+    except _TurnInterrupted:  # from a pipe there is nobody to return to: stopped as `ask` is
+        raise KeyboardInterrupt from None  # (main: "interrupted", exit code 130)
+    if terminal:
+        print()  # the shell's prompt on a line of its own
+    return 0
+
+
+class _TurnInterrupted(Exception):
+    """Ctrl-C while a turn read from a pipe ran."""
+
+
+def _converse(conversation: Conversation, terminal: bool, trace: bool, stream: bool, save: str | None) -> None:
+    """The turns, until the input ends or /exit."""
     while True:
-        try:
-            line = _read_line(terminal)
-        except KeyboardInterrupt:  # at the prompt: the conversation ends, as with Ctrl-D
-            line = None
+        line = _read_line(terminal)
         if line is None:
-            if terminal:
-                print()  # the shell's prompt on a line of its own
-            return 0
+            return
         line = line.strip()
         if not line:
             continue
@@ -51,13 +63,13 @@ def chat(conversation: Conversation, *, trace: bool, stream: bool, save: str | N
             print(f"{PROMPT}{line}", flush=True)
         if line.startswith("/"):
             if _command(line, conversation, save):
-                return 0
+                return
             continue
         try:
             state = conversation.ask(line, on_step=_read_as, **({"on_token": _print_piece} if stream else {}))
         except KeyboardInterrupt:
             if not terminal:
-                raise  # nobody to return to: the command stops ("interrupted", exit code 130)
+                raise _TurnInterrupted from None
             _say("the turn is dropped (the conversation is as it was before it)", "interrupted: ")
             continue
         except (AgenticRAGError, OSError) as exc:
@@ -74,7 +86,7 @@ def chat(conversation: Conversation, *, trace: bool, stream: bool, save: str | N
 
 
 def _read_line(terminal: bool) -> str | None:
-    """The next line, or None at the end of the input."""
+    """The next line, or None at the end of the input (Ctrl-D on a terminal)."""
     if terminal:
         try:
             line = input(PROMPT)
