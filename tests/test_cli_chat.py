@@ -90,6 +90,15 @@ def test_an_ellipsis_after_an_ellipsis_is_read_with_the_question_both_lean_on(ex
     assert _turns(done.stdout)["那 3.0 里呢？"].startswith("(read as: 登录报错的问题在 3.0 版本里修复了吗？)\n")
 
 
+def test_chat_streams_each_draft_after_the_question_it_was_read_as(example_kb_dir):
+    done = _cli("chat", "--kb", example_kb_dir, "--stream", stdin=f"{FIRST_EN}\n{FOLLOW_EN}\n")
+    _clean(done)
+    follow = _turns(done.stdout)[FOLLOW_EN]
+    assert follow.startswith("(read as: How much storage does Business include?)\n"), follow
+    draft, _, sources = follow.partition("\nSources:\n")  # the draft as it came (then what changed it), the sources
+    assert "1 TB per workspace" in draft and "manual/05-pricing.md" in sources, follow
+
+
 def test_sources_before_any_answer_and_an_unknown_command(example_kb_dir):
     done = _cli("chat", "--kb", example_kb_dir, stdin="/sources\n/sauces\n")
     assert done.returncode == 0 and "Traceback" not in done.stderr
