@@ -15,7 +15,8 @@ from ._display import _isatty, line_ended, print_passages, print_result
 from ._errors import AgenticRAGError
 from .kb.backends._store import os_cause
 
-HELP = """Each line is a question; a follow-up ("and in 2.4?", "who founded it?") is read with the turns before it.
+HELP = """Each line is a question; a follow-up ("and in 2.4?", "what does it cost?") is read with the turns
+before it, and the question it was read as is shown first.
   /sources  the passages the last answer cited
   /reset    start a new conversation (the turns before are forgotten)
   /help     this text
@@ -156,7 +157,7 @@ def _print_piece(piece: str) -> None:
 
 
 def _say(message: str, kind: str = "error: ") -> None:
-    """A failed turn's one line on stderr, after any line a streamed draft left open."""
+    """One line on stderr (a failed turn, a dropped one), after any line a streamed draft left open."""
     if getattr(sys.stdout, "open", False):
         print(flush=True)
     print(f"agentic-rag: {kind}{message}", file=sys.stderr, flush=True)
