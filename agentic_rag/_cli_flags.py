@@ -179,3 +179,50 @@ def filter_flag(parser) -> None:
     parser.add_argument("--filters", type=filters_json, metavar="JSON",
                         help="keep to chunks whose metadata match, as the HTTP API's filters, e.g. "
                              + FILTERS_EXAMPLE.replace("%", "%%"))
+
+
+HISTORY_SHAPES = "a JSON list of {\"role\": \"user\" | \"assistant\", \"content\": ...} messages or of ask --json " \
+                 "objects, one ask --json object, or a file chat --save wrote"
+
+
+def history_file(text: str) -> dict:
+    """--history FILE: the turns before the question, read and checked before anything is opened, as
+    {"path", "turns", "instructions"}: a JSON list of messages or states (ask --json's objects), one
+    such object, or the object Conversation.to_json (chat --save) wrote. `turns` is the list as the
+    file holds it (the run bounds it, and its trace says what was dropped); a file that cannot be
+    used is one line."""
+    from ._conversation import FORMAT
+    from ._history import history_messages
+    from .kb.backends._store import os_cause
+
+    try:
+        with open(text, encoding="utf-8") as file:
+            saved = json.load(file)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot read {text}: {os_cause(exc)}; give {HISTORY_SHAPES}") from None
+    except UnicodeDecodeError:
+        raise argparse.ArgumentTypeError(f"{text} is not UTF-8 text; give {HISTORY_SHAPES}") from None
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{text} is not JSON ({getattr(exc, 'msg', exc)} at line "
+                                         f"{getattr(exc, 'lineno', '?')}); give {HISTORY_SHAPES}") from None
+    except RecursionError:
+        raise argparse.ArgumentTypeError(f"{text}: the JSON is nested too deep; give {HISTORY_SHAPES}") from None
+    instructions = ""
+    if isinstance(saved, dict) and "format" not in saved and "question" in saved and "answer" in saved:
+        saved = [saved]  # one earlier turn, as ask --json printed it
+    if isinstance(saved, dict):
+        if saved.get("format") != FORMAT or not isinstance(saved.get("turns"), list):
+            raise argparse.ArgumentTypeError(f"{text} holds a JSON object that chat --save did not write (it "
+                                             f"writes format {FORMAT} with turns); give {HISTORY_SHAPES}")
+        instructions = saved.get("instructions") or ""
+        if not isinstance(instructions, str):
+            raise argparse.ArgumentTypeError(f"{text}: its instructions are not text; give {HISTORY_SHAPES}")
+        saved = saved["turns"]
+    if not isinstance(saved, list):
+        raise argparse.ArgumentTypeError(f"{text} holds a JSON {type(saved).__name__}, not a list; "
+                                         f"give {HISTORY_SHAPES}")
+    try:
+        history_messages(saved)
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(f"{text}: {exc}") from None
+    return {"path": text, "turns": saved, "instructions": instructions}

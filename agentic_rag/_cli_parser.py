@@ -10,7 +10,17 @@ import sys
 from collections.abc import Callable
 
 from . import __version__
-from ._cli_flags import at_least, connection_flags, filter_flag, model_flags, port, positive, rate, tool_flags
+from ._cli_flags import (
+    at_least,
+    connection_flags,
+    filter_flag,
+    history_file,
+    model_flags,
+    port,
+    positive,
+    rate,
+    tool_flags,
+)
 from ._config import SEARCH_MODES
 from .kb import EMBEDDERS
 from .kb.ingestion._files import MAX_FILE_BYTES, MAX_UPLOAD_BYTES
@@ -99,7 +109,7 @@ def build_parser(run: dict[str, Callable]) -> argparse.ArgumentParser:
     parser = _Parser(prog="agentic-rag", description="Agentic retrieval-augmented question answering.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for add in (_index, _search, _delete, _serve, _compact, _ask, _bench, _bench_rgb, _doctor):
+    for add in (_index, _search, _delete, _serve, _compact, _ask, _chat, _bench, _bench_rgb, _doctor):
         name, command = add(commands)
         command.set_defaults(run=run[name])
     for command in commands.choices.values():
@@ -191,14 +201,36 @@ def _ask(commands):
     ask.add_argument("question", help="the question")
     ask.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
     ask.add_argument("--json", action="store_true", help="print one JSON object")
-    ask.add_argument("--trace", action="store_true", help="print every trace event")
-    ask.add_argument("--max-rounds", type=positive, metavar="N", help="retrieval rounds at most (default 3)")
-    ask.add_argument("--budget", type=positive, metavar="TOKENS", help="token budget of the run")
-    ask.add_argument("--stream", action="store_true", help="print the draft answer as it is generated")
+    _run_flags(ask, "the run")
+    ask.add_argument("--history", type=history_file, metavar="FILE",
+                     help="the conversation before the question: a JSON list of messages or states, or a file "
+                          "chat --save wrote")
     filter_flag(ask)
     tool_flags(ask)
     model_flags(ask)
     return "ask", ask
+
+
+def _chat(commands):
+    chat = commands.add_parser("chat", help="ask a knowledge base questions and follow-ups, one a line")
+    chat.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
+    _run_flags(chat, "each turn")
+    chat.add_argument("--history", type=history_file, metavar="FILE",
+                      help="resume this conversation: a file --save wrote, or a JSON list of messages or states")
+    chat.add_argument("--save", metavar="FILE", help="write the conversation to FILE after each turn (replaced "
+                                                     "whole; --history FILE resumes it)")
+    filter_flag(chat)
+    tool_flags(chat)
+    model_flags(chat)
+    return "chat", chat
+
+
+def _run_flags(parser, run: str) -> None:
+    """The flags of one run that ask and chat share: what is printed of it, and its bounds."""
+    parser.add_argument("--trace", action="store_true", help="print every trace event")
+    parser.add_argument("--max-rounds", type=positive, metavar="N", help="retrieval rounds at most (default 3)")
+    parser.add_argument("--budget", type=positive, metavar="TOKENS", help=f"token budget of {run}")
+    parser.add_argument("--stream", action="store_true", help="print the draft answer as it is generated")
 
 
 def _bench(commands):

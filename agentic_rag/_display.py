@@ -52,9 +52,10 @@ def _after_stream(answer: str, draft: str, notes: list[str]) -> str:
     return f"\n\n--- checked answer (the checks changed the draft above) ---\n{answer}"
 
 
-def print_result(state: Mapping[str, Any], trace: bool, streamed: bool) -> None:
-    """The answer (after a streamed draft, what changed it: see _after_stream), its sources, the
-    trace line, the stop reason, usage and time."""
+def print_result(state: Mapping[str, Any], trace: bool, streamed: bool, summary: bool = True) -> None:
+    """The answer (after a streamed draft, what changed it: see _after_stream), its sources, then
+    (with `summary`, as ask prints it; chat only with --trace) the trace line, the stop reason,
+    usage and time."""
     if not streamed:
         print(state["answer"])
     else:
@@ -65,6 +66,8 @@ def print_result(state: Mapping[str, Any], trace: bool, streamed: bool) -> None:
         for c in state["citations"]:
             kind = c.get("media") or c.get("kind", "passage")
             print(f"  [{c['n']}] ({kind}) {c.get('title') or c['doc_id']} ({cited_as(c)})")
+    if not summary:
+        return
     print(f"\nTrace: {format_trace(state)}")
     for event in state["trace"] if trace else []:
         print(f"  round {event['round']} {event['summary']}: {event['ms']:.1f} ms, {event['tokens']} tokens, "
@@ -73,6 +76,18 @@ def print_result(state: Mapping[str, Any], trace: bool, streamed: bool) -> None:
     print(f"Stop: {state['stop_reason']} after {state['round']} round(s); {usage['model_calls']} model calls, "
           f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion tokens, "
           f"${usage['cost_usd']:.4f}; {state['timings_ms']['total']:.0f} ms")
+
+
+PASSAGE_CHARS = 200  # how much of a cited passage chat's /sources shows
+
+
+def print_passages(passages: list[Mapping[str, Any]]) -> None:
+    """chat's /sources: each passage the last answer cited, numbered as the answer cites it, with its
+    id, where it is and its first PASSAGE_CHARS characters on one line."""
+    for n, passage in enumerate(passages, 1):
+        text = " ".join(passage.get("text", "").split())
+        print(f"  [{n}] {passage['id']} ({cited_as(passage)})\n"
+              f"      {text[:PASSAGE_CHARS]}{'...' if len(text) > PASSAGE_CHARS else ''}")
 
 
 PROGRESS_EVERY_S = 10.0  # how often a redrawn progress line is written as a line of its own to a file or pipe
@@ -113,6 +128,13 @@ class LineTracker:
 
     def __getattr__(self, name: str):
         return getattr(self.stream, name)
+
+
+def line_ended(stream) -> None:
+    """Note that the line a LineTracker's last write left open was ended by someone else (the Enter
+    a terminal echoed after a prompt)."""
+    if isinstance(stream, LineTracker):
+        stream.open = False
 
 
 def _isatty(stream) -> bool:

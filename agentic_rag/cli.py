@@ -1,5 +1,5 @@
-"""The `agentic-rag` command: index, search, delete, compact, ask, serve, bench, bench-rgb and
-doctor; its parser is in _cli_parser, its knowledge base helpers in _cli_kb."""
+"""The `agentic-rag` command: index, search, delete, compact, ask, chat, serve, bench, bench-rgb and
+doctor; its parser is in _cli_parser, its knowledge base helpers in _cli_kb, chat's prompt in _cli_chat."""
 from __future__ import annotations
 
 import errno
@@ -11,8 +11,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import _cli_parser
+from ._cli_chat import chat
 from ._cli_kb import CACHE_FOLDER, check_kb_path, embedder_line, glibc_memory, open_or_create, skipped
 from ._config import Config, RunConfig
+from ._conversation import Conversation
 from ._display import counted, discard, os_error_line, print_result, result_json, tracked_lines
 from ._errors import AgenticRAGError, ConfigurationError
 from ._loop import run_agentic_rag
@@ -142,7 +144,8 @@ def cmd_compact(args) -> int:
     return 0
 
 
-def cmd_ask(args) -> int:
+def _asking(args):
+    """What ask and chat run with: (model, knowledge base view, tools, config, model settings)."""
     tools = ask_tools(args)  # first: a bad --db or --now fails before a model or knowledge base is opened
     settings = model_settings(args)
     model = make_model(settings)
@@ -153,8 +156,16 @@ def cmd_ask(args) -> int:
                        if v is not None})
     config = Config.from_layers(index=kb.config.index, search=kb.config.search, run=run)
     view = kb.restricted(args.filters) if args.filters else kb  # every search of the run keeps to them
+    return model, view, tools, config, settings
+
+
+def cmd_ask(args) -> int:
+    model, view, tools, config, settings = _asking(args)
     stream = (lambda piece: print(piece, end="", flush=True)) if args.stream else None
-    state = run_agentic_rag(args.question, view, model, tools, config, on_token=stream)
+    # a follow-up: the turns --history holds (a question on its own is run exactly as ever)
+    follow_up = {"history": args.history["turns"], "instructions": args.history["instructions"]} \
+        if args.history else {}
+    state = run_agentic_rag(args.question, view, model, tools, config, on_token=stream, **follow_up)
     if args.json:
         print(json.dumps(result_json(state, settings["name"]), ensure_ascii=False, indent=2))
     else:
@@ -165,6 +176,22 @@ def cmd_ask(args) -> int:
         print(f"agentic-rag: error: the run failed: {state['error']}", file=sys.stderr)
         return 1
     return 0
+
+
+def cmd_chat(args) -> int:
+    model, view, tools, config, _ = _asking(args)
+    saved = args.history or {"turns": None, "instructions": ""}
+    conversation = Conversation(view, model, tools, config, instructions=saved["instructions"],
+                                history=saved["turns"])
+    if args.history:
+        turns = sum(m["role"] == "user" for m in conversation.history)
+        print(f"resumed {counted(turns, 'turn')} from {args.history['path']}", file=sys.stderr)
+    if isinstance(model, OfflineModel):
+        print(f"({model.note})", file=sys.stderr)
+    if sys.stdin.isatty():
+        print(f"chatting with {safe_url(args.kb)}: ask a question; /help lists the commands, Ctrl-D ends",
+              file=sys.stderr)
+    return chat(conversation, trace=args.trace, stream=args.stream, save=args.save)
 
 
 def cmd_serve(args) -> int:
@@ -272,7 +299,8 @@ def cmd_doctor(args) -> int:
 def build_parser():
     """The command-line parser (exposed for tests and docs)."""
     return _cli_parser.build_parser({"index": cmd_index, "search": cmd_search, "delete": cmd_delete,
-                                     "serve": cmd_serve, "compact": cmd_compact, "ask": cmd_ask, "bench": cmd_bench,
+                                     "serve": cmd_serve, "compact": cmd_compact, "ask": cmd_ask, "chat": cmd_chat,
+                                     "bench": cmd_bench,
                                      "bench-rgb": cmd_bench_rgb, "doctor": cmd_doctor})
 
 
