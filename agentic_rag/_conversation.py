@@ -22,7 +22,9 @@ FORMAT = 1  # the version of to_json's object
 class Conversation:
     """Ask follow-ups: `conv.ask("...")` runs one turn (run_agentic_rag with the turns so far as its
     history) and returns its state; the turn's question, answer and cited passages join `history`
-    (bounded as a run bounds it: the oldest turns are dropped). A turn a hook stopped is not kept.
+    (bounded as a run bounds it: the oldest turns are dropped; a question as the condense step read
+    it). A turn a hook stopped is not kept; one that failed is, with no answer, so that a follow-up
+    still knows what was asked.
     One conversation serves one question at a time: turns asked from two threads run one after the
     other. `to_json` and `from_json` save and resume it."""
 
