@@ -281,3 +281,47 @@ def test_the_openapi_schema_lists_the_chat_fields(served):
         schemas["ChatRequest"]["properties"])
     assert {"standalone", "conversation_id"} <= set(schemas["ChatExtra"]["properties"])
     assert "developer" in json.dumps(schemas["ChatMessage"])
+
+
+def _serve(folder, state, tmp_path, name: str):
+    """`agentic-rag serve --state-dir STATE` in a process of its own, and its port."""
+    import http.client
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from helpers import ROOT
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = open(tmp_path / f"{name}.log", "w")
+    process = subprocess.Popen([sys.executable, "-m", "agentic_rag.cli", "serve", "--kb", str(folder), "--port",
+                                str(port), "--state-dir", str(state)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                               env={k: v for k, v in os.environ.items() if not k.startswith("AGENTIC_RAG_")})
+    for _ in range(200):
+        try:
+            http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/healthz")
+            return process, port
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise AssertionError((tmp_path / f"{name}.log").read_text())
+
+
+def test_server_processes_sharing_a_state_dir_share_their_conversations(example_kb_dir, tmp_path):
+    (a, port_a), (b, port_b) = (_serve(example_kb_dir, tmp_path / "state", tmp_path, name) for name in "ab")
+    try:
+        clients = [OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+                   for port in (port_a, port_b)]
+        _, extra = _ask(clients[0], [{"role": "user", "content": LOGIN}], conversation=True)
+        text, extra = _ask(clients[1], [{"role": "user", "content": "那 2.4 里呢？"}],
+                           conversation_id=extra["conversation_id"])
+        assert extra["standalone"] == "登录报错的问题在 2.4 版本里修复了吗？" and "认证" in text
+        assert (tmp_path / "state" / "conversations.sqlite").stat().st_mode & 0o077 == 0   # its owner's only
+    finally:
+        for process in (a, b):
+            process.terminate()
+            process.wait(10)
