@@ -325,3 +325,18 @@ def test_server_processes_sharing_a_state_dir_share_their_conversations(example_
         for process in (a, b):
             process.terminate()
             process.wait(10)
+
+
+def test_a_state_folder_that_cannot_be_made_is_a_503_naming_no_server_path(example_kb_dir, tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    server = Server(create_app(OfflineModel(), kb_dir=example_kb_dir, state_dir=blocked / "state"))
+    try:
+        body = {"model": "agentic-rag", "messages": [{"role": "user", "content": TEAM}], "conversation": True}
+        status, headers, reply = server.request("POST", "/v1/chat/completions", body)
+        assert status == 503 and reply["error"]["type"] == "unavailable" and headers["Retry-After"]
+        assert "conversation store" in reply["error"]["message"] and str(tmp_path) not in reply["error"]["message"]
+        body.pop("conversation")   # a chat of its messages alone needs no store
+        assert server.request("POST", "/v1/chat/completions", body)[0] == 200
+    finally:
+        server.close()

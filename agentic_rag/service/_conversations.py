@@ -70,12 +70,18 @@ class ConversationStore:
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, begun IMMEDIATE (it holds the file's write lock from its start, so
         a read and the write it decides are one step for every process); committed or rolled back."""
-        if not self._ready:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        db = sqlite3.connect(self.path, timeout=self.wait_s, isolation_level=None)
         try:
             if not self._ready:
-                os.chmod(self.path, 0o600)  # users' questions: the service's owner only
+                self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            db = sqlite3.connect(self.path, timeout=self.wait_s, isolation_level=None)
+        except OSError as exc:  # as sqlite3's own failures are: the store cannot be used
+            raise sqlite3.OperationalError(f"cannot open {self.path}: {exc.strerror}") from None
+        try:
+            if not self._ready:
+                try:
+                    os.chmod(self.path, 0o600)  # users' questions: the service's owner only
+                except OSError as exc:
+                    raise sqlite3.OperationalError(f"cannot make {self.path} private: {exc.strerror}") from None
                 db.execute(_SCHEMA)
                 self._ready = True
             db.execute("BEGIN IMMEDIATE")
