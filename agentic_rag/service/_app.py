@@ -9,11 +9,9 @@ import logging
 import math
 import queue
 import re
-import sqlite3
 import tempfile
 import threading
 import time
-import uuid
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
@@ -33,9 +31,8 @@ from .._errors import (
     StorageError,
     WriteConflict,
 )
-from .._history import history_messages
 from .._loop import run_agentic_rag
-from .._state import cited_as, new_state
+from .._state import new_state
 from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
 from ..kb.backends._store import writer_lock
 from ..kb.ingestion._documents import read_file
@@ -43,10 +40,9 @@ from ..kb.ingestion._files import MAX_UPLOAD_BYTES
 from ..kb.ingestion._gzip import gunzip
 from ..kb.ingestion._loaders import IMAGE_SUFFIXES, Unreadable, unpacked_size
 from ._cache import AnswerCache, cache_key
-from ._chat import Asked, answer_reason, read_messages
-from ._conversations import Claim, ConversationError, ConversationStore
+from ._conversations import ConversationStore
 from ._metrics import Metrics
-from ._schemas import AskRequest, ChatRequest, DocumentsRequest, RunSettings, SearchRequest, WriteReply
+from ._schemas import AskRequest, DocumentsRequest, SearchRequest, WriteReply
 
 log = logging.getLogger("agentic_rag.service")
 MODEL_ID = "agentic-rag"  # the one model /v1/models lists: the agent, whatever model it runs on
@@ -135,10 +131,13 @@ class Service:
         self._reload = threading.Lock()
         self._writing = threading.Lock()
         self._reading = threading.Lock()  # uploaded files are read one request at a time (see add_documents)
+        from ._chat_endpoint import ChatEndpoint  # here: it imports this module
+
+        self.chat = ChatEndpoint(self)
         self._routes = {  # (method, path) -> (handler, the key it needs: None, "read" or "write")
             ("POST", "/v1/ask"): (self.ask, "read"), ("POST", "/v1/search"): (self.search, "read"),
             ("POST", "/v1/documents"): (self.add_documents, "write"),
-            ("POST", "/v1/chat/completions"): (self.chat, "read"),
+            ("POST", "/v1/chat/completions"): (self.chat.reply, "read"),
             ("GET", "/v1/models"): (self.models, "read"), ("GET", "/healthz"): (self.health, None),
             ("GET", "/metrics"): (self.metrics_text, "read"), ("GET", "/openapi.json"): (self.openapi, None)}
 
@@ -470,108 +469,6 @@ class Service:
             raise ServiceError(404, "not_found", f"no document {doc_id!r} in the knowledge base")
         return 200, WriteReply(**reply).model_dump(), []
 
-    def chat(self, environ: dict):
-        """OpenAI-compatible: `messages` is the conversation (the last user message is the question,
-        the user and assistant turns before it its history, system messages its instructions), or
-        `conversation_id` names a conversation the service keeps (`"conversation": true` starts one);
-        `max_tokens` lowers the completion limit. The reply text ends with the sources, which also come
-        as `citations`; `agentic_rag` holds the stop reason, the standalone question and the
-        conversation's id. Streaming sends only the checked answer."""
-        data = self._json(environ)
-        asked = read_messages(data.get("messages"), self.limits.max_messages, self.limits.max_instruction_chars)
-        request = ChatRequest.model_validate(data)
-        if request.model != MODEL_ID:
-            raise ServiceError(404, "model_not_found", f"model {request.model!r} does not exist; use {MODEL_ID!r}")
-        if not asked.question.strip():
-            raise ServiceError(400, "invalid_request", "the last user message has no text: it is the question")
-        limits = [n for n in (request.max_tokens, request.max_completion_tokens) if n is not None]
-        settings = RunSettings(max_completion_tokens=min(limits)) if limits else RunSettings()
-        claim = self._claim(environ, request, asked)
-        try:
-            history = claim.turns if claim else history_messages(asked.history)[0]
-            ready = self._prepare(AskRequest(question=asked.question, settings=settings), history, asked.instructions)
-        except BaseException:
-            self._release(claim)
-            raise
-        chat_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-        if request.stream:
-            return 200, self._stream_chat(ready, claim, chat_id, created), []
-        reply = self._chat_turn(ready, claim)
-        return 200, {"id": chat_id, "object": "chat.completion", "created": created, "model": MODEL_ID,
-                     "choices": [{"index": 0, "message": {"role": "assistant", "content": _with_sources(reply)},
-                                  "finish_reason": "stop"}],
-                     "usage": _usage(reply), "citations": reply["citations"], "agentic_rag": _extra(reply, claim)}, []
-
-    def _claim(self, environ: dict, request: ChatRequest, asked: Asked) -> Claim | None:
-        """The conversation this turn belongs to, held for it (None: a conversation of its messages
-        alone). Bound to the request's key ("no key" when the service has none): another key's is
-        not found. With conversation_id the service holds the history, so the request holds none."""
-        key = _given_key(environ) if self.read_keys else None
-        if request.conversation_id is None:
-            return self.conversations.new(key, history_messages(asked.history)[0]) if request.conversation else None
-        if asked.history:
-            raise ServiceError(400, "invalid_request", "with conversation_id send only the new user message (and "
-                                                       "any system message): the service keeps the history; or "
-                                                       "send the whole conversation without conversation_id")
-        try:
-            return self.conversations.claim(request.conversation_id, key, self.config.deadline_s + 30)
-        except ConversationError as exc:
-            retry = [("Retry-After", "1")] if exc.status == 409 else []
-            raise ServiceError(exc.status, exc.kind, str(exc), retry) from None
-        except sqlite3.Error as exc:
-            raise self._store_failed(exc) from None
-
-    def _chat_turn(self, ready: dict, claim: Claim | None) -> dict:
-        """The turn's reply (see _finish), kept in its conversation before it is sent; the
-        conversation is freed whatever happens."""
-        try:
-            reply = self._finish(ready)
-            if claim is not None:
-                self.conversations.save(claim, reply)
-                claim.token = None  # saved: nothing left to free
-            return reply
-        except sqlite3.Error as exc:
-            raise self._store_failed(exc) from None
-        finally:
-            self._release(claim)
-
-    def _release(self, claim: Claim | None) -> None:
-        if claim is not None and claim.token is not None:
-            try:
-                self.conversations.release(claim)
-            except sqlite3.Error as exc:  # its claim lapses by itself after the run's deadline
-                log.error("conversation %s was not freed: %s", claim.id, exc)
-
-    def _store_failed(self, exc: sqlite3.Error) -> ServiceError:
-        log.error("the conversation store failed: %s", exc)
-        full = "full" in str(exc)
-        return ServiceError(507 if full else 503, "insufficient_storage" if full else "unavailable",
-                            f"the conversation store failed ({self._public(str(exc))}); retry", _RETRY)
-
-    def _stream_chat(self, ready: dict, claim: Claim | None, chat_id: str, created: int) -> Iterator[bytes]:
-        """chat.completion.chunk events: the role, the checked answer in pieces, the sources, then [DONE]
-        (the draft is not sent: a streamed token cannot be taken back when the checks change it). The
-        turn is kept in its conversation by the run's thread, even if the client goes away."""
-        items = self._streamed(lambda on_token: self._chat_turn(ready, claim))
-
-        def chunk(delta: dict, finish: str | None = None, **extra) -> bytes:
-            body = {"id": chat_id, "object": "chat.completion.chunk", "created": created, "model": MODEL_ID,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
-            return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
-
-        yield chunk({"role": "assistant", "content": ""})
-        while (item := items.get()) is not None:
-            kind, value = item
-            if kind == "error":
-                yield f"data: {json.dumps({'error': {'type': value[1], 'message': value[2]}})}\n\n".encode()
-            elif kind == "answer":
-                text = _with_sources(value)
-                for start in range(0, len(text), 64):
-                    yield chunk({"content": text[start:start + 64]})
-                yield chunk({}, "stop", usage=_usage(value), citations=value["citations"],
-                            agentic_rag=_extra(value, claim))
-        yield b"data: [DONE]\n\n"
-
     def models(self, environ: dict):
         return 200, {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0,
                                                  "owned_by": "agentic-rag"}]}, []
@@ -676,23 +573,6 @@ def _given_key(environ: Mapping[str, str]) -> str:
     """The API key a request sends: `Authorization: Bearer KEY`, or `X-API-Key: KEY`."""
     header = environ.get("HTTP_AUTHORIZATION", "")
     return header[7:].strip() if header.lower().startswith("bearer ") else environ.get("HTTP_X_API_KEY", "")
-
-
-def _extra(reply: dict, claim: Claim | None) -> dict:
-    """A chat reply's `agentic_rag` object (schema: ChatExtra)."""
-    return {**{k: reply[k] for k in ("stop_reason", "abstained", "generation", "cached", "standalone")},
-            "conversation_id": claim.id if claim else None, "answer_reason": answer_reason(reply)}
-
-
-def _with_sources(reply: dict) -> str:
-    lines = [f"[{c['n']}] {c.get('title') or c['doc_id']} ({cited_as(c)})" for c in reply["citations"]]
-    return reply["answer"] + ("\n\nSources:\n" + "\n".join(lines) if lines else "")
-
-
-def _usage(reply: dict) -> dict:
-    usage = reply["usage"]
-    return {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
-            "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
 
 
 def keys_from(environ: Mapping[str, str], file: str | None = None) -> tuple[list[str], list[str]]:
