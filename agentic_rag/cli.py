@@ -214,7 +214,8 @@ def cmd_serve(args) -> int:
     folder = check_address(args.kb)
     app = create_app(model, kb_dir=folder, kb=None if folder else load_kb(args.kb, settings), tools=tools,
                      model_name=settings["name"], cache_size=args.cache_size, cache_ttl_s=args.cache_ttl,
-                     limits=limits, loader=lambda path: load_kb(str(path), settings), **access)
+                     limits=limits, loader=lambda path: load_kb(str(path), settings), state_dir=args.state_dir,
+                     **access)
     try:  # bodies past the limit are refused before they are read; slow clients are cut off (see _server)
         server = create_server(app, args.host, args.port, args.threads, limits.max_body_bytes, guards)
     except OSError as exc:

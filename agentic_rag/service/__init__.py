@@ -8,7 +8,7 @@ from ._cache import AnswerCache, cache_key
 def create_app(model, kb_dir=None, kb=None, **options) -> Service:
     """The WSGI application over one knowledge base (a saved folder, or one in memory); options as
     Service takes them: tools, config, model_name, read_keys, write_keys, limits, cache_size,
-    cache_ttl_s, loader, multiprocess_dir."""
+    cache_ttl_s, loader, multiprocess_dir, state_dir (where chat conversations are kept)."""
     return Service(model, kb_dir, kb, **options)
 
 

@@ -9,9 +9,9 @@ import logging
 import math
 import queue
 import re
+import tempfile
 import threading
 import time
-import uuid
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
@@ -32,7 +32,7 @@ from .._errors import (
     WriteConflict,
 )
 from .._loop import run_agentic_rag
-from .._state import cited_as, new_state
+from .._state import new_state
 from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
 from ..kb.backends._store import writer_lock
 from ..kb.ingestion._documents import read_file
@@ -40,8 +40,9 @@ from ..kb.ingestion._files import MAX_UPLOAD_BYTES
 from ..kb.ingestion._gzip import gunzip
 from ..kb.ingestion._loaders import IMAGE_SUFFIXES, Unreadable, unpacked_size
 from ._cache import AnswerCache, cache_key
+from ._conversations import ConversationStore
 from ._metrics import Metrics
-from ._schemas import AskRequest, ChatRequest, DocumentsRequest, SearchRequest, WriteReply
+from ._schemas import AskRequest, DocumentsRequest, SearchRequest, WriteReply
 
 log = logging.getLogger("agentic_rag.service")
 MODEL_ID = "agentic-rag"  # the one model /v1/models lists: the agent, whatever model it runs on
@@ -58,6 +59,11 @@ class ServiceLimits:
     max_concurrent_runs: int = 4     # agent runs at once in this process; more get 429
     write_wait_s: float = 10.0       # how long a write waits for another writer before 409
     max_file_bytes: int = MAX_UPLOAD_BYTES  # one uploaded file, decoded, or unpacked (.docx); more is refused
+    max_messages: int = 256          # messages in one chat request (a run keeps 8 turns of them)
+    max_instruction_chars: int = 4_000  # a chat request's system messages together
+    max_conversations: int = 10_000  # kept conversations; the longest idle goes first
+    conversation_idle_s: float = 86_400.0  # a conversation with no turn for this long has expired
+    conversation_wait_s: float = 30.0  # a turn waits this long for its conversation's turn under way, then 409
 
 
 class ServiceError(AgenticRAGError):
@@ -94,7 +100,7 @@ class Service:
                  config: Config | None = None, model_name: str = "offline", read_keys: Iterable[str] = (),
                  write_keys: Iterable[str] = (), limits: ServiceLimits | None = None, cache_size: int = 1024,
                  cache_ttl_s: float = 300.0, loader: Callable[[Path], KnowledgeBase] | None = None,
-                 multiprocess_dir: str | None = None):
+                 multiprocess_dir: str | None = None, state_dir: str | Path | None = None):
         if kb_dir is not None and kb is not None and not kb.saves_to_folder:
             raise ConfigurationError(f"kb_dir {kb_dir} is a saved folder, but kb ({type(kb).__name__}) does not "
                                      f"save to one: give such a knowledge base (a database) without kb_dir")
@@ -116,13 +122,22 @@ class Service:
         self.cache = AnswerCache(cache_size, cache_ttl_s)
         self.metrics = Metrics(multiprocess_dir)
         self._runs = threading.BoundedSemaphore(self.limits.max_concurrent_runs)
+        # conversations: in state_dir, shared by every process serving with it; else this service's own
+        # temporary folder, removed with it
+        self._state_tmp = tempfile.TemporaryDirectory(prefix="agentic-rag-state-") if state_dir is None else None
+        self.conversations = ConversationStore(
+            state_dir if state_dir is not None else self._state_tmp.name,  # type: ignore[union-attr]
+            self.limits.max_conversations, self.limits.conversation_idle_s, self.limits.conversation_wait_s)
         self._reload = threading.Lock()
         self._writing = threading.Lock()
         self._reading = threading.Lock()  # uploaded files are read one request at a time (see add_documents)
+        from ._chat_endpoint import ChatEndpoint  # here: it imports this module
+
+        self.chat = ChatEndpoint(self)
         self._routes = {  # (method, path) -> (handler, the key it needs: None, "read" or "write")
             ("POST", "/v1/ask"): (self.ask, "read"), ("POST", "/v1/search"): (self.search, "read"),
             ("POST", "/v1/documents"): (self.add_documents, "write"),
-            ("POST", "/v1/chat/completions"): (self.chat, "read"),
+            ("POST", "/v1/chat/completions"): (self.chat.reply, "read"),
             ("GET", "/v1/models"): (self.models, "read"), ("GET", "/healthz"): (self.health, None),
             ("GET", "/metrics"): (self.metrics_text, "read"), ("GET", "/openapi.json"): (self.openapi, None)}
 
@@ -263,8 +278,7 @@ class Service:
         constant time (every key is compared, so the time does not say which one is near)."""
         if need is None or not self.read_keys:
             return
-        header = environ.get("HTTP_AUTHORIZATION", "")
-        given = header[7:].strip() if header.lower().startswith("bearer ") else environ.get("HTTP_X_API_KEY", "")
+        given = _given_key(environ)
         if not given:
             raise ServiceError(401, "unauthorized", "an API key is needed: send 'Authorization: Bearer KEY'",
                                [("WWW-Authenticate", "Bearer")])
@@ -276,7 +290,11 @@ class Service:
             raise ServiceError(403, "forbidden", "this key may read but not write; use a write key")
 
     def _body(self, environ: dict, schema: type[Schema]) -> Schema:
-        """The request's JSON body as `schema`; 415 unless it says it is JSON (so that a web page
+        """The request's JSON body as `schema` (see _json)."""
+        return schema.model_validate(self._json(environ))
+
+    def _json(self, environ: dict) -> dict:
+        """The request's JSON body, an object; 415 unless it says it is JSON (so that a web page
         cannot post it without the browser asking first), 413 past max_body_bytes, 400 if it is not JSON."""
         if environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower() != "application/json":
             raise ServiceError(415, "unsupported_media_type", "send the body as Content-Type: application/json")
@@ -295,7 +313,7 @@ class Service:
             raise ServiceError(400, "invalid_request", f"the body is not UTF-8 JSON ({why})") from None
         if not isinstance(data, dict):
             raise ServiceError(400, "invalid_request", "send a JSON object as the body")
-        return schema.model_validate(data)
+        return data
 
     # -- endpoints ---------------------------------------------------------------------------------
 
@@ -311,10 +329,11 @@ class Service:
         asked = request.settings.model_dump(exclude_none=True)
         return replace(self.config, **{name: min(value, getattr(self.config, name)) for name, value in asked.items()})
 
-    def _prepare(self, request: AskRequest) -> dict:
+    def _prepare(self, request: AskRequest, history: list[dict] | None = None, instructions: str = "") -> dict:
         """Everything a run needs that can fail before it starts: the checked question, the knowledge
         base and its generation, the settings, the cache key, the run's own input checks, and the cached
-        reply or a run slot (429 when every slot is taken). A stream's errors thus come before its 200."""
+        reply or a run slot (429 when every slot is taken). A stream's errors thus come before its 200.
+        A follow-up's `history` (checked messages) and a chat's `instructions` are part of its cache key."""
         question = request.question.strip()
         if not question:
             raise ServiceError(400, "invalid_request", "the question is empty")
@@ -322,15 +341,18 @@ class Service:
             raise ServiceError(400, "invalid_request", f"the question has {len(question)} characters; the limit "
                                                        f"is {self.limits.max_question_chars}")
         (kb, generation), config = self.current(), self._settings(request)
-        key = cache_key(question, request.filters, asdict(config), self.model_name, generation)
+        conversation = [history, instructions] if history or instructions else []  # a single question's key as ever
+        key = cache_key(question, request.filters, asdict(config), self.model_name, generation, *conversation)
         ready = {"question": question, "kb": kb, "generation": generation, "config": config, "key": key,
-                 "filters": request.filters, "store": request.cache}
+                 "filters": request.filters, "store": request.cache, "history": history or [],
+                 "instructions": instructions}
         if request.cache and (cached := self.cache.get(key)) is not None:
             self.metrics.cache.labels("hit").inc()
             return dict(ready, cached=dict(cached, question=question, cached=True))
         if request.cache:
             self.metrics.cache.labels("miss").inc()
-        new_state(question, config)  # the run's own checks (a question too long for its budget): before a stream's 200
+        # the run's own checks (a question too long for its budget): before a stream's 200
+        new_state(question, config, history, instructions)
         if not self._runs.acquire(blocking=False):
             raise ServiceError(429, "too_many_requests", f"{self.limits.max_concurrent_runs} questions are being "
                                                          f"answered; retry in a moment", [("Retry-After", "1")])
@@ -347,7 +369,7 @@ class Service:
         try:
             view = ready["kb"].restricted(ready["filters"]) if ready["filters"] else ready["kb"]
             state = run_agentic_rag(ready["question"], view, self.model, self.tools, ready["config"],
-                                    on_token=on_token)
+                                    on_token=on_token, history=ready["history"], instructions=ready["instructions"])
         finally:
             self._runs.release()
         self.metrics.run(state, self.model_name)
@@ -446,53 +468,6 @@ class Service:
         if not reply["deleted"]:
             raise ServiceError(404, "not_found", f"no document {doc_id!r} in the knowledge base")
         return 200, WriteReply(**reply).model_dump(), []
-
-    def chat(self, environ: dict):
-        """OpenAI-compatible: the last user message is the question (earlier messages are not used:
-        every question is answered from the knowledge base on its own); the reply text ends with the
-        sources, which also come as `citations`. Streaming sends only the checked answer."""
-        request = self._body(environ, ChatRequest)
-        if request.model != MODEL_ID:
-            raise ServiceError(404, "model_not_found", f"model {request.model!r} does not exist; use {MODEL_ID!r}")
-        asked = next((m for m in reversed(request.messages) if m.role == "user"), None)
-        text = asked.content if asked else None
-        if isinstance(text, list):  # content parts: the text ones
-            text = " ".join(p["text"] for p in text if isinstance(p, dict) and p.get("type") == "text"
-                            and isinstance(p.get("text"), str))
-        if not text or not text.strip():
-            raise ServiceError(400, "invalid_request", "no user message with text: the last one is the question")
-        ready = self._prepare(AskRequest(question=text))
-        chat_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-        if request.stream:
-            return 200, self._stream_chat(ready, chat_id, created), []
-        reply = self._finish(ready)
-        return 200, {"id": chat_id, "object": "chat.completion", "created": created, "model": MODEL_ID,
-                     "choices": [{"index": 0, "message": {"role": "assistant", "content": _with_sources(reply)},
-                                  "finish_reason": "stop"}],
-                     "usage": _usage(reply), "citations": reply["citations"],
-                     "agentic_rag": {k: reply[k] for k in ("stop_reason", "abstained", "generation", "cached")}}, []
-
-    def _stream_chat(self, ready: dict, chat_id: str, created: int) -> Iterator[bytes]:
-        """chat.completion.chunk events: the role, the checked answer in pieces, the sources, then [DONE]
-        (the draft is not sent: a streamed token cannot be taken back when the checks change it)."""
-        items = self._streamed(lambda on_token: self._finish(ready))
-
-        def chunk(delta: dict, finish: str | None = None, **extra) -> bytes:
-            body = {"id": chat_id, "object": "chat.completion.chunk", "created": created, "model": MODEL_ID,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
-            return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
-
-        yield chunk({"role": "assistant", "content": ""})
-        while (item := items.get()) is not None:
-            kind, value = item
-            if kind == "error":
-                yield f"data: {json.dumps({'error': {'type': value[1], 'message': value[2]}})}\n\n".encode()
-            elif kind == "answer":
-                text = _with_sources(value)
-                for start in range(0, len(text), 64):
-                    yield chunk({"content": text[start:start + 64]})
-                yield chunk({}, "stop", usage=_usage(value), citations=value["citations"])
-        yield b"data: [DONE]\n\n"
 
     def models(self, environ: dict):
         return 200, {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0,
@@ -594,15 +569,10 @@ def _document(given, max_file_bytes: int) -> Document:
     return replace(document, title=given.title or document.title, metadata={**document.metadata, **given.metadata})
 
 
-def _with_sources(reply: dict) -> str:
-    lines = [f"[{c['n']}] {c.get('title') or c['doc_id']} ({cited_as(c)})" for c in reply["citations"]]
-    return reply["answer"] + ("\n\nSources:\n" + "\n".join(lines) if lines else "")
-
-
-def _usage(reply: dict) -> dict:
-    usage = reply["usage"]
-    return {"prompt_tokens": usage["prompt_tokens"], "completion_tokens": usage["completion_tokens"],
-            "total_tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
+def _given_key(environ: Mapping[str, str]) -> str:
+    """The API key a request sends: `Authorization: Bearer KEY`, or `X-API-Key: KEY`."""
+    header = environ.get("HTTP_AUTHORIZATION", "")
+    return header[7:].strip() if header.lower().startswith("bearer ") else environ.get("HTTP_X_API_KEY", "")
 
 
 def keys_from(environ: Mapping[str, str], file: str | None = None) -> tuple[list[str], list[str]]:

@@ -8,7 +8,16 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from .. import __version__
-from ._schemas import AskRequest, ChatRequest, DocumentsRequest, ErrorReply, Health, SearchRequest, WriteReply
+from ._schemas import (
+    AskRequest,
+    ChatExtra,
+    ChatRequest,
+    DocumentsRequest,
+    ErrorReply,
+    Health,
+    SearchRequest,
+    WriteReply,
+)
 
 _OPEN = ("/healthz", "/openapi.json")  # the endpoints no key guards
 _ENDPOINTS = [  # (method, path, summary, request model, reply model or None for a free-form object)
@@ -17,7 +26,9 @@ _ENDPOINTS = [  # (method, path, summary, request model, reply model or None for
     ("post", "/v1/documents", "Add or replace documents (a write key; saved before the reply)", DocumentsRequest,
      WriteReply),
     ("delete", "/v1/documents/{id}", "Delete a document (a write key)", None, WriteReply),
-    ("post", "/v1/chat/completions", "OpenAI-compatible chat completion: the agent as a model", ChatRequest, None),
+    ("post", "/v1/chat/completions", "OpenAI-compatible chat completion: the agent as a model; messages are the "
+     "conversation, or conversation_id one the service keeps (its reply's agentic_rag object: ChatExtra)",
+     ChatRequest, None),
     ("get", "/v1/models", "The models /v1/chat/completions accepts", None, None),
     ("get", "/healthz", "Up, generation and size (no key needed)", None, Health),
     ("get", "/metrics", "Prometheus text format", None, None),
@@ -31,8 +42,8 @@ def ref(model) -> dict:
 @lru_cache(maxsize=1)
 def openapi() -> dict:
     """The OpenAPI 3.1 document of the service."""
-    models: list[type[BaseModel]] = [AskRequest, SearchRequest, DocumentsRequest, ChatRequest, WriteReply, Health,
-                                     ErrorReply]
+    models: list[type[BaseModel]] = [AskRequest, SearchRequest, DocumentsRequest, ChatRequest, ChatExtra, WriteReply,
+                                     Health, ErrorReply]
     _, schemas = models_json_schema([(m, "validation") for m in models], ref_template="#/components/schemas/{model}")
     paths: dict = {}
     for method, path, summary, request, reply in _ENDPOINTS:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
@@ -34,6 +34,7 @@ class RunSettings(_Strict):
     max_rounds: int | None = Field(default=None, ge=1)
     token_budget: int | None = Field(default=None, ge=500)
     deadline_s: float | None = Field(default=None, gt=0)
+    max_completion_tokens: int | None = Field(default=None, ge=1)  # each model call's completion limit
 
 
 class AskRequest(_Strict):
@@ -100,14 +101,42 @@ class WriteReply(BaseModel):
 
 
 class ChatMessage(BaseModel):
-    role: str
+    """A user or assistant turn, or a system (or developer) message: the instructions."""
+
+    role: Literal["user", "assistant", "system", "developer"]
     content: str | list | None = None
 
 
+_Limit = Annotated[int | None, Field(default=None, ge=1, strict=True)]
+
+
 class ChatRequest(BaseModel):  # other OpenAI fields (temperature, user, ...) are accepted and ignored
+    """The whole conversation is `messages` (the last user message is the question), unless
+    `conversation_id` names one the service keeps (then send only the new message);
+    `"conversation": true` starts one. `max_tokens` (or `max_completion_tokens`) lowers the
+    completion limit of the agent's model calls."""
+
     model: str
     messages: list[ChatMessage] = Field(min_length=1)
     stream: StrictBool = False
+    max_tokens: _Limit = None
+    max_completion_tokens: _Limit = None
+    conversation_id: str | None = Field(default=None, min_length=1, max_length=100)
+    conversation: StrictBool = False
+
+
+class ChatExtra(BaseModel):
+    """The `agentic_rag` object of a chat reply (and of a stream's last chunk)."""
+
+    stop_reason: str
+    abstained: bool
+    generation: str | None
+    cached: bool
+    standalone: str = Field(description="the question as the run answered it: a follow-up written to stand alone")
+    conversation_id: str | None = Field(description="send it back to continue; null unless the request started "
+                                                    "or continued a conversation")
+    answer_reason: str | None = Field(description="what the model said of its answer (the offline model: that "
+                                                  "it quotes and follows no instructions)")
 
 
 class ErrorBody(BaseModel):
