@@ -83,7 +83,7 @@ def test_a_conversation_kept_by_the_service_needs_only_the_new_message(served):
     text, extra = _streamed(client, [{"role": "user", "content": "那 2.4 里呢？"}], conversation_id=conversation)
     assert extra["standalone"] == "登录报错的问题在 2.4 版本里修复了吗？" and extra["conversation_id"] == conversation
     turns = served.app.conversations.turns(conversation)
-    assert [(t["role"], t["content"]) for t in turns[::2]] == [("user", LOGIN), ("user", "那 2.4 里呢？")]
+    assert [(t["role"], t["content"]) for t in turns[::2]] == [("user", LOGIN), ("user", extra["standalone"])]
     assert turns[1]["content"] and "Sources:" not in turns[1]["content"]       # the answer, not our block
     assert turns[1]["evidence"] and all(e["id"] and e["text"] for e in turns[1]["evidence"])  # carried next turn
     _, extra = _ask(client, [{"role": "system", "content": "Be brief."}, {"role": "user", "content": TEAM}],
@@ -162,11 +162,12 @@ def test_a_conversation_busy_past_the_wait_is_409_and_the_turn_is_not_lost(examp
         status, body = _error(lambda: _ask(_client(server), [{"role": "user", "content": "And the Business plan?"}],
                                            conversation_id=extra["conversation_id"]))
         assert status == 409 and body["type"] == "conversation_busy" and "one turn at a time" in body["message"]
-        app.conversations.save(held, {"question": "Q2", "answer": "A2", "abstained": False, "citations": []})
+        app.conversations.save(held, {"question": "What does the Pro plan cost?", "answer": "A2", "abstained": False,
+                                      "citations": []})
         _ask(_client(server), [{"role": "user", "content": "And the Business plan?"}],
              conversation_id=extra["conversation_id"])
         asked = [t["content"] for t in app.conversations.turns(extra["conversation_id"]) if t["role"] == "user"]
-        assert asked == [TEAM, "Q2", "And the Business plan?"]
+        assert asked == [TEAM, "What does the Pro plan cost?", "What does the Business plan cost?"]  # as condensed
     finally:
         server.close()
 
