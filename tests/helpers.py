@@ -1,11 +1,16 @@
-"""What the tests share: project paths, the tiny mixed Chinese/English corpus, and `run`, the command
-line run in-process.
+"""What the tests share: project paths, the tiny mixed Chinese/English corpus, `run`, the command
+line run in-process, and `start_service`, the service in a process of its own.
 
 Test modules import these from here (`from helpers import ROOT`); conftest.py keeps only the
 fixtures and pytest hooks, because pytest loads conftest itself and importing it as a module
 would load it twice. pytest's default import mode puts this directory on sys.path, as it does
 for conftest.py and openai_server.py.
 """
+import http.client
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from agentic_rag.cli import main
@@ -80,3 +85,28 @@ class DenseHashing(HashingEmbedder):
 
     def __init__(self, dimension: int = 64):
         super().__init__(dimension)
+
+
+def start_service(folder: Path, tmp_path: Path, name: str, *flags: str, python=None) -> tuple[subprocess.Popen, int]:
+    """`agentic-rag serve --kb folder` (and `flags`) in a process of its own, on a port it reports
+    once it answers /healthz; `python(code, *args)` gives the command that runs it
+    (file_size_limited with its limit bound), if given. Its output goes to tmp_path/NAME.log."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = open(tmp_path / f"{name}.log", "w")
+    serve = ["serve", "--kb", str(folder), "--port", str(port), *flags]
+    command = python("from agentic_rag.cli import main; sys.exit(main(sys.argv[1:]))", *serve) if python else \
+        [sys.executable, "-m", "agentic_rag.cli", *serve]
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                               env={k: v for k, v in os.environ.items() if not k.startswith("AGENTIC_RAG_")})
+    for _ in range(200):
+        try:
+            http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/healthz")
+            return process, port
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise AssertionError((tmp_path / f"{name}.log").read_text())

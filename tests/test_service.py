@@ -4,10 +4,7 @@ keys, limits, the cache and its invalidation by a write, SSE framing, and two se
 sharing one knowledge-base folder."""
 import http.client
 import json
-import os
 import re
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -19,7 +16,7 @@ from agentic_rag.kb import load_documents
 from agentic_rag.kb.backends._store import writer_lock
 from agentic_rag.service import ServiceLimits, create_app, keys_from
 from agentic_rag.service._server import create_server
-from helpers import EXAMPLE_DATA, ROOT
+from helpers import EXAMPLE_DATA, ROOT, start_service
 
 QUESTION = "登录报错的问题在 2.3.1 版本里修复了吗？"
 READ, WRITE = "r" * 20, "w" * 20
@@ -469,37 +466,13 @@ def test_keys_come_from_the_environment_and_a_file(tmp_path):
         keys_from({"AGENTIC_RAG_WRITE_KEYS": "short"})
 
 
-def _start(folder: Path, tmp_path: Path, name: str, python=None) -> tuple[subprocess.Popen, int]:
-    """`agentic-rag serve` in a process of its own, on a port it reports; `python(code, *args)` gives
-    the command that runs it (file_size_limited with its limit bound), if given."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    log = open(tmp_path / f"{name}.log", "w")
-    serve = ["serve", "--kb", str(folder), "--port", str(port)]
-    command = python("from agentic_rag.cli import main; sys.exit(main(sys.argv[1:]))", *serve) if python else \
-        [sys.executable, "-m", "agentic_rag.cli", *serve]
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                               env={k: v for k, v in os.environ.items() if not k.startswith("AGENTIC_RAG_")})
-    for _ in range(200):
-        try:
-            http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/healthz")
-            return process, port
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise AssertionError((tmp_path / f"{name}.log").read_text())
-
-
 def test_two_server_processes_share_one_folder(kb_dir, tmp_path):
     import shutil
 
     folder = tmp_path / "kb"
     shutil.copytree(kb_dir, folder)
     held = KnowledgeBase.load(folder).document_count
-    (a, port_a), (b, port_b) = _start(folder, tmp_path, "a"), _start(folder, tmp_path, "b")
+    (a, port_a), (b, port_b) = start_service(folder, tmp_path, "a"), start_service(folder, tmp_path, "b")
     try:
         server_a, server_b = object.__new__(Server), object.__new__(Server)
         server_a.port, server_b.port = port_a, port_b
@@ -701,7 +674,7 @@ def test_a_write_past_a_file_size_limit_is_507_and_nothing_is_lost(kb_dir, tmp_p
     folder = tmp_path / "kb"
     shutil.copytree(kb_dir, folder)
     before = sorted(p.name for p in folder.iterdir()), (folder / "manifest.json").read_text()
-    process, port = _start(folder, tmp_path, "limited", lambda *a: file_size_limited(8192, *a))
+    process, port = start_service(folder, tmp_path, "limited", python=lambda *a: file_size_limited(8192, *a))
     try:
         server = object.__new__(Server)
         server.port = port

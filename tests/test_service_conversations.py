@@ -12,6 +12,7 @@ from openai import OpenAI
 
 from agentic_rag import Endpoint, OfflineModel, OpenAIChatModel
 from agentic_rag.service import ServiceLimits, create_app
+from helpers import start_service
 from openai_server import FakeOpenAI
 from test_service import READ, WRITE, Server
 
@@ -284,36 +285,9 @@ def test_the_openapi_schema_lists_the_chat_fields(served):
     assert "developer" in json.dumps(schemas["ChatMessage"])
 
 
-def _serve(folder, state, tmp_path, name: str):
-    """`agentic-rag serve --state-dir STATE` in a process of its own, and its port."""
-    import http.client
-    import os
-    import socket
-    import subprocess
-    import sys
-    import time
-
-    from helpers import ROOT
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    log = open(tmp_path / f"{name}.log", "w")
-    process = subprocess.Popen([sys.executable, "-m", "agentic_rag.cli", "serve", "--kb", str(folder), "--port",
-                                str(port), "--state-dir", str(state)], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                               env={k: v for k, v in os.environ.items() if not k.startswith("AGENTIC_RAG_")})
-    for _ in range(200):
-        try:
-            http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/healthz")
-            return process, port
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    raise AssertionError((tmp_path / f"{name}.log").read_text())
-
-
 def test_server_processes_sharing_a_state_dir_share_their_conversations(example_kb_dir, tmp_path):
-    (a, port_a), (b, port_b) = (_serve(example_kb_dir, tmp_path / "state", tmp_path, name) for name in "ab")
+    (a, port_a), (b, port_b) = (start_service(example_kb_dir, tmp_path, name, "--state-dir", str(tmp_path / "state"))
+                                          for name in "ab")
     try:
         clients = [OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
                    for port in (port_a, port_b)]
