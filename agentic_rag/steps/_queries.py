@@ -14,8 +14,6 @@ from ._ask import ask
 from ._search import hit_evidence
 from ._verify import question_weights
 
-MARGIN = 0.0  # how much better another reading must fit than the model's first to be taken
-
 
 def condense_query(question: str, history: list[str], model: Model,
                    kb: KnowledgeBaseBackend | None = None, k: int = 5) -> Condensed:
@@ -40,7 +38,7 @@ def condense_query(question: str, history: list[str], model: Model,
     if kb is None or len(readings) == 1:
         return Condensed(standalone=readings[0], readings=readings[1:], reason=reply.reason)
     fit = [_fit(r, question, kb, k) for r in readings]
-    best = max(range(len(readings)), key=lambda i: (fit[i] - (MARGIN if i else 0.0), -i))
+    best = max(range(len(readings)), key=lambda i: (fit[i], -i))  # a tie: the model's first
     return Condensed(standalone=readings[best], readings=[r for r in readings if r != readings[best]],
                      reason=f"{reply.reason}; the knowledge base fits "
                             + ", ".join(f"{r!r} {f:.2f}" for r, f in zip(readings, fit, strict=True)))
