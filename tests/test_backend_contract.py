@@ -329,6 +329,15 @@ def test_bm25_scores_are_those_the_bm25_search_ranks_by(tiny):
     assert tiny.bm25_scores(query, ["pricing#0"]) == {"pricing#0": 0.0}
 
 
+def test_vector_scores_are_those_the_vector_search_ranks_by(tiny):
+    query = "authentication timeout 2.3.1 认证"
+    ranked = tiny.search(query, k=5, mode="vector")
+    scores = tiny.vector_scores(query, [h.id for h in ranked] + ["nope#0"])
+    assert set(scores) == {h.id for h in ranked}           # an id it does not hold gets no score
+    assert [scores[h.id] for h in ranked] == pytest.approx([h.score for h in ranked], abs=1e-5)
+    assert tiny.vector_scores(query, []) == {}
+
+
 # -- graph search ----------------------------------------------------------------------------------
 
 
@@ -425,6 +434,7 @@ def test_the_backends_search_alike_on_a_real_corpus(hotpot):
         assert pg.term_weights(question) == pytest.approx(embedded.term_weights(question), abs=1e-6)
         ids = _ids(embedded.search(question, k=10, mode="hybrid"))
         assert pg.bm25_scores(question, ids) == pytest.approx(embedded.bm25_scores(question, ids), rel=1e-5)
+        assert pg.vector_scores(question, ids) == pytest.approx(embedded.vector_scores(question, ids), abs=1e-5)
 
 
 @needs_hotpot

@@ -23,7 +23,7 @@ from agentic_rag import (
     verify_sufficiency,
 )
 from agentic_rag.kb import Document
-from agentic_rag.steps._search import usable_filters
+from agentic_rag.steps._search import pool_match, usable_filters
 
 EVIDENCE_KEYS = Evidence.__required_keys__ | Evidence.__optional_keys__
 
@@ -230,3 +230,27 @@ def test_unsure_sentences_go_to_the_judge():
     model = ScriptedModel({"judge": [{"score": 0.0, "unsupported": [answer], "complete": True}]})
     verdict = check_faithfulness("Was it fixed?", answer, EVIDENCE, model)
     assert verdict.by == "model" and verdict.score == 0.0 and model.tasks() == ["judge"]
+
+
+def _pool_kb(vector_weight: float) -> KnowledgeBase:
+    from helpers import DenseHashing
+    kb = KnowledgeBase(config=Config(vector_weight=vector_weight), embedder=DenseHashing())
+    kb.add_documents([Document("a", "Rocket skates are sold by Acme."),
+                      Document("b", "Acme rocket skates rocket skates, the rocket skates of Acme."),
+                      Document("c", "Nothing about the question at all.")])
+    return kb
+
+
+def test_the_pool_is_matched_by_bm25_and_by_vectors_in_the_proportion_of_hybrid_search():
+    question, ids = "Who sells rocket skates?", ["a#0", "b#0", "c#0"]
+    lexical = _pool_kb(0.0)  # no vector weight: the BM25 score scaled to the pool's best, nothing else
+    bm25 = lexical.bm25_scores(question, ids)
+    assert pool_match(lexical, question, ids) == pytest.approx({i: bm25[i] / max(bm25.values()) for i in ids})
+    kb = _pool_kb(3.0)       # vectors count three times BM25: 3/4 of the match is the similarity
+    similar = kb.vector_scores(question, ids)
+    low, high = min(similar.values()), max(similar.values())
+    match = pool_match(kb, question, ids)
+    assert match == pytest.approx({i: 0.25 * bm25[i] / max(bm25.values()) + 0.75 * (similar[i] - low) / (high - low)
+                                   for i in ids})
+    assert all(0.0 <= m <= 1.0 for m in match.values()) and match["c#0"] == min(match.values())
+

@@ -97,11 +97,29 @@ def _run_all(kb: KnowledgeBaseBackend, queries: list[SubQuery], k: int, filters:
     return [results[i] for i in range(len(queries))], texts
 
 
-def relevance(bm25: float, best_bm25: float, rank: int) -> float:
-    """Comparable across queries: half the passage's BM25 score for the original question (scaled
-    to the best in the pool), half the rank it had in the search that found it, so a bridge
-    passage found by a later hop keeps its place though it shares few words with the question."""
-    return round(0.5 * bm25 / (best_bm25 or 1.0) + 0.5 / rank, 6)
+def relevance(content: float, rank: int) -> float:
+    """Comparable across queries: half how well the passage matches the original question (0-1,
+    pool_match), half the rank it had in the search that found it, so a bridge passage found by a
+    later hop keeps its place though it shares little with the question."""
+    return round(0.5 * content + 0.5 / rank, 6)
+
+
+def pool_match(kb: KnowledgeBaseBackend, question: str, ids: list[str]) -> dict[str, float]:
+    """How well each passage of the pool matches the question, 0-1: its BM25 score scaled to the
+    pool's best, blended with its vector similarity scaled to the pool's range, in the proportion
+    hybrid search gives the two (the knowledge base's fusion weights: a dense embedder's
+    similarity counts for more than a hashing embedder's)."""
+    bm25 = kb.bm25_scores(question, ids)
+    best = max(bm25.values(), default=0.0) or 1.0
+    lexical = {i: bm25.get(i, 0.0) / best for i in ids}
+    vector_weight = kb.fusion[1]
+    share = vector_weight / (kb.config.search.bm25_weight + vector_weight) if vector_weight > 0 else 0.0
+    if share == 0.0 or not ids:
+        return lexical
+    similar = kb.vector_scores(question, ids)
+    low, high = min(similar.values(), default=0.0), max(similar.values(), default=0.0)
+    semantic = {i: (similar.get(i, low) - low) / (high - low) if high > low else 1.0 for i in ids}
+    return {i: (1 - share) * lexical[i] + share * semantic[i] for i in ids}
 
 
 def merge_into_pool(results: list[list[Evidence]], kb: KnowledgeBaseBackend, question: str, pool: Sequence[Evidence],
@@ -118,10 +136,9 @@ def merge_into_pool(results: list[list[Evidence]], kb: KnowledgeBaseBackend, que
             elif hit["rank"] < merged[hit["id"]]["rank"]:
                 merged[hit["id"]] = {**merged[hit["id"]], "rank": hit["rank"]}
     passages = [i for i, item in merged.items() if item["kind"] == "passage"]
-    bm25 = kb.bm25_scores(question, passages)
-    best = max(bm25.values(), default=0.0)
+    match = pool_match(kb, question, passages)
     for i in passages:
-        merged[i] = {**merged[i], "relevance": relevance(bm25.get(i, 0.0), best, merged[i]["rank"])}
+        merged[i] = {**merged[i], "relevance": relevance(match[i], merged[i]["rank"])}
     ranked = sorted(merged.values(), key=lambda item: (-item.get("relevance", 0), item["id"]))
     round_ids = sorted(dict.fromkeys(round_ids), key=lambda i: -merged[i].get("relevance", 0))  # ties: found first
     return SearchOutcome(pool=ranked, new_ids=new_ids, round_ids=round_ids, queries_run=queries_run)

@@ -21,6 +21,7 @@ from ..embedders._embedders import (
     EmbedProgress,
     content_key,
     embed_batches,
+    embed_query,
     embedder_trait,
     make_embedder,
 )
@@ -282,12 +283,26 @@ class KnowledgeBase(SegmentPersistence):
         """The BM25 score of each given chunk for `query`: comparable across chunks found by other queries."""
         with self._lock.read():
             scores = self._bm25.scores(tokenize(query))
-            out = {}
-            for chunk_id in chunk_ids:
-                for row in self._docs.get(chunk_id.rsplit("#", 1)[0], {}).get("rows", []):
-                    if self._chunks[row]["id"] == chunk_id:
-                        out[chunk_id] = float(scores[row])
-            return out
+            return {chunk_id: float(scores[row]) for chunk_id, row in self._rows_of(chunk_ids).items()}
+
+    def vector_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
+        """The cosine similarity of each given chunk's vector to the query's (both are unit vectors)."""
+        vector = embed_query(self.embedder, query)
+        with self._lock.read():
+            rows = self._rows_of(chunk_ids)
+            if not rows:
+                return {}
+            similar = self._vectors.vectors_of(list(rows.values())) @ vector.astype(np.float32)
+            return {chunk_id: float(s) for chunk_id, s in zip(rows, similar, strict=True)}
+
+    def _rows_of(self, chunk_ids: list[str]) -> dict[str, int]:
+        """The rows of the given chunk ids that are live (under the read lock)."""
+        out = {}
+        for chunk_id in chunk_ids:
+            for row in self._docs.get(chunk_id.rsplit("#", 1)[0], {}).get("rows", []):
+                if self._chunks[row]["id"] == chunk_id:
+                    out[chunk_id] = row
+        return out
 
     def _hit(self, row: int, score: float, ranks: dict[str, int]) -> Hit:
         chunk = cast(dict, self._chunks[row])  # a row a search found: live

@@ -34,7 +34,7 @@ from ..._config import Config, IndexConfig, SearchConfig, as_config
 from ..._errors import ConfigurationError, ConnectionLost, RetrievalError
 from ...text._tokenize import tokenize
 from .._hit import Hit
-from ..embedders._embedders import Embedder, EmbedProgress, embedder_trait, make_embedder
+from ..embedders._embedders import Embedder, EmbedProgress, embed_query, embedder_trait, make_embedder
 from ..indexes._filters import check_filters
 from ..indexes._rerank import LexicalReranker, Reranker
 from ..ingestion._documents import Document
@@ -313,6 +313,15 @@ class PostgresKnowledgeBase:
             return {ids[row]: rows.get(row, 0.0) for row in ids}
 
         return self._read(run)
+
+    def vector_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
+        """The cosine similarity of each given chunk's vector to the query's."""
+        if not chunk_ids:
+            return {}
+        vector = embed_query(self.embedder, query)
+        return self._read(lambda db: {chunk_id: float(s) for chunk_id, s in db.execute(
+            "SELECT chunk_id, 1 - (embedding <=> %s) FROM ar_chunks WHERE chunk_id = ANY(%s)",
+            (vector, list(chunk_ids))).fetchall()})
 
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
         """Chunks behind the graph edges within `hops` of the names in the query, ranked as the

@@ -47,6 +47,9 @@ class KnowledgeBaseBackend(Protocol):
     def bm25_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
         """The BM25 score of each given chunk for `query`."""
 
+    def vector_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
+        """The cosine similarity of each given chunk's vector to the query's."""
+
     def restricted(self, filters: dict):
         """A view whose searches keep to `filters`."""
 
