@@ -586,3 +586,31 @@ def test_usage_a_server_reports_is_kept_beside_the_meters_and_its_excess_ends_th
     assert state["stop_reason"] == "token_budget" and state["abstained"]                # the budget: no answer
     assert state["usage"]["reported_prompt_tokens"] == 50_000 and state["usage"]["overshoot_tokens"] == 10_014
     assert "counted past the budget" in state["abstain_reason"]
+
+
+def test_a_hosted_decomposition_hops_from_the_first_answer_to_the_second_passage(server):
+    kb = KnowledgeBase()
+    kb.add_documents([
+        Document("r", "The Roadrunner 3000 rocket skates are made by Acme Corporation.", title="Roadrunner 3000"),
+        Document("a", "Acme Corporation was founded by Wile Coyote in 1949.", title="Acme Corporation"),
+        Document("w", "The warehouse ships orders paid before 15:00 the same day.", title="Warehouse"),
+        Document("b", "Beta Industries was founded by Road Runner in 1952.", title="Beta Industries")])
+    server.chat.extend([
+        json.dumps({"subqueries": [{"query": "maker of the Roadrunner 3000", "depends_on": []},
+                                   {"query": "who founded the maker", "depends_on": [0]}]}),
+        json.dumps({"answer": "Wile Coyote founded Acme Corporation [2], which makes the Roadrunner 3000 [1].",
+                    "evidence_score": 0.9, "missing": []}),
+        json.dumps({"score": 1.0, "unsupported": [], "complete": True}),  # the judge: one sentence, two sources
+    ])
+    question = "Who founded the company that makes the Roadrunner 3000?"
+    # vector search only: a nested question with names otherwise starts with the graph walk
+    state = run_agentic_rag(question, kb, chat(server), config=Config(max_rounds=2, sources=("vector",)))
+    decompose = server.chat_requests()[0]
+    assert decompose["response_format"]["json_schema"]["name"] == "Decomposition"
+    assert f"Question: {question}" in decompose["messages"][-1]["content"]
+    queries = state["rounds"][0]["queries"]  # the question itself, then the model's hops
+    assert queries[:2] == [question, "maker of the Roadrunner 3000"]
+    assert queries[2].startswith("who founded the maker") and "Acme Corporation" in queries[2]  # the name hop 1 found
+    generate = server.chat_requests()[-1]["messages"][-1]["content"]
+    assert "Roadrunner 3000 rocket skates are made by Acme" in generate and "founded by Wile Coyote" in generate
+    assert {c["doc_id"] for c in state["citations"]} == {"r", "a"} and state["stop_reason"] == "sufficient"
