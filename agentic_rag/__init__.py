@@ -83,6 +83,7 @@ from .steps import (
     decompose_query,
     generate_answer,
     graph_search,
+    pagerank_search,
     question_weights,
     repair_answer,
     rewrite_query,
@@ -139,7 +140,8 @@ __all__ = [
     "Model", "ModelRequest", "OfflineModel", "ScriptedModel", "OpenAIChatModel", "Endpoint", "endpoint_from_env",
     "ModelSet", "ImageDescriber", "Meter",
     # steps and the values they return
-    "condense_query", "route_query", "rewrite_query", "decompose_query", "vector_search", "graph_search", "call_tool",
+    "condense_query", "route_query", "rewrite_query", "decompose_query", "vector_search", "graph_search",
+    "pagerank_search", "call_tool",
     "verify_sufficiency", "question_weights", "unseen_terms", "generate_answer", "verify_citations",
     "check_faithfulness", "repair_answer", "triple_extractor", "SearchOutcome", "RouteDecision", "Condensed", "Rewrite",
     "SubQuery", "Decomposition", "Grade", "Answer", "GradedAnswer",

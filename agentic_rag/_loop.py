@@ -41,7 +41,7 @@ GRAPH: dict[str, Callable[[AgentState, _phases.Run], str]] = {
     "condense": _phases.condense,      # condense_query (a follow-up only: a run with a history starts here)
     "route": _phases.route,            # route_query
     "search": _phase_search.search,    # rewrite_query, decompose_query, then vector_search (+ bridge_search) |
-                                       # graph_search | web; detect_convergence, detect_stall
+                                       # graph_search | pagerank_search | web; detect_convergence, detect_stall
     "tool": _phases.tool,              # call_tool
     "verify": _phases.verify,          # verify_sufficiency (deferred when unsure; none for a stalled round),
                                        # count_low_rounds, wants_tool_first

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ._phases import Run, present, record, traced
 from ._schemas import RouteDecision, SubQuery
 from ._state import AgentState, Round
-from .steps import call_tool, decompose_query, graph_search, rewrite_query, vector_search
+from .steps import call_tool, decompose_query, graph_search, pagerank_search, rewrite_query, vector_search
 from .steps._bridge import bridge_names, bridge_search
 from .steps._plan import first_hop_plan, plan_strategy
 from .steps._progress import detect_convergence, detect_stall
@@ -60,13 +60,13 @@ def _found(new_ids: list[str]) -> str:
 
 
 def search(state: AgentState, run: Run) -> str:
-    """Retrieve from the routed source into the evidence pool: graph_search, the web_search tool, or
+    """Retrieve from the routed source into the evidence pool: graph_search, pagerank_search, the web_search tool, or
     vector_search over a plan (the question; later rounds rewrite_query, then decompose_query).
     Next: "verify" (for a round that stalled, detect_stall, to keep the grade before); "route" with
     the round marked exhausted when no query is left to try."""
     route, c = present(state["route"]), run.config
     source = route.get("source", "vector")
-    outcome = {"graph": _graph, "web": _web}.get(source, _vector)(state, run)
+    outcome = {"graph": _graph, "pagerank": _pagerank, "web": _web}.get(source, _vector)(state, run)
     if outcome is None:  # stop_condition ends the run with "exhausted"
         state["rounds"].append(Round(round=state["round"], route=route["route"], source=source, queries=[],
                                      new=0, converged=False, exhausted=True))
@@ -94,6 +94,14 @@ def _graph(state: AgentState, run: Run) -> SearchOutcome:
         event.update(summary=f"graph:{_found(outcome.new_ids)}", detail={
             "new": outcome.new_ids, "paths": {e["id"]: e.get("path", []) for e in outcome.pool
                                               if e["id"] in outcome.new_ids}})
+    return outcome
+
+
+def _pagerank(state: AgentState, run: Run) -> SearchOutcome:
+    with traced(state, run, "pagerank") as event:
+        outcome = pagerank_search(state["standalone"], run.kb, state["evidence"], run.config.search_k,
+                                  run.config.evidence_k)
+        event.update(summary=f"pagerank:{_found(outcome.new_ids)}", detail={"new": outcome.new_ids})
     return outcome
 
 

@@ -168,9 +168,10 @@ def tool_notes(state: Mapping[str, Any]) -> list[str]:
 
 
 def _sources(run: Run) -> tuple[str, ...]:
-    """The configured sources this run can use: the graph when the knowledge base has one, the web
+    """The configured sources this run can use: the graph (walk, PageRank) when the knowledge base has one, the web
     when a web_search tool is registered."""
-    usable = {"vector": True, "graph": run.kb.graph_size[1] > 0, "web": "web_search" in run.tools.tools}
+    graph = run.kb.graph_size[1] > 0
+    usable = {"vector": True, "graph": graph, "pagerank": graph, "web": "web_search" in run.tools.tools}
     return tuple(s for s in run.config.sources if usable[s]) or ("vector",)
 
 

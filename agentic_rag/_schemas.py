@@ -10,7 +10,7 @@ class RouteDecision(BaseModel):
     """Where the next round goes, and why."""
 
     route: Literal["direct", "vector", "multi_hop", "tool"]
-    source: Literal["vector", "graph", "web"] = "vector"
+    source: Literal["vector", "graph", "pagerank", "web"] = "vector"
     tool: str | None = None
     arguments: dict = Field(default_factory=dict)
     filters: dict = Field(default_factory=dict)

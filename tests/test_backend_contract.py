@@ -229,7 +229,7 @@ def test_empty_knowledge_base_and_bad_queries_are_loud(backend, tiny):
 @pytest.mark.parametrize("k", [0, -1, "3", 2.0, True, False])
 def test_search_and_graph_search_refuse_the_same_ks_with_one_message(tiny, k):
     message = rf"^k = {k!r}; ask for at least one hit \(k, a whole number >= 1\)$"
-    for search in (tiny.search, tiny.graph_search, tiny.restricted({"type": "ticket"}).search):
+    for search in (tiny.search, tiny.graph_search, tiny.pagerank_search, tiny.restricted({"type": "ticket"}).search):
         with pytest.raises(ConfigurationError, match=message):
             search("Team plan", k=k)
 
@@ -372,6 +372,34 @@ def test_graph_search_follows_at_most_40_neighbours_a_node_the_strongest_first(b
     assert all(h.path == ["Zorblat Quist", _person(int(h.doc_id[-2:]))] for h in hits)
 
 
+def _director_corpus() -> list[Document]:
+    return [Document("film", "The film Quiet Harbor was directed by Anna Berg in 2019.", title="Quiet Harbor"),
+            Document("berg", "Anna Berg was born in Tromsø and studied in Oslo.", title="Anna Berg"),
+            Document("oslo", "Oslo is the capital and largest city of Norway.", title="Oslo"),
+            Document("barn", "Lena Holm painted the Red Barn in 1950.", title="Red Barn")]
+
+
+def test_pagerank_search_goes_from_a_seed_passage_to_the_passages_its_names_lead_to(backend):
+    kb = backend()
+    kb.add_documents(_director_corpus())
+    question = "Where was the director of Quiet Harbor born?"
+    hits = kb.pagerank_search(question, seeds={"film#0": 1.0})
+    # the seed first; then the passage about the name its sentence answers with; then one more step;
+    # the passage sharing no name is not reached
+    assert _ids(hits) == ["film#0", "berg#0", "oslo#0"]
+    assert hits[0].ranks == {"pagerank": 1, "seeds": 1} and hits[1].ranks == {"pagerank": 2}
+    assert hits[0].score > hits[1].score > hits[2].score
+    assert _ids(kb.pagerank_search(question, seeds={"film#0": 1.0}, hops=0)) == ["film#0", "berg#0"]
+    assert _ids(kb.pagerank_search(question, k=1, seeds={"film#0": 1.0})) == ["film#0"]
+    assert _ids(kb.restricted({"doc_id": "berg"}).pagerank_search(question, seeds={"film#0": 1.0})) == ["berg#0"]
+    assert _ids(kb.pagerank_search(question))[:2] == ["film#0", "berg#0"]   # seeded by its own search
+    assert _ids(kb.pagerank_search(question, seeds={}))[:2] == ["film#0", "berg#0"]  # from the question's names
+    assert kb.pagerank_search("Who is Zed?", seeds={"gone#0": 1}) == []
+    for seeds in (["film#0"], {"film#0": -1}, {"film#0": "1"}, {3: 1.0}, {"film#0": float("nan")}):
+        with pytest.raises(ConfigurationError, match=r"^seeds must map chunk ids to weights"):
+            kb.pagerank_search(question, seeds=seeds)
+
+
 # -- a real dev corpus: graph ranking, and the two backends rank alike ------------------------------
 
 HOTPOT = SHARED_DATA / "hotpotqa"
@@ -448,6 +476,18 @@ def test_the_backends_graph_search_alike_on_a_real_corpus(hotpot, hops):
             [(h.id, h.score, h.ranks, h.path) for h in ours], question
 
 
+@needs_hotpot
+@pytest.mark.parametrize("hops", [1, 2])
+def test_the_backends_rank_alike_by_pagerank_on_a_real_corpus(hotpot, hops):
+    kbs, questions = hotpot
+    for question in questions:   # seeded by each backend's own hybrid search, which rank alike
+        ours = kbs["embedded"].pagerank_search(question, k=10, hops=hops)
+        theirs = kbs["postgres"].pagerank_search(question, k=10, hops=hops)
+        assert [(h.id, round(h.score, 9), h.ranks) for h in theirs] == \
+            [(h.id, round(h.score, 9), h.ranks) for h in ours], question
+        assert any("pagerank" in h.ranks and "seeds" not in h.ranks for h in ours) or hops == 1, question
+
+
 @pytest.mark.parametrize("arguments", [{"k": -1}, {"k": 0}, {"k": "3"}, {"k": True}, {"k": 2.0},
                                        {"hops": -1}, {"hops": 1.5}, {"hops": "2"}, {"hops": False}])
 def test_graph_search_refuses_a_k_or_hops_that_is_not_a_whole_number_in_range(backend, arguments):
@@ -459,5 +499,7 @@ def test_graph_search_refuses_a_k_or_hops_that_is_not_a_whole_number_in_range(ba
     for searched in (kb, kb.restricted({"doc_id": "film"})):
         with pytest.raises(ConfigurationError, match=f"^{name} = {value!r}; "):
             searched.graph_search("Where was Anna Berg born?", **arguments)
+        with pytest.raises(ConfigurationError, match=f"^{name} = {value!r}; "):
+            searched.pagerank_search("Where was Anna Berg born?", **arguments)
     assert len(kb.graph_search("Where was Anna Berg born?", k=1, hops=1)) == 1  # the least of each is taken
     assert kb.graph_search("Where was Anna Berg born?", hops=0) == []           # no edge walked: no chunk

@@ -154,3 +154,41 @@ def test_node_key_is_the_one_name_form_both_backends_key_nodes_by():
     assert node_key("  Wile\tCOYOTE \n") == node_key("wile coyote") == "wile coyote"
     kb = _built(CORPUS)
     assert _paths(kb, "Where did wile   COYOTE study?") == _paths(kb, "Where did Wile Coyote study?") != []
+
+
+def test_pagerank_walks_from_the_seed_names_through_shared_names_and_not_through_hubs():
+    from agentic_rag.kb.indexes._graph import HUB_ROWS, pagerank
+
+    rows = {"a": {1, 2}, "b": {2, 3}, "c": {3, 4}, "hub": set(range(100, 100 + HUB_ROWS + 1)) | {1}}
+    held = {row: {n for n, found in rows.items() if row in found} for row in set().union(*rows.values())}
+    asked = []
+
+    def rows_of(names):
+        asked.append(sorted(names))
+        return {n: rows[n] for n in names if n in rows}
+
+    def nodes_of(found):
+        return {row: held[row] for row in found}
+
+    assert [row for row, _ in pagerank(rows_of, nodes_of, {"a": 1.0}, {}, hops=0)] == [1, 2]
+    one = pagerank(rows_of, nodes_of, {"a": 1.0}, {}, hops=1)
+    # 2 names b as well, which 3 shares: mass comes back to it; the hub's passages are never reached
+    assert [row for row, _ in one] == [2, 1, 3]
+    asked.clear()
+    two = pagerank(rows_of, nodes_of, {"a": 1.0}, {}, hops=2)
+    assert sum("hub" in names for names in asked) == 1     # asked for once, then left out
+    assert [row for row, _ in two] == [2, 1, 3, 4] and all(s > 0 for _, s in two)
+    assert two == pagerank(rows_of, nodes_of, {"a": 1.0}, {}, hops=2)     # the same every time
+    # a passage seed alone: its neighbours through b and c follow it, the nearer first
+    assert [row for row, _ in pagerank(rows_of, nodes_of, {}, {3: 1.0}, hops=1)][:1] == [3]
+    assert pagerank(rows_of, nodes_of, {"nowhere": 1.0}, {}, hops=2) == []
+
+
+def test_a_walk_is_seeded_by_the_names_the_question_writes_and_those_of_the_passage_answering_it():
+    from agentic_rag.kb.indexes._graph import seed_names
+
+    question = "Where was the director of Quiet Harbor born, in which country?"
+    starts = {"quiet harbor": "Quiet Harbor", "country": "Country"}   # "Country" as a sentence somewhere opened
+    passages = [("The film Quiet Harbor was directed by Anna Berg. It won a prize in Oslo.", 2.0),
+                ("Carl Moe wrote about Quiet Harbor, the director and where the director was born.", 1.0)]
+    assert seed_names(question, starts, passages) == {"quiet harbor": 1.0, "anna berg": 1.0, "carl moe": 0.5}

@@ -341,6 +341,27 @@ def test_relationship_question_answered_through_the_graph(example_kb):
     assert ["深圳星河包装材料有限公司", "供货合同 B（Supply contract B）"] in graph_event["detail"]["paths"].values()
 
 
+
+def test_a_pagerank_round_follows_the_names_of_the_passages_found_so_far():
+    kb = KnowledgeBase()
+    kb.add_documents([Document("film", "The film Quiet Harbor was directed by Anna Berg in 2019.",
+                               title="Quiet Harbor"),
+                      Document("berg", "Anna Berg was raised in Tromsø and studied in Oslo.", title="Anna Berg")]
+                     + [Document(f"born{i}", f"Where was the harbor pilot number {i} born? Nobody knows.")
+                        for i in range(4)])
+    question = "Where was the director of Quiet Harbor born?"
+    model = scripted(grade=[{"score": 0.4, "sufficient": False}] * 2,
+                     generate=[{"answer": "Anna Berg was raised in Tromsø. [1]"}] * 2)
+    state = run_agentic_rag(question, kb, model, config=Config(sources=("vector", "pagerank"), search_k=2,
+                                                                max_rounds=2))
+    assert [r["source"] for r in state["rounds"]] == ["vector", "pagerank"]
+    assert "route:vector@pagerank -> pagerank:berg" in format_trace(state)
+    event = next(e for e in state["trace"] if e["step"] == "pagerank")
+    assert "berg#0" in event["detail"]["new"] and state["rounds"][1]["queries"] == [f"pagerank: {question}"]
+    with pytest.raises(ConfigurationError, match="give some of 'vector', 'graph', 'pagerank', 'web'"):
+        Config(sources=("vector", "walk"))
+
+
 Q1 = "工作日 15:00 之前付款的订单什么时候发货？"
 
 

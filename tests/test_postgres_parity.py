@@ -71,6 +71,7 @@ def test_a_run_measures_every_mode_on_every_set_and_half(tmp_path, pg_server):
     for mode in ("bm25", "vector", "hybrid"):   # the searches are one plan in both backends: the same lists
         assert small["agreement"]["all"][mode] == {"top10": 1.0, "exact": 1.0}, mode
     assert 0 <= small["agreement"]["all"]["graph"]["top10"] <= 1
+    assert small["agreement"]["all"]["pagerank"] == {"top10": 1.0, "exact": 1.0}
     assert small["embedded r@5"] == small["postgres r@5"] and small["embedded r@5"] > 0.5
     assert report["parity"]["files"]["embedded r@5"] is None           # no ids name its evidence
     text = (out / "report.md").read_text()
@@ -81,10 +82,11 @@ def test_the_report_names_each_set_and_mode_under_the_target():
     perfect = {"top10": 1.0, "exact": 1.0}
     set_report = {"documents": 5, "chunks": 5, "embedded r@5": None,
                   "agreement": {"all": {"questions": 2, "bm25": perfect, "vector": perfect, "hybrid": perfect,
-                                        "graph": {"top10": 0.5, "exact": 0.0}}}}
+                                        "graph": {"top10": 0.5, "exact": 0.0}, "pagerank": perfect}}}
     text = markdown({"caps": {"documents": 300, "questions": 0}, "parity": {"tiny": set_report}, "speed": {}})
     assert "**Target missed**: tiny graph 0.500." in text and "the first 300 documents" in text
-    assert "| tiny | all | 5 | 5 | 2 | 1.000 / 1.000 | 1.000 / 1.000 | 1.000 / 1.000 | 0.500 / 0.000 |" in text
+    assert "| tiny | all | 5 | 5 | 2 | 1.000 / 1.000 | 1.000 / 1.000 | 1.000 / 1.000 | 0.500 / 0.000 | " \
+           "1.000 / 1.000 |" in text
     set_report["agreement"]["all"]["graph"] = perfect
     assert "**Target met** on every set and mode." in markdown({"caps": {"documents": 0, "questions": 0},
                                                                  "parity": {"tiny": set_report}, "speed": {}})

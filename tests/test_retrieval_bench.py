@@ -14,7 +14,7 @@ def test_smoke_run_writes_reports(tmp_path, capsys):
     report = json.loads((tmp_path / "first" / "report.json").read_text())
     modes = report["results"][0]["modes"]
     assert set(modes) == {"bm25", "vector", "hybrid default (score w=0.02)", "rrf w=0.1", "score w=0.1",
-                          "hybrid+rerank"}
+                          "hybrid+rerank", "pagerank"}
     for metrics in modes.values():
         assert metrics["n"] == 12 and 0 <= metrics["r@5"] <= 1 and len(metrics["r@5_ci"]) == 2
     assert modes["bm25"]["r@5"] >= 0.5  # chance would be 5 of 83 passages, about 0.06

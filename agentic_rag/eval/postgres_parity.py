@@ -7,11 +7,12 @@ speed at 10,000-100,000 synthetic chunks, in one run; writes a JSON and a Markdo
 Without `--url` it starts a PostgreSQL 16 with pgvector from the pgserver wheel in a temporary
 folder; every knowledge base gets a new database. Parity, on every set folder of `--data` with a
 corpus (corpus.jsonl, or real files in docs/) and questions.jsonl, hashing embedder, k = 10: for
-each question, BM25, vector and hybrid search and graph search in both backends; per question the
-top-10 agreement (hits both return over the longer list: 1 when both return none) and exact order
-(the same ids in the same order), averaged per set and per dev half (_bench.half_of); recall@5 and
-MRR@10 of hybrid search in each backend. Target: top-10 agreement >= 0.98 in every mode on every
-set. Sets sharing a corpus (conversations, off-topic sets) share one pair of knowledge bases.
+each question, BM25, vector and hybrid search, graph search and PageRank search in both backends;
+per question the top-10 agreement (hits both return over the longer list: 1 when both return none)
+and exact order (the same ids in the same order), averaged per set and per dev half
+(_bench.half_of); recall@5 and MRR@10 of hybrid search in each backend. Target: top-10 agreement
+>= 0.98 in every mode on every set. Sets sharing a corpus (conversations, off-topic sets) share
+one pair of knowledge bases.
 Speed (hashing embedder at 1,024 dimensions, which pgvector can index, so both backends use the
 same vectors): building, hybrid search p50/p95 on the Zipf query mix, and adding 100 documents
 (with the embedded save), per size.
@@ -37,7 +38,7 @@ from ._metrics import mrr_at_k, percentile, recall_at_k
 from ._report import write_report
 from .scale import queries, texts
 
-MODES = ("bm25", "vector", "hybrid", "graph")
+MODES = ("bm25", "vector", "hybrid", "graph", "pagerank")
 TARGET = 0.98  # top-10 agreement, every mode, every set
 K = 10
 
@@ -80,7 +81,9 @@ def agreement(ours: list[str], theirs: list[str]) -> tuple[float, float]:
 
 
 def _ranked(kb, question: str, mode: str) -> list:
-    return kb.graph_search(question, k=K) if mode == "graph" else kb.search(question, k=K, mode=mode)
+    if mode in ("graph", "pagerank"):
+        return kb.graph_search(question, k=K) if mode == "graph" else kb.pagerank_search(question, k=K)
+    return kb.search(question, k=K, mode=mode)
 
 
 def _mean(values: list[float]) -> float | None:

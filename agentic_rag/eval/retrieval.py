@@ -5,7 +5,8 @@
 For each set and embedder it builds a knowledge base from the corpus (or loads it from `--cache`),
 then measures recall@5, all-relevant@5 and MRR@10 (corpus-entry level, answerable questions only,
 of one `--half` if given) for bm25, vector, the default hybrid and hybrid search at each fusion
-method and vector weight, with 95% bootstrap intervals, index time and query latency.
+method and vector weight, and personalized PageRank over the knowledge graph seeded by the default
+hybrid search (`pagerank`), with 95% bootstrap intervals, index time and query latency.
 """
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def run_queries(kb: KnowledgeBase, questions, mode: str, rerank: bool = False) -
     latencies = []
     for q in questions:
         start = time.perf_counter()
-        hits = kb.search(q.question, k=10, mode=mode, rerank=rerank)
+        hits = kb.pagerank_search(q.question, k=10) if mode == "pagerank" else \
+            kb.search(q.question, k=10, mode=mode, rerank=rerank)
         latencies.append((time.perf_counter() - start) * 1000)
         ids = [h.doc_id for h in hits]
         for name, metric in METRICS.items():
@@ -111,6 +113,7 @@ def bench_set(folder: Path, embedder: str, config: Config, weights: list[float],
             result["modes"][f"{fusion} w={weight:g}"] = run_queries(kb, questions, "hybrid")
     kb.config = config
     result["modes"]["hybrid+rerank"] = run_queries(kb, questions, "hybrid", rerank=True)
+    result["modes"]["pagerank"] = run_queries(kb, questions, "pagerank")
     result["peer_bm25s"] = peer_bm25s(kb, questions, config.search.bm25_k1, config.search.bm25_b)
     return result
 

@@ -10,10 +10,10 @@ from ._extract import triple_extractor
 from ._faithfulness import check_faithfulness, repair_answer
 from ._queries import condense_query, decompose_query, rewrite_query
 from ._route import route_query
-from ._search import SearchOutcome, graph_search, vector_search
+from ._search import SearchOutcome, graph_search, pagerank_search, vector_search
 from ._verify import question_weights, quick_grade, unseen_terms, verify_sufficiency
 
 __all__ = ["condense_query", "route_query", "rewrite_query", "decompose_query",
-           "vector_search", "graph_search", "SearchOutcome",
+           "vector_search", "graph_search", "pagerank_search", "SearchOutcome",
            "call_tool", "verify_sufficiency", "quick_grade", "question_weights", "unseen_terms", "generate_answer",
            "verify_citations", "check_faithfulness", "repair_answer", "triple_extractor"]

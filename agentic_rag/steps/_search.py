@@ -157,3 +157,14 @@ def graph_search(question: str, kb: KnowledgeBaseBackend, pool: Sequence[Evidenc
     the edges used join the pool, each with the path of names that reached it."""
     hits = _passages(kb.graph_search(question, k=k, hops=hops), f"graph: {question}")
     return merge_into_pool([hits], kb, question, list(pool), [f"graph: {question}"])
+
+
+def pagerank_search(question: str, kb: KnowledgeBaseBackend, pool: Sequence[Evidence] = (), k: int = 8,
+                    seeds: int = 8) -> SearchOutcome:
+    """Personalized PageRank over the knowledge graph (kb.pagerank_search), seeded by the question's
+    names and the pool's best `seeds` passages weighted by their relevance (by the question's own
+    search when the pool is empty): up to k passages beyond the seeds, what the passages found so
+    far lead to, join the pool."""
+    best = {e["id"]: max(float(e.get("relevance", 0.0)), 1e-6) for e in list(pool)[:seeds]}
+    hits = _passages(kb.pagerank_search(question, k=k + len(best), seeds=best or None), f"pagerank: {question}")
+    return merge_into_pool([hits], kb, question, list(pool), [f"pagerank: {question}"])

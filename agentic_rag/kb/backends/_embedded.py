@@ -33,7 +33,16 @@ from ..indexes._vectors import VectorIndex, vector_index
 from ..ingestion._documents import Document
 from ._core import ADD_BATCH, AddResult, batches, chunk_records, index_text
 from ._rwlock import ReadWriteLock
-from ._search import RestrictedView, Retrievers, check_graph_arguments, fusion_of, graph_ranking, search_with
+from ._search import (
+    RestrictedView,
+    Retrievers,
+    check_graph_arguments,
+    fusion_of,
+    graph_ranking,
+    pagerank_ranking,
+    pagerank_seeds,
+    search_with,
+)
 from ._segments import SegmentPersistence, saved_vectors
 
 
@@ -260,6 +269,21 @@ class KnowledgeBase(SegmentPersistence):
             ranked = graph_ranking(found, self._bm25.scores(tokenize(query)), k)
             return [self._hit(row, score, ranks).model_copy(update={"path": path})
                     for row, score, ranks, path in ranked]
+
+    def pagerank_search(self, query: str, k: int = 8, seeds: dict[str, float] | None = None,
+                        hops: int = 2) -> list[Hit]:
+        """The k chunks personalized PageRank ranks first, over passages and the names they share
+        (the knowledge graph), walked from the query's names and seed chunks (chunk id -> weight;
+        by default the query's best hybrid-search hits): what a chain of shared names leads to.
+        The walk's ranking is fused with the seeds' (pagerank_ranking): `ranks` gives both."""
+        check_graph_arguments(k, hops)
+        seeds = pagerank_seeds(self, query, seeds)
+        with self._lock.read():
+            rows = self._rows_of(list(seeds))
+            weights = {row: seeds[c] for c, row in rows.items()}
+            ranked = self._graph.pagerank(query, {row: (cast(dict, self._chunks[row])["text"], weight)
+                                                  for row, weight in weights.items()}, hops)
+            return [self._hit(*f) for f in pagerank_ranking(ranked, weights, k, self.config.search.rrf_k)]
 
     def restricted(self, filters: dict) -> RestrictedView:
         """This knowledge base as a run sees it when only chunks matching `filters` may be used: every

@@ -40,9 +40,9 @@ from ..indexes._rerank import LexicalReranker, Reranker
 from ..ingestion._documents import Document
 from ._core import ADD_BATCH, AddResult, batches, check_built_with, chunk_records
 from ._postgres_errors import data_error, first_line, foreign_schema, no_right, safe_url
-from ._postgres_search import bm25_rows, graph_hits, hits_of, idf_of, vector_rows, where_sql
+from ._postgres_search import bm25_rows, graph_hits, hits_of, idf_of, pagerank_hits, vector_rows, where_sql
 from ._postgres_sql import check_index_settings, copy_batch, create_schema, hnsw_index, indexed, meta_problem, remove
-from ._search import RestrictedView, Retrievers, check_graph_arguments, fusion_of, search_with
+from ._search import RestrictedView, Retrievers, check_graph_arguments, fusion_of, pagerank_seeds, search_with
 
 SCHEMA_VERSION = 1
 # version -> the function (given a connection in a transaction) that brings version - 1 up to it
@@ -328,6 +328,14 @@ class PostgresKnowledgeBase:
         embedded knowledge base ranks them (walk, graph_ranking), one query per hop."""
         check_graph_arguments(k, hops)
         return self._read(lambda db: graph_hits(db, query, k, hops, self.config.search))
+
+    def pagerank_search(self, query: str, k: int = 8, seeds: dict[str, float] | None = None,
+                        hops: int = 2) -> list[Hit]:
+        """The k chunks personalized PageRank ranks first, as the embedded knowledge base ranks
+        them (_graph.pagerank), the graph read a ring at a time (two queries a ring)."""
+        check_graph_arguments(k, hops)
+        seeds = pagerank_seeds(self, query, seeds)
+        return self._read(lambda db: pagerank_hits(db, query, k, hops, seeds, self.config.search.rrf_k))
 
     @property
     def graph_size(self) -> tuple[int, int]:

@@ -13,9 +13,9 @@ from ...text._tokenize import tokenize
 from .._hit import Hit
 from ..embedders._embedders import Embedder
 from ..indexes._bm25 import bm25_idf
-from ..indexes._graph import node_key, walk
+from ..indexes._graph import HUB_ROWS, node_key, pagerank, seed_names, walk
 from ._postgres_sql import indexed
-from ._search import graph_ranking
+from ._search import graph_ranking, pagerank_ranking
 
 _COLUMNS = {"doc_id": "c.doc_id", "source": "c.source", "title": "c.title"}
 _NUMBER = r"^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)?$"
@@ -122,6 +122,35 @@ def graph_hits(db, query: str, k: int, hops: int, search: SearchConfig) -> list[
     ranked = graph_ranking(found, scores, k)
     hits = hits_of(db, [(row, score, ranks) for row, score, ranks, _ in ranked])
     return [h.model_copy(update={"path": path}) for h, (_, _, _, path) in zip(hits, ranked, strict=True)]
+
+
+def pagerank_hits(db, query: str, k: int, hops: int, seeds: dict[str, float], rrf_k: int) -> list[Hit]:
+    """The k chunks personalized PageRank from the query's names and the seed chunks ranks first,
+    fused with the seeds' ranking, as the embedded knowledge base ranks them (pagerank_ranking)."""
+    held = {row: (text, seeds[c]) for c, row, text in db.execute(
+        "SELECT chunk_id, row, text FROM ar_chunks WHERE chunk_id = ANY(%s)", (list(seeds),)).fetchall()}
+    starts = start_nodes(db, query)
+    names = seed_names(query, dict(zip(starts, path_names(db, [(None, key) for key in starts]), strict=True)),
+                       [held[row] for row in sorted(held)])
+    weights = {row: weight for row, (_, weight) in held.items()}
+    ranked = pagerank(lambda nodes: rows_naming(db, nodes), lambda rows: nodes_in(db, rows), names, weights, hops)
+    return hits_of(db, pagerank_ranking(ranked, weights, k, rrf_k))
+
+
+def rows_naming(db, nodes: list[str]) -> dict[str, list[int]]:
+    """Each node's rows (pagerank's `rows_of`); a hub, in more than HUB_ROWS rows, is left out."""
+    return {node: rows for node, rows in db.execute(
+        "SELECT node, array_agg(DISTINCT row) FROM (SELECT a AS node, row FROM ar_edges WHERE a = ANY(%s) "
+        "UNION ALL SELECT b, row FROM ar_edges WHERE b = ANY(%s)) e GROUP BY node HAVING count(DISTINCT row) <= %s",
+        (nodes, nodes, HUB_ROWS)).fetchall()} if nodes else {}
+
+
+def nodes_in(db, rows: list[int]) -> dict[int, list[str]]:
+    """The nodes each row's edges join (pagerank's `nodes_of`)."""
+    return {row: nodes for row, nodes in db.execute(
+        "SELECT row, array_agg(DISTINCT node) FROM (SELECT row, a AS node FROM ar_edges WHERE row = ANY(%s) "
+        "UNION ALL SELECT row, b FROM ar_edges WHERE row = ANY(%s)) e GROUP BY row", (rows, rows)).fetchall()} \
+        if rows else {}
 
 
 def start_nodes(db, query: str) -> list[str]:

@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS ar_edges (
     a_label text NOT NULL, b_label text NOT NULL);
 CREATE INDEX IF NOT EXISTS ar_edges_a ON ar_edges (a);
 CREATE INDEX IF NOT EXISTS ar_edges_b ON ar_edges (b);
+CREATE INDEX IF NOT EXISTS ar_edges_row ON ar_edges (row);
 """
 
 

@@ -41,6 +41,10 @@ class KnowledgeBaseBackend(Protocol):
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
         """Chunks behind the graph edges near the names in the query."""
 
+    def pagerank_search(self, query: str, k: int = 8, seeds: dict[str, float] | None = None,
+                        hops: int = 2) -> list[Hit]:
+        """Chunks ranked by personalized PageRank over the graph from the query's names and seed chunks."""
+
     def term_weights(self, text: str) -> dict[str, float]:
         """BM25 idf of each distinct token of `text` that the knowledge base holds."""
 

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
+
 from ...text._names import names
 from ...text._sentences import split_sentences
+from ...text._tokenize import tokenize
 
 MAX_NAMES = 12  # per sentence: a list of fifty names is a table, not a relation
 
@@ -46,6 +49,88 @@ def walk(neighbours, steps, starts: dict[str, str], hops: int = 2,
     return found
 
 
+DAMPING = 0.5         # of each step's mass, the share that walks on; the rest returns to the seeds (HippoRAG 2's)
+ITERATIONS = 30       # power-iteration steps: at damping 0.5 what is still moving after 30 is below 1e-9
+HUB_ROWS = 50         # a name in more passages than this is not walked through: it names no one thing
+PASSAGE_SHARE = 0.05  # the seed passages' share of the seeds' mass beside the question's names (HippoRAG 2's)
+
+
+def seed_names(query: str, starts: dict[str, str], passages: list[tuple[str, float]]) -> dict[str, float]:
+    """A PageRank walk's name seeds, node key -> weight: the nodes the query names (`starts`, key ->
+    name as the graph first wrote it) where the query writes that name as written, each 1 (so
+    "Country" opening a sentence somewhere is no seed for "which country"); and the names in the
+    sentence of each seed passage (text, weight) that shares most of the query's words, weighted
+    by that passage's share of the best one's: what the passage says of the question, which names
+    the next hop (HippoRAG 2 seeds the names of the facts that match the question so)."""
+    seeds = {key: 1.0 for key, label in starts.items() if label in query}
+    asked = set(tokenize(query))
+    best = max((weight for _, weight in passages), default=0.0)
+    for text, weight in passages if best > 0 else ():
+        sentence = max(split_sentences(text) or [text], key=lambda s: len(asked & set(tokenize(s))))
+        for name in names(sentence)[:MAX_NAMES]:
+            key = node_key(name)
+            seeds[key] = max(seeds.get(key, 0.0), weight / best)
+    return seeds
+
+
+def pagerank(rows_of, nodes_of, names: dict[str, float], passages: dict[int, float],
+             hops: int = 2) -> list[tuple[int, float]]:
+    """Personalized PageRank over passages and the names they hold, in the style of HippoRAG: a
+    passage is linked to each name in it, so mass flows from the seeds to the passages that share
+    their names, and on. Seeds: names (key -> weight, seed_names), each weighted by its specificity
+    too (one over the passages naming it), and seed passages (row -> weight, PASSAGE_SHARE of the whole when there
+    are names too). The graph walked: the seed passages and those the seed names are in, then
+    `hops` times the passages sharing a name with those reached, hub names left out; returns each
+    passage in it with its score, best first (ties by row).
+    `rows_of(names)` gives {name: rows naming it}, `nodes_of(rows)` {row: names in it}: every
+    backend answers those two from its own store, so both rank alike."""
+    named: dict[str, set[int]] = {}  # the names walked through -> their passages
+    skipped: set[str] = set()        # hubs, and names the graph does not hold
+    rows, expand, unread = set(passages), sorted(names), sorted(passages)
+    for step in range(hops + 1):
+        found = rows_of(expand)
+        for name in expand:
+            if 0 < len(found.get(name, ())) <= HUB_ROWS:
+                named[name] = set(found[name])
+            else:
+                skipped.add(name)
+        reached = sorted({row for name in expand for row in named.get(name, ())} - rows)
+        rows.update(reached)
+        if step == hops:
+            break
+        unread = sorted(set(unread) | set(reached))
+        held = nodes_of(unread)
+        expand = sorted({n for row in unread for n in held.get(row, ())} - named.keys() - skipped)
+        unread = []
+    links = sorted((name, row) for name, found_rows in named.items() for row in found_rows & rows)
+    keys: list = sorted(named) + sorted(rows)
+    index = {key: i for i, key in enumerate(keys)}
+    ends = np.array([(index[name], index[row]) for name, row in links], np.int64).reshape(-1, 2)
+    edges_from, edges_to = np.concatenate([ends[:, 0], ends[:, 1]]), np.concatenate([ends[:, 1], ends[:, 0]])
+    seeds = np.zeros(len(keys))
+    for name, weight in names.items():
+        if name in named:
+            seeds[index[name]] = weight / len(named[name])
+    names_mass = seeds.sum()
+    if names_mass:
+        seeds *= (1 - PASSAGE_SHARE if passages else 1.0) / names_mass
+    total = sum(passages.values())
+    for row, weight in passages.items() if total > 0 else ():
+        seeds[index[row]] += (PASSAGE_SHARE if names_mass else 1.0) * weight / total
+    if not seeds.any():
+        return []
+    seeds /= seeds.sum()
+    degree = np.bincount(edges_from, minlength=len(keys)).astype(float)
+    share = 1.0 / degree[edges_from]
+    score = seeds.copy()
+    for _ in range(ITERATIONS):
+        moved = np.bincount(edges_to, weights=score[edges_from] * share, minlength=len(keys))
+        stranded = score[degree == 0].sum()  # a passage with no link gives its mass back to the seeds
+        score = (1 - DAMPING) * seeds + DAMPING * (moved + stranded * seeds)
+    order = sorted(rows, key=lambda row: (-score[index[row]], row))
+    return [(row, float(score[index[row]])) for row in order]
+
+
 def node_key(name: str) -> str:
     """A name as the key of its graph node: case-folded, each run of whitespace one space."""
     return " ".join(name.casefold().split())
@@ -64,6 +149,7 @@ class KnowledgeGraph:
         self.edges: dict[tuple[str, str], set[int]] = {}         # (key, key) sorted -> rows
         self.adjacent: dict[str, set[str]] = defaultdict(set)
         self.relations: dict[tuple[str, str], set[str]] = {}    # from triples: the relation words
+        self.row_nodes: dict[int, set[str]] = defaultdict(set)  # row -> the names its edges join
 
     def __len__(self) -> int:
         return len(self.edges)
@@ -90,6 +176,7 @@ class KnowledgeGraph:
         self.labels.setdefault(ka, a)
         self.labels.setdefault(kb, b)
         self.edges.setdefault(_pair(ka, kb), set()).add(row)
+        self.row_nodes[row].update((ka, kb))
         self.adjacent[ka].add(kb)
         self.adjacent[kb].add(ka)
         return True
@@ -103,6 +190,8 @@ class KnowledgeGraph:
                 self.relations.pop(edge, None)
                 for a, b in (edge, edge[::-1]):
                     self.adjacent[a].discard(b)
+        for row in rows:
+            self.row_nodes.pop(row, None)
         for key in [k for k, v in self.adjacent.items() if not v]:
             del self.adjacent[key]
             self.labels.pop(key, None)
@@ -118,6 +207,18 @@ class KnowledgeGraph:
         """Chunk rows behind the edges within `hops` of the start nodes: row -> (hop, path of names)."""
         return walk(self._neighbours, lambda pairs: [self._step(*pair) for pair in pairs],
                     {s: self.labels[s] for s in starts if s in self.adjacent}, hops, limit)
+
+    def pagerank(self, query: str, passages: dict[int, tuple[str, float]], hops: int = 2) -> list[tuple[int, float]]:
+        """Personalized PageRank from the query's names and seed rows (row -> (text, weight)):
+        (row, score), best first."""
+        starts = {key: self.labels[key] for key in self.find(query)}
+        return pagerank(self._rows_of, lambda rows: {r: self.row_nodes[r] for r in rows if r in self.row_nodes},
+                        seed_names(query, starts, list(passages.values())),
+                        {row: weight for row, (_, weight) in passages.items()}, hops)
+
+    def _rows_of(self, nodes: list[str]) -> dict[str, set[int]]:
+        return {node: set().union(*(self.edges[_pair(node, other)] for other in self.adjacent[node]))
+                for node in nodes if node in self.adjacent}
 
     def _neighbours(self, nodes: list[str]) -> dict[str, list[tuple[str, set[int]]]]:
         return {node: [(other, self.edges[_pair(node, other)]) for other in self.adjacent[node]]
@@ -142,6 +243,8 @@ class KnowledgeGraph:
             self.labels.setdefault(key, label)
         for a, b, rows in data["edges"]:
             self.edges.setdefault((a, b), set()).update(rows)
+            for row in rows:
+                self.row_nodes[row].update((a, b))
             self.adjacent[a].add(b)
             self.adjacent[b].add(a)
         for a, b, relations in data.get("relations", []):
