@@ -217,6 +217,7 @@ def test_empty_knowledge_base_and_bad_queries_are_loud(backend, tiny):
         empty.search("anything")
     assert (len(empty), empty.document_count, empty.graph_size) == (0, 0, (0, 0))
     assert empty.graph_search("Anna Berg") == [] and empty.term_weights("anything") == {}
+    assert empty.pagerank_search("Anna Berg") == []
     assert empty.bm25_scores("anything", ["a#0"]) == {} and empty.held_documents(["a"]) == []
     with pytest.raises(ConfigurationError, match="empty"):
         tiny.search("   ")
@@ -395,7 +396,10 @@ def test_pagerank_search_goes_from_a_seed_passage_to_the_passages_its_names_lead
     assert _ids(kb.pagerank_search(question))[:2] == ["film#0", "berg#0"]   # seeded by its own search
     assert _ids(kb.pagerank_search(question, seeds={}))[:2] == ["film#0", "berg#0"]  # from the question's names
     assert kb.pagerank_search("Who is Zed?", seeds={"gone#0": 1}) == []
-    for seeds in (["film#0"], {"film#0": -1}, {"film#0": "1"}, {3: 1.0}, {"film#0": float("nan")}):
+    assert _ids(kb.pagerank_search(question, seeds={"film#0": 1e308, "oslo#0": 1e308})) == ["film#0", "oslo#0",
+                                                                                           "berg#0"]
+    for seeds in (["film#0"], {"film#0": -1}, {"film#0": "1"}, {3: 1.0}, {"film#0": float("nan")},
+                  {"film#0": 10 ** 400}, 5, {"film#0": None}):
         with pytest.raises(ConfigurationError, match=r"^seeds must map chunk ids to weights"):
             kb.pagerank_search(question, seeds=seeds)
 

@@ -39,8 +39,8 @@ def test_the_schema_version_and_settings_are_checked(pg_url):
     with pytest.raises(ConfigurationError, match="was chunked with size 800 and overlap 100, not 300 and 100"):
         PostgresKnowledgeBase(pg_url, config=Config(chunk_size=300))
     with psycopg.connect(pg_url, autocommit=True) as db:
-        db.execute("UPDATE ar_meta SET value = '2' WHERE key = 'schema_version'")
-    with pytest.raises(RetrievalError, match="schema 2; this agentic-rag reads schema 1 and older: upgrade"):
+        db.execute("UPDATE ar_meta SET value = '3' WHERE key = 'schema_version'")
+    with pytest.raises(RetrievalError, match="schema 3; this agentic-rag reads schema 2 and older: upgrade"):
         PostgresKnowledgeBase(pg_url)
 
 
@@ -186,12 +186,25 @@ def test_an_older_schema_is_migrated_step_by_step(pg_url, monkeypatch):
     from agentic_rag.kb.backends import _postgres
 
     PostgresKnowledgeBase(pg_url).add_documents(TINY[:2])
-    monkeypatch.setattr(_postgres, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(_postgres.MIGRATIONS, 2, lambda db: db.execute("ALTER TABLE ar_documents ADD COLUMN note text"))
+    monkeypatch.setattr(_postgres, "SCHEMA_VERSION", 3)
+    monkeypatch.setitem(_postgres.MIGRATIONS, 3, lambda db: db.execute("ALTER TABLE ar_documents ADD COLUMN note text"))
+    assert PostgresKnowledgeBase(pg_url).document_count == 2
+    with psycopg.connect(pg_url) as db:
+        assert db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version'").fetchone()[0] == 3
+        assert db.execute("SELECT count(note) FROM ar_documents").fetchone()[0] == 0   # the new column is there
+
+
+def test_a_schema_1_database_gets_the_index_of_edges_by_row(pg_url):
+    import psycopg
+
+    PostgresKnowledgeBase(pg_url).add_documents(TINY[:2])
+    with psycopg.connect(pg_url, autocommit=True) as db:   # as a database built before schema 2 is
+        db.execute("DROP INDEX ar_edges_row")
+        db.execute("UPDATE ar_meta SET value = '1' WHERE key = 'schema_version'")
     assert PostgresKnowledgeBase(pg_url).document_count == 2
     with psycopg.connect(pg_url) as db:
         assert db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version'").fetchone()[0] == 2
-        assert db.execute("SELECT count(note) FROM ar_documents").fetchone()[0] == 0   # the new column is there
+        assert db.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'ar_edges_row'").fetchone()[0] == 1
 
 
 def test_text_postgresql_cannot_hold_is_refused_and_an_empty_write_keeps_the_generation(pg_url):

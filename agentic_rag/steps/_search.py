@@ -165,6 +165,7 @@ def pagerank_search(question: str, kb: KnowledgeBaseBackend, pool: Sequence[Evid
     names and the pool's best `seeds` passages weighted by their relevance (by the question's own
     search when the pool is empty): up to k passages beyond the seeds, what the passages found so
     far lead to, join the pool."""
-    best = {e["id"]: max(float(e.get("relevance", 0.0)), 1e-6) for e in list(pool)[:seeds]}
+    passages = [e for e in pool if e["kind"] == "passage"][:seeds]   # not a tool's or the web's results
+    best = {e["id"]: max(float(e.get("relevance", 0.0)), 1e-6) for e in passages}
     hits = _passages(kb.pagerank_search(question, k=k + len(best), seeds=best or None), f"pagerank: {question}")
     return merge_into_pool([hits], kb, question, list(pool), [f"pagerank: {question}"])

@@ -44,9 +44,12 @@ from ._postgres_search import bm25_rows, graph_hits, hits_of, idf_of, pagerank_h
 from ._postgres_sql import check_index_settings, copy_batch, create_schema, hnsw_index, indexed, meta_problem, remove
 from ._search import RestrictedView, Retrievers, check_graph_arguments, fusion_of, pagerank_seeds, search_with
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # version -> the function (given a connection in a transaction) that brings version - 1 up to it
-MIGRATIONS: dict = {}
+MIGRATIONS: dict = {
+    # 2: PageRank search reads the names of given rows (nodes_in), which needs edges by row
+    2: lambda db: db.execute("CREATE INDEX IF NOT EXISTS ar_edges_row ON ar_edges (row)"),
+}
 BULK_ROWS = 5_000  # a batch this large (and larger than the rows held) rebuilds the HNSW index after it
 
 
@@ -122,22 +125,27 @@ class PostgresKnowledgeBase:
         if version > SCHEMA_VERSION:
             raise RetrievalError(f"{safe_url(self.url)} holds knowledge-base schema {version!r}; this agentic-rag "
                                  f"reads schema {SCHEMA_VERSION} and older: upgrade agentic-rag")
-        if version < SCHEMA_VERSION:
-            self._migrate(version)
         missing = meta_problem(meta)
         if missing:
             raise foreign_schema(self.url, missing)
+        if version < SCHEMA_VERSION:
+            self._migrate(version)
         embedder, self.config = check_built_with(safe_url(self.url), meta, embedder, config, "NEW_DATABASE_URL")
         return embedder
 
     def _migrate(self, version: int) -> None:
         """Bring an older schema up to this version, one step at a time, in one transaction."""
+        import psycopg
+
         db = self._connection()
         with db.transaction():
             db.execute("SELECT pg_advisory_xact_lock(8711)")
             found = db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version' FOR UPDATE").fetchone()[0]
             for step in range(found + 1, SCHEMA_VERSION + 1):
-                MIGRATIONS[step](db)
+                try:
+                    MIGRATIONS[step](db)
+                except psycopg.errors.UndefinedTable as exc:  # a table the schema must have is gone
+                    raise foreign_schema(self.url, first_line(exc)) from None
             db.execute("UPDATE ar_meta SET value = %s WHERE key = 'schema_version'", (json.dumps(SCHEMA_VERSION),))
 
     @contextmanager

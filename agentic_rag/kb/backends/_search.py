@@ -3,6 +3,7 @@ then the reranker (search_with); graph search's ranking (graph_ranking); and the
 backend's searches to some filters (RestrictedView). A backend supplies only its retrievers."""
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -114,15 +115,20 @@ PASSAGE_SEEDS = 8  # the query's best hybrid-search hits that seed a PageRank wa
 
 
 def pagerank_seeds(kb, query: str, seeds: dict[str, float] | None) -> dict[str, float]:
-    """A PageRank walk's seed chunks (chunk id -> weight): those given, checked, else the query's
-    PASSAGE_SEEDS best hybrid-search hits of `kb`, weighted one over their rank."""
+    """A PageRank walk's seed chunks (chunk id -> weight): those given, checked and scaled to the
+    largest, else the query's PASSAGE_SEEDS best hybrid-search hits of `kb`, weighted one over their
+    rank (none when it is empty)."""
     if seeds is None:
-        return {hit.id: 1.0 / rank for rank, hit in enumerate(kb.search(query, k=PASSAGE_SEEDS), 1)}
-    if not isinstance(seeds, dict) or not all(
-            isinstance(c, str) and isinstance(w, (int, float)) and not isinstance(w, bool) and 0 <= w < float("inf")
-            for c, w in seeds.items()):
-        raise ConfigurationError("seeds must map chunk ids to weights (numbers >= 0), e.g. {'doc#0': 1.0}")
-    return {c: float(w) for c, w in seeds.items()}
+        return {hit.id: 1.0 / rank for rank, hit in enumerate(kb.search(query, k=PASSAGE_SEEDS), 1)} if len(kb) else {}
+    try:
+        weights = {c: float(w) for c, w in seeds.items() if isinstance(c, str) and not isinstance(w, (bool, str))}
+    except (AttributeError, TypeError, ValueError, OverflowError):
+        weights = {}
+    if not isinstance(seeds, dict) or len(weights) != len(seeds) or \
+            not all(math.isfinite(w) and w >= 0 for w in weights.values()):
+        raise ConfigurationError("seeds must map chunk ids to weights (finite numbers >= 0), e.g. {'doc#0': 1.0}")
+    top = max(weights.values(), default=0.0)
+    return {c: w / top if top > 0 else 0.0 for c, w in weights.items()}
 
 
 def pagerank_ranking(ranked: list[tuple[int, float]], seeds: dict[int, float], k: int,
@@ -184,8 +190,8 @@ class RestrictedView:
 
     def pagerank_search(self, query: str, k: int = 8, seeds: dict[str, float] | None = None,
                         hops: int = 2) -> list[Hit]:
-        """As KnowledgeBase.pagerank_search, seeded by the view's own search, keeping the hits that
-        match the filters (at most k)."""
+        """As KnowledgeBase.pagerank_search, seeded by the view's own search (seeds given are used as
+        given), keeping the hits that match the filters (at most k)."""
         check_graph_arguments(k, hops)
         hits = self._kb.pagerank_search(query, k * 4, pagerank_seeds(self, query, seeds), hops)
         return [h for h in hits if all(matches(_fields(h), c) for c in self._filters)][:k]

@@ -53,6 +53,8 @@ DAMPING = 0.5         # of each step's mass, the share that walks on; the rest r
 ITERATIONS = 30       # power-iteration steps: at damping 0.5 what is still moving after 30 is below 1e-9
 HUB_ROWS = 50         # a name in more passages than this is not walked through: it names no one thing
 PASSAGE_SHARE = 0.05  # the seed passages' share of the seeds' mass beside the question's names (HippoRAG 2's)
+RING_NAMES = 2_000    # names a ring of the walk expands at most (the first by key): a bound on a query's cost
+WALK_ROWS = 5_000     # passages past which the walk takes no further ring
 
 
 def seed_names(query: str, starts: dict[str, str], passages: list[tuple[str, float]]) -> dict[str, float]:
@@ -80,8 +82,9 @@ def pagerank(rows_of, nodes_of, names: dict[str, float], passages: dict[int, flo
     their names, and on. Seeds: names (key -> weight, seed_names), each weighted by its specificity
     too (one over the passages naming it), and seed passages (row -> weight, PASSAGE_SHARE of the whole when there
     are names too). The graph walked: the seed passages and those the seed names are in, then
-    `hops` times the passages sharing a name with those reached, hub names left out; returns each
-    passage in it with its score, best first (ties by row).
+    `hops` times the passages sharing a name with those reached, hub names left out (a ring
+    expands at most RING_NAMES names, and none follows once WALK_ROWS passages are reached);
+    returns each passage in it with its score, best first (ties by row).
     `rows_of(names)` gives {name: rows naming it}, `nodes_of(rows)` {row: names in it}: every
     backend answers those two from its own store, so both rank alike."""
     named: dict[str, set[int]] = {}  # the names walked through -> their passages
@@ -96,11 +99,11 @@ def pagerank(rows_of, nodes_of, names: dict[str, float], passages: dict[int, flo
                 skipped.add(name)
         reached = sorted({row for name in expand for row in named.get(name, ())} - rows)
         rows.update(reached)
-        if step == hops:
+        if step == hops or len(rows) >= WALK_ROWS:
             break
         unread = sorted(set(unread) | set(reached))
         held = nodes_of(unread)
-        expand = sorted({n for row in unread for n in held.get(row, ())} - named.keys() - skipped)
+        expand = sorted({n for row in unread for n in held.get(row, ())} - named.keys() - skipped)[:RING_NAMES]
         unread = []
     links = sorted((name, row) for name, found_rows in named.items() for row in found_rows & rows)
     keys: list = sorted(named) + sorted(rows)
@@ -114,7 +117,7 @@ def pagerank(rows_of, nodes_of, names: dict[str, float], passages: dict[int, flo
     names_mass = seeds.sum()
     if names_mass:
         seeds *= (1 - PASSAGE_SHARE if passages else 1.0) / names_mass
-    total = sum(passages.values())
+    total = sum(passages[row] for row in sorted(passages))  # one order in every backend
     for row, weight in passages.items() if total > 0 else ():
         seeds[index[row]] += (PASSAGE_SHARE if names_mass else 1.0) * weight / total
     if not seeds.any():
