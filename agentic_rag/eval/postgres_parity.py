@@ -81,8 +81,10 @@ def agreement(ours: list[str], theirs: list[str]) -> tuple[float, float]:
 
 
 def _ranked(kb, question: str, mode: str) -> list:
-    if mode in ("graph", "pagerank"):
-        return kb.graph_search(question, k=K) if mode == "graph" else kb.pagerank_search(question, k=K)
+    if mode == "graph":
+        return kb.graph_search(question, k=K)
+    if mode == "pagerank":
+        return kb.pagerank_search(question, k=K)
     return kb.search(question, k=K, mode=mode)
 
 

@@ -279,11 +279,11 @@ class KnowledgeBase(SegmentPersistence):
         check_graph_arguments(k, hops)
         seeds = pagerank_seeds(self, query, seeds)
         with self._lock.read():
-            rows = self._rows_of(list(seeds))
-            weights = {row: seeds[c] for c, row in rows.items()}
-            ranked = self._graph.pagerank(query, {row: (cast(dict, self._chunks[row])["text"], weight)
-                                                  for row, weight in weights.items()}, hops)
-            return [self._hit(*f) for f in pagerank_ranking(ranked, weights, k, self.config.search.rrf_k)]
+            graph, found = self._graph, self._rows_of(list(seeds))
+            held = {row: (cast(dict, self._chunks[row])["text"], seeds[c]) for c, row in found.items()}
+            ranked = pagerank_ranking(query, {key: graph.labels[key] for key in graph.find(query)}, held,
+                                      graph.rows_of, graph.nodes_of, hops, k, self.config.search.rrf_k)
+            return [self._hit(*f) for f in ranked]
 
     def restricted(self, filters: dict) -> RestrictedView:
         """This knowledge base as a run sees it when only chunks matching `filters` may be used: every

@@ -13,7 +13,7 @@ from ...text._tokenize import tokenize
 from .._hit import Hit
 from ..embedders._embedders import Embedder
 from ..indexes._bm25 import bm25_idf
-from ..indexes._graph import HUB_ROWS, node_key, pagerank, seed_names, walk
+from ..indexes._graph import HUB_ROWS, node_key, walk
 from ._postgres_sql import indexed
 from ._search import graph_ranking, pagerank_ranking
 
@@ -130,11 +130,9 @@ def pagerank_hits(db, query: str, k: int, hops: int, seeds: dict[str, float], rr
     held = {row: (text, seeds[c]) for c, row, text in db.execute(
         "SELECT chunk_id, row, text FROM ar_chunks WHERE chunk_id = ANY(%s)", (list(seeds),)).fetchall()}
     starts = start_nodes(db, query)
-    names = seed_names(query, dict(zip(starts, path_names(db, [(None, key) for key in starts]), strict=True)),
-                       [held[row] for row in sorted(held)])
-    weights = {row: weight for row, (_, weight) in held.items()}
-    ranked = pagerank(lambda nodes: rows_naming(db, nodes), lambda rows: nodes_in(db, rows), names, weights, hops)
-    return hits_of(db, pagerank_ranking(ranked, weights, k, rrf_k))
+    labels = dict(zip(starts, path_names(db, [(None, key) for key in starts]), strict=True))
+    return hits_of(db, pagerank_ranking(query, labels, held, lambda nodes: rows_naming(db, nodes),
+                                        lambda rows: nodes_in(db, rows), hops, k, rrf_k))
 
 
 def rows_naming(db, nodes: list[str]) -> dict[str, list[int]]:

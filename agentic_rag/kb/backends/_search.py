@@ -14,6 +14,7 @@ from .._hit import Hit
 from ..embedders._embedders import Embedder, embed_query, embedder_trait
 from ..indexes._filters import MAX_FILTER_VALUES, check_filters, filter_values, matches
 from ..indexes._fusion import reciprocal_rank_fusion, score_fusion
+from ..indexes._graph import pagerank, seed_names
 
 Ranked = list[tuple[int, float]]  # (row, score), best first
 
@@ -131,13 +132,19 @@ def pagerank_seeds(kb, query: str, seeds: dict[str, float] | None) -> dict[str, 
     return {c: w / top if top > 0 else 0.0 for c, w in weights.items()}
 
 
-def pagerank_ranking(ranked: list[tuple[int, float]], seeds: dict[int, float], k: int,
-                     rrf_k: int) -> list[tuple[int, float, dict[str, int]]]:
-    """The k best rows of a PageRank walk (row, score; best first) fused by reciprocal rank with the
-    ranking of its seed rows (row -> weight), as (row, score, ranks). The walk alone lets passages
-    that merely share names with the seeds outrank the seeds themselves (on the multi-hop sets its
-    recall@5 was below that of the hybrid search seeding it); fused, it adds what the seeds lead to."""
-    order = sorted(seeds, key=lambda row: (-seeds[row], row))
+def pagerank_ranking(query: str, starts: dict[str, str], held: dict[int, tuple[str, float]], rows_of, nodes_of,
+                     hops: int, k: int, rrf_k: int) -> list[tuple[int, float, dict[str, int]]]:
+    """How every backend ranks by PageRank: the k best rows of the walk (_graph.pagerank) from the
+    query's nodes (`starts`, key -> name as the graph first wrote it), the seed rows (`held`, row ->
+    (text, weight)) and their names (_graph.seed_names), fused by reciprocal rank with the ranking of
+    the seed rows, as (row, score, ranks); the backend gives `rows_of` and `nodes_of` from its store.
+    The walk alone lets passages that merely share names with the seeds outrank the seeds themselves
+    (on the multi-hop sets its recall@5 was below that of the hybrid search seeding it); fused, it
+    adds what the seeds lead to."""
+    weights = {row: weight for row, (_, weight) in held.items()}
+    names = seed_names(query, starts, [held[row] for row in sorted(held)])
+    ranked = pagerank(rows_of, nodes_of, names, weights, hops)
+    order = sorted(weights, key=lambda row: (-weights[row], row))
     return reciprocal_rank_fusion({"pagerank": [row for row, _ in ranked], "seeds": order}, {}, rrf_k)[:k]
 
 

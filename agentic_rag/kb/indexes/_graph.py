@@ -211,17 +211,14 @@ class KnowledgeGraph:
         return walk(self._neighbours, lambda pairs: [self._step(*pair) for pair in pairs],
                     {s: self.labels[s] for s in starts if s in self.adjacent}, hops, limit)
 
-    def pagerank(self, query: str, passages: dict[int, tuple[str, float]], hops: int = 2) -> list[tuple[int, float]]:
-        """Personalized PageRank from the query's names and seed rows (row -> (text, weight)):
-        (row, score), best first."""
-        starts = {key: self.labels[key] for key in self.find(query)}
-        return pagerank(self._rows_of, lambda rows: {r: self.row_nodes[r] for r in rows if r in self.row_nodes},
-                        seed_names(query, starts, list(passages.values())),
-                        {row: weight for row, (_, weight) in passages.items()}, hops)
-
-    def _rows_of(self, nodes: list[str]) -> dict[str, set[int]]:
+    def rows_of(self, nodes: list[str]) -> dict[str, set[int]]:
+        """The rows each node's edges hold (a PageRank walk's `rows_of`)."""
         return {node: set().union(*(self.edges[_pair(node, other)] for other in self.adjacent[node]))
                 for node in nodes if node in self.adjacent}
+
+    def nodes_of(self, rows: list[int]) -> dict[int, set[str]]:
+        """The nodes each row's edges join (a PageRank walk's `nodes_of`)."""
+        return {row: self.row_nodes[row] for row in rows if row in self.row_nodes}
 
     def _neighbours(self, nodes: list[str]) -> dict[str, list[tuple[str, set[int]]]]:
         return {node: [(other, self.edges[_pair(node, other)]) for other in self.adjacent[node]]
