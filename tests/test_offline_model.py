@@ -134,3 +134,53 @@ def test_grade_is_zero_when_no_passage_is_about_what_the_question_names():
                 _passage("n", "Nimbus Notes overview", "Nimbus Notes is a team note-taking application.")]
     grade = extractive.grade({"question": "Who is the CEO of Nimbus?", "evidence": evidence})
     assert grade.score == 0.0 and not grade.sufficient and "no passage is about CEO of Nimbus" in grade.reason
+
+
+BAND = _passage("m", "Maiden Japan", "Maiden Japan is a live EP by the English heavy metal band Iron Maiden. "
+                                     "The title is a pun of Deep Purple's live album Made in Japan.")
+FORMED = _passage("i", "Iron Maiden", "Iron Maiden are an English heavy metal band formed in Leyton, East London, "
+                                      "in 1975 by bassist Steve Harris.")
+PURPLE = _passage("d", "Deep Purple", "Deep Purple are an English rock band formed in Hertford in 1968.")
+NESTED = "Where did the band form that made the live album Maiden Japan?"
+
+
+def test_hop_levels_count_hops_from_the_question_names_and_share_a_title_s_hop():
+    from agentic_rag.text._lexical import hop_levels
+    more = _passage("m2", "Maiden Japan", "It was released in 1981.")  # the same subject: its hop, not the next
+    assert hop_levels(NESTED, [BAND, FORMED, PURPLE, more]) == {0: 0, 1: 1, 2: 1, 3: 0}
+    singer = _passage("s", "Corey Taylor", "Corey Taylor was born in Des Moines.")
+    city = _passage("c", "Des Moines", "Des Moines is the capital of Iowa.")
+    state = _passage("i", "Iowa", "Iowa is a state in the Midwestern United States.")
+    assert hop_levels("Which region is Corey Taylor's city of birth located?", [state, city, singer]) == \
+        {0: 2, 1: 1, 2: 0}
+
+
+def test_a_nested_answer_quotes_the_last_hop_and_cites_each_hop():
+    answer = extractive.generate({"question": NESTED, "evidence": [BAND, PURPLE, FORMED]}).answer
+    assert answer.startswith("Iron Maiden are an English heavy metal band formed in Leyton") and answer.endswith(
+        "Maiden Japan is a live EP by the English heavy metal band Iron Maiden. [1]")
+    assert "[3]" in answer and "[2]" not in answer
+
+
+def test_a_plain_or_comparison_question_is_answered_as_before():
+    # not nested: the question's own passage answers, whatever passages its titles lead to
+    plain = extractive.generate({"question": "Who made the live album Maiden Japan?", "evidence": [BAND, FORMED]})
+    assert "[1]" in plain.answer and "[2]" not in plain.answer
+    # nested, but no passage beyond the question's names: no chain to follow
+    alone = extractive.generate({"question": NESTED, "evidence": [BAND]}).answer
+    assert alone == "The title is a pun of Deep Purple's live album Made in Japan. [1] " \
+                    "Maiden Japan is a live EP by the English heavy metal band Iron Maiden. [1]"
+
+
+def test_the_check_counts_a_nested_answer_complete_only_when_each_hop_is_cited():
+    from agentic_rag.text._lexical import missing_parts
+    evidence = [BAND, FORMED]
+    last_only = "Iron Maiden are an English heavy metal band formed in Leyton. [2]"
+    first_only = "Maiden Japan is a live EP by the English heavy metal band Iron Maiden. [1]"
+    assert missing_parts(last_only, evidence, [], NESTED) == ["hop 1: Maiden Japan"]
+    assert missing_parts(first_only, evidence, [], NESTED) == ["hop 2: Iron Maiden"]
+    assert missing_parts(f"{last_only} {first_only}", evidence, [], NESTED) == []
+    assert missing_parts(first_only, [BAND], [], NESTED) == []  # no bridge shown: no hop to ask for
+    assert missing_parts(first_only, evidence, []) == []        # without the question: parts only
+    verdict = extractive.judge({"question": NESTED, "answer": last_only, "evidence": evidence})
+    assert not verdict.complete and verdict.missing == ["hop 1: Maiden Japan"]

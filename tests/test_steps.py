@@ -254,3 +254,16 @@ def test_the_pool_is_matched_by_bm25_and_by_vectors_in_the_proportion_of_hybrid_
                                    for i in ids})
     assert all(0.0 <= m <= 1.0 for m in match.values()) and match["c#0"] == min(match.values())
 
+
+
+def test_a_judged_nested_answer_is_incomplete_while_a_hop_is_uncited():
+    band = {"id": "m#0", "doc_id": "m", "source": "m.md", "title": "Maiden Japan", "kind": "passage",
+            "text": "Maiden Japan is a live EP by the English heavy metal band Iron Maiden."}
+    formed = {"id": "i#0", "doc_id": "i", "source": "i.md", "title": "Iron Maiden", "kind": "passage",
+              "text": "Iron Maiden are an English heavy metal band formed in Leyton, East London, in 1975."}
+    answer = "Iron Maiden started out in Leyton, a working-class district of East London. [2]"  # the judge decides
+    model = ScriptedModel({"judge": [{"score": 1.0, "unsupported": [], "complete": True}]})
+    verdict = check_faithfulness("Where did the band form that made the live album Maiden Japan?", answer,
+                                 [band, formed], model)
+    assert model.tasks() == ["judge"] and verdict.by == "model" and verdict.score == 1.0
+    assert not verdict.complete and verdict.missing == ["hop 1: Maiden Japan"]

@@ -18,6 +18,9 @@ from ..text._lexical import (
     evidence_texts,
     has_answer_type,
     has_content,
+    hop_levels,
+    is_comparison,
+    is_nested,
     key_terms,
     missing_parts,
     sentences,
@@ -102,20 +105,9 @@ def _grade_reason(question: str, evidence: list[dict], terms: list[str], kind: s
 def about_subject(question: str, evidence: list[dict]) -> list[dict]:
     """The evidence about what the question names: passages that hold every word of a name it asks
     about, tool results, and, hop by hop, passages whose title one of those mentions (a multi-hop
-    question's bridge). A question without names keeps all of it; names with Chinese characters do not
-    count, since without capitals their edges are guesses."""
-    named = [set(tokenize(n)) for n in entities(question) if not has_cjk(n)]
-    named = [n for n in named if n]
-    if not named:
-        return list(evidence)
-    tokens = [set(tokenize(text)) for text in evidence_texts(evidence)]
-    titles = [set(tokenize(item.get("title") or "")) for item in evidence]
-    linked = {i for i, held in enumerate(tokens) if any(n <= held for n in named) or evidence[i].get("kind", "passage")
-              != "passage"}
-    while hop := {i for i in range(len(evidence)) if i not in linked and titles[i]
-                  and any(titles[i] <= tokens[j] for j in linked)}:  # hop by hop, along titles the linked ones name
-        linked |= hop
-    return [item for i, item in enumerate(evidence) if i in linked]
+    question's bridge; hop_levels). A question without names keeps all of it."""
+    levels = hop_levels(question, evidence)
+    return [item for i, item in enumerate(evidence) if i in levels]
 
 
 def _trim(sentence: str, terms: list[str], kind: str = "other", question: str = "") -> str:
@@ -207,16 +199,19 @@ def generate(inputs: dict) -> Answer:
             scored[q] = _scored(q, evidence, weights, sims[q])
         return scored[q]
 
-    chosen: list[tuple[int, str]] = []
-    voted = _voted(question, evidence, ranked(question)) if len(parts) == 1 else None
+    single = len(parts) == 1
+    chosen = _hop_chain(question, evidence, ranked(question)) if single and is_nested(question) \
+        and not is_comparison(question) else []
+    chained = bool(chosen)
+    voted = _voted(question, evidence, ranked(question)) if single and not chained else None
     if voted:
         chosen.append(voted)
-    for part in parts[:3] if not voted else []:
+    for part in parts[:3] if not (voted or chained) else []:
         for score, n, s in ranked(part):
             if s not in {text for _, text in chosen} and score > 0.05 / n:
                 chosen.append((n, s))
                 break
-    if len(parts) == 1 and chosen:  # a second sentence: what the first left out, or a near-equal elsewhere
+    if single and chosen and not chained:  # a second sentence: what the first left out, or a near-equal elsewhere
         best = ranked(question)
         left = [t for t in key_terms(question) if coverage([t], chosen[0][1]) == 0]
         extra = next(((n, s) for score, n, s in best if s != chosen[0][1] and (
@@ -230,7 +225,7 @@ def generate(inputs: dict) -> Answer:
         chosen = chosen[:1] + ([basis] if basis else [])
     if not chosen:
         return Answer(answer="", reason="no sentence of the evidence addresses the question")
-    if len(parts) == 1 and (conflict := _disagreement(question, evidence, chosen[0])):
+    if single and not chained and (conflict := _disagreement(question, evidence, chosen[0])):
         return Answer(answer=conflict, reason="extractive: the sources disagree, both are quoted")
     text = " ".join(f"{s} [{n}]" for n, s in chosen)
     return Answer(answer=text, reason="extractive: sentences quoted from the evidence")
@@ -250,6 +245,25 @@ def _without_evidence(question: str) -> Answer:
     return Answer(answer="The offline extractive model can only quote the knowledge base, and this "
                          "question does not need it; name a language model with --model for this. "
                          "(the knowledge base was not consulted)", reason="direct, offline")
+
+
+def _hop_chain(question: str, evidence: list[dict], scored: list[tuple[float, int, str]]) -> list[tuple[int, str]]:
+    """A nested question's answer along its hops (hop_levels): the best candidate of a passage past
+    the question's own names (the last hop holds what is asked), then, hop by hop back to those
+    names, the best candidate of a nearer passage, one naming the farther passage's title where
+    there is one (the bridge). [] when the evidence holds no passage past the question's names."""
+    levels = hop_levels(question, evidence)
+    far = next(((n, s) for score, n, s in scored if levels.get(n - 1, 0) >= 1 and score > 0.05 / n), None)
+    if far is None:
+        return []
+    chain = [far]
+    while (hop := levels[chain[-1][0] - 1]) > 0:
+        title = set(tokenize(evidence[chain[-1][0] - 1].get("title", "")))
+        nearer = [(n, s) for _, n, s in scored if levels.get(n - 1) == hop - 1]
+        if not nearer:
+            break
+        chain.append(next(((n, s) for n, s in nearer if title <= set(tokenize(s))), nearer[0]))
+    return chain
 
 
 _VALUE = re.compile(r"\d+(?:[.,:]\d+)*\s*%?")
@@ -301,7 +315,7 @@ def judge(inputs: dict) -> Faithfulness:
     texts = evidence_texts(evidence)
     found = sentences(answer)
     unsupported = [s for s in found if cited_support(s, texts) < 0.6]
-    missing = missing_parts(answer, evidence, inputs.get("parts", []))
+    missing = missing_parts(answer, evidence, inputs.get("parts", []), inputs.get("question", ""))
     score = 1.0 - len(unsupported) / len(found) if found else 0.0
     return Faithfulness(score=round(score, 3), unsupported=unsupported, complete=not missing, missing=missing,
                         by="model")

@@ -7,7 +7,7 @@ from .._errors import ModelOutputError
 from .._schemas import Answer, Faithfulness
 from .._state import Evidence
 from ..models._protocol import Model
-from ..text._lexical import cited_support, evidence_texts, missing_parts, sentences
+from ..text._lexical import cited_support, evidence_texts, missing_hops, missing_parts, sentences
 from ._ask import ask
 
 SUPPORTED, UNSUPPORTED = 0.8, 0.3  # lexical support at or above / below which no model is asked
@@ -15,13 +15,14 @@ SUPPORTED, UNSUPPORTED = 0.8, 0.3  # lexical support at or above / below which n
 
 def check_faithfulness(question: str, answer: str, evidence: Sequence[Evidence], model: Model,
                        parts: Sequence[str] = ()) -> Faithfulness:
-    """Score = share of supported sentences; unsupported ones listed; complete = every part addressed."""
+    """Score = share of supported sentences; unsupported ones listed; complete = every part addressed
+    and, for a nested question, every hop cited (missing_hops)."""
     found = sentences(answer)
     if not found:
         return Faithfulness(score=0.0, complete=False, missing=list(parts), reason="empty answer")
     texts = evidence_texts(evidence)
     scores = {s: cited_support(s, texts) for s in found}
-    missing = missing_parts(answer, evidence, list(parts))
+    missing = missing_parts(answer, evidence, list(parts), question)
     if all(v >= SUPPORTED or v < UNSUPPORTED for v in scores.values()):
         unsupported = [s for s, v in scores.items() if v < UNSUPPORTED]
         return Faithfulness(score=round(1 - len(unsupported) / len(found), 3), unsupported=unsupported,
@@ -33,6 +34,8 @@ def check_faithfulness(question: str, answer: str, evidence: Sequence[Evidence],
         unsupported = [s for s, v in scores.items() if v < SUPPORTED]
         return Faithfulness(score=round(1 - len(unsupported) / len(found), 3), unsupported=unsupported,
                             complete=not missing, missing=missing, reason=f"fallback: {exc}", by="fallback")
+    if hops := missing_hops(question, answer, evidence):  # a hop left uncited: incomplete, whatever the judge says
+        return verdict.model_copy(update={"by": "model", "complete": False, "missing": verdict.missing + hops})
     return verdict.model_copy(update={"by": "model"})
 
 

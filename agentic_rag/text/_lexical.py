@@ -269,8 +269,58 @@ def adds_needed(question: str, missing: list[str], before: Sequence[Passage], af
     return any(wanted & set(tokenize(text)) for text in evidence_texts([e for e in after if e["id"] not in shown]))
 
 
-def missing_parts(answer: str, evidence: Sequence[Passage], parts: Sequence[str]) -> list[str]:
-    """Parts of the question the answer leaves out; a cited passage's title counts as said."""
-    cited = " ".join(evidence[int(n) - 1].get("title", "") for n in re.findall(r"\[(\d+)\]", answer)
-                     if 0 < int(n) <= len(evidence))
-    return [p for p in parts if coverage(key_terms(p), f"{answer} {cited}") < 0.5]
+def hop_levels(question: str, evidence: Sequence[Passage]) -> dict[int, int]:
+    """How many hops each evidence item (by its index) lies from what the question names: 0 for a
+    passage holding every word of a name the question asks about (and for a tool's result), k + 1 for
+    one whose title a passage of hop k names; a passage titled as one of a nearer hop is about the
+    same thing and shares its hop. Items no hop reaches are left out. A question without names puts
+    everything at 0; names with Chinese characters do not count, since without capitals their edges
+    are guesses."""
+    named = [n for n in (set(tokenize(n)) for n in entities(question) if not has_cjk(n)) if n]
+    if not named:
+        return dict.fromkeys(range(len(evidence)), 0)
+    tokens = [set(tokenize(text)) for text in evidence_texts(evidence)]
+    titles = [set(tokenize(item.get("title") or "")) for item in evidence]
+    level = {i: 0 for i, held in enumerate(tokens) if any(n <= held for n in named)
+             or evidence[i].get("kind", "passage") != "passage"}
+    depth = 0
+    while hop := {i for i in range(len(evidence)) if i not in level and titles[i]
+                  and any(titles[i] <= tokens[j] for j, d in level.items() if d == depth)}:
+        depth += 1
+        level.update(dict.fromkeys(hop, depth))
+    nearest: dict[str, int] = {}
+    for i, d in level.items():
+        title = evidence[i].get("title") or f"#{i}"
+        nearest[title] = min(d, nearest.get(title, d))
+    merged = {i: nearest[evidence[i].get("title") or f"#{i}"] for i in sorted(level)}
+    rank = {d: r for r, d in enumerate(sorted(set(merged.values())))}  # hops left empty by the merge close up
+    return {i: rank[d] for i, d in merged.items()}
+
+
+def cited_numbers(answer: str, evidence: Sequence[Passage]) -> list[int]:
+    """The evidence numbers the answer's [n] markers cite that point at evidence, in order."""
+    return list(dict.fromkeys(int(n) for n in re.findall(r"\[(\d+)\]", answer) if 0 < int(n) <= len(evidence)))
+
+
+def missing_parts(answer: str, evidence: Sequence[Passage], parts: Sequence[str], question: str = "") -> list[str]:
+    """Parts of the question the answer leaves out (a cited passage's title counts as said), then,
+    given the question, the hops it leaves uncited (missing_hops)."""
+    said = " ".join(evidence[n - 1].get("title", "") for n in cited_numbers(answer, evidence))
+    missing = [p for p in parts if coverage(key_terms(p), f"{answer} {said}") < 0.5]
+    return missing + (missing_hops(question, answer, evidence) if question else [])
+
+
+def missing_hops(question: str, answer: str, evidence: Sequence[Passage]) -> list[str]:
+    """For a nested question whose evidence holds a bridge (a passage a hop past the question's
+    names, hop_levels): the hops without a cited passage, up to the farthest the answer cites and at
+    least one past the question's names, each named by its best passage's title. A comparison's
+    items are parts, not hops; evidence without a bridge shows no hop to ask for."""
+    if not is_nested(question) or is_comparison(question):
+        return []
+    levels = hop_levels(question, evidence)
+    if not max(levels.values(), default=0):
+        return []
+    reached = {levels[n - 1] for n in cited_numbers(answer, evidence) if n - 1 in levels}
+    firsts = {d: i for i, d in sorted(levels.items(), reverse=True)}  # each hop's best (first) passage
+    return [f"hop {hop + 1}: {evidence[firsts[hop]].get('title') or evidence[firsts[hop]]['text'][:60]}"
+            for hop in range(max(reached | {1}) + 1) if hop not in reached]
