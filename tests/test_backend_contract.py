@@ -282,6 +282,24 @@ def test_filters_on_odd_metadata(backend, filters, expected):
         assert sorted(h.doc_id for h in kb.search("zebra", k=5, mode=mode, filters=filters)) == expected, mode
 
 
+@pytest.mark.parametrize(("filters", "expected"), [
+    ({"groups": "hr"}, ["a", "c"]), ({"groups": ["it", "all"]}, ["a", "b"]),  # any member meets equality, any of
+    ({"groups": "none"}, []), ({"level": {"gte": 3}}, ["a"]),                  # a range on any member
+    ({"level": 2}, ["b", "c"]), ({"flag": True}, ["a"]),                       # scalars beside lists, as before
+    ({"groups": "hr", "level": 2}, ["c"]),                                     # every condition, each on its field
+])
+def test_a_list_value_matches_when_any_member_does(backend, filters, expected):
+    kb = backend()
+    kb.add_documents([Document("a", "zebra notes", metadata={"groups": ["hr", "all"], "level": [1, 5], "flag": [True]}),
+                      Document("b", "zebra notes", metadata={"groups": ["it"], "level": 2}),
+                      Document("c", "zebra notes", metadata={"groups": "hr", "level": [2]}),
+                      Document("d", "zebra notes", metadata={"groups": []})])
+    for mode in ("bm25", "vector", "hybrid"):
+        assert sorted(h.doc_id for h in kb.search("zebra", k=5, mode=mode, filters=filters)) == expected, mode
+    view = kb.restricted(filters)
+    assert sorted(h.doc_id for h in view.search("zebra", k=5)) == expected
+
+
 def test_a_costly_filter_is_refused(backend):
     kb = backend()
     kb.add_documents([Document("a", "zebra notes")])

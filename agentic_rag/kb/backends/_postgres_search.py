@@ -21,33 +21,52 @@ _COLUMNS = {"doc_id": "c.doc_id", "source": "c.source", "title": "c.title"}
 _NUMBER = r"^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)?$"
 
 
+# a JSON value as Python's str() writes it: true and false as True and False (the embedded filters compare str())
+_TEXT_OF = "(CASE jsonb_typeof({0}) WHEN 'boolean' THEN initcap({0} #>> '{{}}') ELSE {0} #>> '{{}}' END)"
+
+
 def where_sql(filters: dict) -> tuple[str, list]:
     """The filters as SQL conditions on ar_chunks c (AND ...), with their arguments: equality and
     membership compare text, as the embedded filters compare str(); a range compares numbers as
-    numbers and anything else as text."""
+    numbers and anything else as text. A metadata value that is a JSON array meets a condition when
+    one of its members does."""
     parts, arguments = [], []
     for field, condition in filters.items():
-        # a JSON true or false reads as Python's str() gives it: True, False
-        column = _COLUMNS.get(field, "(CASE jsonb_typeof(c.metadata -> %s) WHEN 'boolean' THEN "
-                                     "initcap(c.metadata ->> %s) ELSE c.metadata ->> %s END)")
-        field_args = [] if field in _COLUMNS else [field] * 3
-        if isinstance(condition, dict):
-            for name, bound in condition.items():
-                op = {"gte": ">=", "gt": ">", "lte": "<=", "lt": "<"}[name]
-                if isinstance(bound, (int, float)) and not isinstance(bound, bool):  # numbers as numbers (numeric:
-                    parts.append(f"({column} ~ '{_NUMBER}' AND ({column})::numeric {op} %s::numeric)")  # no overflow)
-                    arguments += field_args + field_args + [repr(float(bound)) if isinstance(bound, float)
-                                                            else str(bound)]
-                else:
-                    parts.append(f"{column} {op} %s")
-                    arguments += field_args + [str(bound)]
-        elif isinstance(condition, (list, tuple, set, frozenset)):
-            parts.append(f"{column} = ANY(%s)")
-            arguments += field_args + [[str(c) for c in condition]]
-        else:
-            parts.append(f"{column} = %s")
-            arguments += field_args + [str(condition)]
+        if field in _COLUMNS:
+            test, test_args = _condition_sql(_COLUMNS[field], condition)
+            parts.append(test)
+            arguments += test_args
+            continue
+        scalar, scalar_args = _condition_sql(_TEXT_OF.format("(c.metadata -> %s)"), condition, field)
+        member, member_args = _condition_sql(_TEXT_OF.format("m.v"), condition)
+        parts.append(f"(CASE WHEN jsonb_typeof(c.metadata -> %s) = 'array' THEN EXISTS (SELECT 1 FROM "
+                     f"jsonb_array_elements(c.metadata -> %s) AS m(v) WHERE {member}) ELSE {scalar} END)")
+        arguments += [field, field, *member_args, *scalar_args]
     return "".join(f" AND {p}" for p in parts), arguments
+
+
+def _condition_sql(column: str, condition, field: str | None = None) -> tuple[str, list]:
+    """One field's condition on the SQL expression `column`, and its arguments in order; each %s of
+    `column` takes `field` (the metadata key it reads)."""
+    field_args = [field] * column.count("%s") if field is not None else []
+    parts, arguments = [], []
+    if isinstance(condition, dict):
+        for name, bound in condition.items():
+            op = {"gte": ">=", "gt": ">", "lte": "<=", "lt": "<"}[name]
+            if isinstance(bound, (int, float)) and not isinstance(bound, bool):  # numbers as numbers (numeric:
+                parts.append(f"({column} ~ '{_NUMBER}' AND ({column})::numeric {op} %s::numeric)")  # no overflow)
+                arguments += field_args + field_args + [repr(float(bound)) if isinstance(bound, float)
+                                                        else str(bound)]
+            else:
+                parts.append(f"{column} {op} %s")
+                arguments += field_args + [str(bound)]
+    elif isinstance(condition, (list, tuple, set, frozenset)):
+        parts.append(f"{column} = ANY(%s)")
+        arguments += field_args + [[str(c) for c in condition]]
+    else:
+        parts.append(f"{column} = %s")
+        arguments += field_args + [str(condition)]
+    return " AND ".join(parts), arguments
 
 
 def bm25_rows(db, tokens: list[str], k: int, where: str, arguments: list,

@@ -5,7 +5,8 @@
     {"date": {"gte": "2024-01-01", "lt": "2025-01-01"}}  range (ISO dates compare as strings)
 
 Every condition must hold. Fields are read from a chunk's metadata, plus `doc_id`, `source`
-and `title`. A value, a member of a list and a range bound are each one text, number or
+and `title`. A metadata value that is a list (a document in several groups: {"groups": ["hr",
+"all"]}) meets a condition when any of its members does. A value, a member of a list and a range bound are each one text, number or
 true/false, so a filter is at most two levels deep. A filter's size is bounded before any chunk
 is looked at (`check_filters`: both backends and the service check filters there). A filter
 becomes a row mask; a retriever fits the mask to its own row count with `fit_mask`, because
@@ -123,9 +124,15 @@ def _test(condition) -> Callable[[object], bool]:
 
 
 def compile_filters(filters: dict) -> Callable[[dict], bool]:
-    """A test of a chunk's fields: true when every condition in (checked) `filters` holds."""
+    """A test of a chunk's fields: true when every condition in (checked) `filters` holds; a list
+    value holds a condition when one of its members does."""
     tests = [(field, _test(condition)) for field, condition in filters.items()]
-    return lambda fields: all((value := fields.get(field)) is not None and test(value) for field, test in tests)
+
+    def holds(value, test: Callable[[object], bool]) -> bool:
+        if isinstance(value, _LISTS):
+            return any(member is not None and test(member) for member in value)
+        return value is not None and test(value)
+    return lambda fields: all(holds(fields.get(field), test) for field, test in tests)
 
 
 def matches(fields: dict, filters: dict) -> bool:
