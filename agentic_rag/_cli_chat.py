@@ -3,16 +3,14 @@ Conversation with the turns before it; the prompt's own commands (/sources, /res
 and the file --save keeps the conversation in."""
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from ._conversation import Conversation
 from ._display import _isatty, line_ended, print_passages, print_result
 from ._errors import AgenticRAGError
+from ._files import write_text_atomic
 from .kb.backends._store import os_cause
 
 HELP = """Each line is a question; a follow-up ("and in 2.4?", "what does it cost?") is read with the turns
@@ -130,18 +128,8 @@ def _save(conversation: Conversation, save: str | None) -> None:
     that fails says so in one line; the conversation goes on."""
     if not save:
         return
-    target = Path(save)
     try:
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as file:
-                file.write(conversation.to_json())
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, target)
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_text_atomic(save, conversation.to_json())
     except OSError as exc:
         _say(f"cannot save the conversation to {save}: {os_cause(exc)}; it goes on unsaved (give another --save)")
 

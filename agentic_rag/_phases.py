@@ -115,6 +115,9 @@ def condense(state: AgentState, run: Run) -> str:
         condensed = condense_query(state["question"], history_lines(state["history"]), run.meter, run.kb,
                                    run.config.search_k)
         carried = carried_evidence(state["history"], condensed.standalone)
+        if carried:  # only what the knowledge base, as this run may see it, still holds
+            documents = set(run.kb.held_documents([e["doc_id"] for e in carried]))
+            carried = [e for e in carried if e["doc_id"] in documents]
         held = run.kb.bm25_scores(condensed.standalone, [e["id"] for e in carried]) if carried else {}
         kept = [cast(Evidence, {**e, "kind": "passage", "ranks": e.get("ranks", {}), "rank": run.config.search_k,
                                 "carried": True}) for e in carried if e["id"] in held]

@@ -525,3 +525,13 @@ def test_graph_search_refuses_a_k_or_hops_that_is_not_a_whole_number_in_range(ba
             searched.pagerank_search("Where was Anna Berg born?", **arguments)
     assert len(kb.graph_search("Where was Anna Berg born?", k=1, hops=1)) == 1  # the least of each is taken
     assert kb.graph_search("Where was Anna Berg born?", hops=0) == []           # no edge walked: no chunk
+
+
+def test_held_documents_keep_to_filters(backend):
+    kb = backend()
+    kb.add_documents([Document("a", "zebra notes", metadata={"tenant": "acme", "groups": ["hr", "all"]}),
+                      Document("b", "zebra notes", metadata={"tenant": "globex"}), Document("c", "zebra notes")])
+    assert kb.held_documents(["c", "b", "a", "x", "a"]) == ["c", "b", "a"]
+    assert kb.held_documents(["a", "b", "c"], {"tenant": "acme"}) == ["a"]
+    assert kb.held_documents(["a", "b", "c"], {"groups": "all"}) == ["a"]
+    assert kb.restricted({"tenant": ["acme", "globex"]}).held_documents(["a", "b", "c"], {"tenant": "globex"}) == ["b"]

@@ -2,6 +2,8 @@
 and `agentic-rag serve`, which runs it on waitress. Needs the `serve` extra:
 pip install 'agentic-rag[serve]'. See docs/how-to/service.md."""
 from ._app import MODEL_ID, Service, ServiceError, ServiceLimits, keys_from
+from ._collections import Collections, create_collections
+from ._keys import KeyRing, Scope, legacy_scopes
 from ._cache import AnswerCache, cache_key
 
 
@@ -12,5 +14,6 @@ def create_app(model, kb_dir=None, kb=None, **options) -> Service:
     return Service(model, kb_dir, kb, **options)
 
 
-__all__ = ["MODEL_ID", "AnswerCache", "Service", "ServiceError", "ServiceLimits", "cache_key", "create_app",
+__all__ = ["MODEL_ID", "AnswerCache", "Collections", "KeyRing", "Scope", "Service", "ServiceError", "ServiceLimits",
+           "cache_key", "create_app", "create_collections", "legacy_scopes",
            "keys_from"]

@@ -35,17 +35,20 @@ from .._loop import run_agentic_rag
 from .._state import new_state
 from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
 from ..kb.backends._store import writer_lock
+from ..kb.indexes._filters import matches
 from ..kb.ingestion._documents import read_file
 from ..kb.ingestion._files import MAX_UPLOAD_BYTES
 from ..kb.ingestion._gzip import gunzip
 from ..kb.ingestion._loaders import IMAGE_SUFFIXES, Unreadable, unpacked_size
 from ._cache import AnswerCache, cache_key
 from ._conversations import ConversationStore
+from ._keys import Scope
 from ._metrics import Metrics
 from ._schemas import AskRequest, DocumentsRequest, SearchRequest, WriteReply
 
 log = logging.getLogger("agentic_rag.service")
 MODEL_ID = "agentic-rag"  # the one model /v1/models lists: the agent, whatever model it runs on
+SCOPE = "agentic_rag.scope"  # the environ key where a collections app puts the caller's Scope (no header can)
 Schema = TypeVar("Schema", bound=BaseModel)
 
 
@@ -100,7 +103,8 @@ class Service:
                  config: Config | None = None, model_name: str = "offline", read_keys: Iterable[str] = (),
                  write_keys: Iterable[str] = (), limits: ServiceLimits | None = None, cache_size: int = 1024,
                  cache_ttl_s: float = 300.0, loader: Callable[[Path], KnowledgeBase] | None = None,
-                 multiprocess_dir: str | None = None, state_dir: str | Path | None = None):
+                 multiprocess_dir: str | None = None, state_dir: str | Path | None = None,
+                 metrics: Metrics | None = None, name: str = "default"):
         if kb_dir is not None and kb is not None and not kb.saves_to_folder:
             raise ConfigurationError(f"kb_dir {kb_dir} is a saved folder, but kb ({type(kb).__name__}) does not "
                                      f"save to one: give such a knowledge base (a database) without kb_dir")
@@ -120,7 +124,8 @@ class Service:
         self.read_keys = tuple(read_keys) + self.write_keys  # a write key may read too
         self.limits = limits or ServiceLimits()
         self.cache = AnswerCache(cache_size, cache_ttl_s)
-        self.metrics = Metrics(multiprocess_dir)
+        self.metrics = metrics or Metrics(multiprocess_dir)  # a collections app shares one among its services
+        self.name = name  # the collection it serves, in a collections app
         self._runs = threading.BoundedSemaphore(self.limits.max_concurrent_runs)
         # conversations: in state_dir, shared by every process serving with it; else this service's own
         # temporary folder, removed with it
@@ -275,8 +280,9 @@ class Service:
 
     def _authorize(self, environ: dict, need: str | None) -> None:
         """Keys, when any are configured: a read key for reads, a write key for writes, compared in
-        constant time (every key is compared, so the time does not say which one is near)."""
-        if need is None or not self.read_keys:
+        constant time (every key is compared, so the time does not say which one is near). A request
+        a collections app passes on carries its caller's Scope, checked there."""
+        if need is None or SCOPE in environ or not self.read_keys:
             return
         given = _given_key(environ)
         if not given:
@@ -315,11 +321,26 @@ class Service:
             raise ServiceError(400, "invalid_request", "send a JSON object as the body")
         return data
 
+    # -- the caller's scope ------------------------------------------------------------------------
+
+    def scope_filter(self, environ: dict) -> dict:
+        """The filter the caller's key keeps every search to ({}: none)."""
+        scope: Scope | None = environ.get(SCOPE)
+        return scope.filter if scope is not None else {}
+
+    def owner_key(self, environ: dict) -> str | None:
+        """What the caller's conversations are bound to: its key (None when the service has none), or
+        under a collections app this collection and the key's scope (its digest and filter)."""
+        scope: Scope | None = environ.get(SCOPE)
+        if scope is not None:
+            return f"{self.name}|{scope.owner}"
+        return _given_key(environ) if self.read_keys else None
+
     # -- endpoints ---------------------------------------------------------------------------------
 
     def ask(self, environ: dict):
         request = self._body(environ, AskRequest)
-        ready = self._prepare(request)
+        ready = self._prepare(request, scope_filter=self.scope_filter(environ))
         if request.stream:
             return 200, self._stream_ask(ready), []
         return 200, self._finish(ready), []
@@ -329,11 +350,13 @@ class Service:
         asked = request.settings.model_dump(exclude_none=True)
         return replace(self.config, **{name: min(value, getattr(self.config, name)) for name, value in asked.items()})
 
-    def _prepare(self, request: AskRequest, history: list[dict] | None = None, instructions: str = "") -> dict:
+    def _prepare(self, request: AskRequest, history: list[dict] | None = None, instructions: str = "",
+                 scope_filter: dict | None = None) -> dict:
         """Everything a run needs that can fail before it starts: the checked question, the knowledge
         base and its generation, the settings, the cache key, the run's own input checks, and the cached
         reply or a run slot (429 when every slot is taken). A stream's errors thus come before its 200.
-        A follow-up's `history` (checked messages) and a chat's `instructions` are part of its cache key."""
+        A follow-up's `history` (checked messages) and a chat's `instructions` are part of its cache key;
+        so is the key's `scope_filter`, which every search of the run keeps to with the request's."""
         question = request.question.strip()
         if not question:
             raise ServiceError(400, "invalid_request", "the question is empty")
@@ -342,9 +365,11 @@ class Service:
                                                        f"is {self.limits.max_question_chars}")
         (kb, generation), config = self.current(), self._settings(request)
         conversation = [history, instructions] if history or instructions else []  # a single question's key as ever
-        key = cache_key(question, request.filters, asdict(config), self.model_name, generation, *conversation)
+        key = cache_key(question, request.filters, asdict(config), self.model_name, generation, *conversation,
+                        *([{"scope": scope_filter}] if scope_filter else []))
+        filters = [f for f in (scope_filter, request.filters) if f]  # the scope's first: the request narrows it
         ready = {"question": question, "kb": kb, "generation": generation, "config": config, "key": key,
-                 "filters": request.filters, "store": request.cache, "history": history or [],
+                 "filters": filters, "store": request.cache, "history": history or [],
                  "instructions": instructions}
         if request.cache and (cached := self.cache.get(key)) is not None:
             self.metrics.cache.labels("hit").inc()
@@ -367,7 +392,9 @@ class Service:
                 on_token(ready["cached"]["answer"])
             return ready["cached"]
         try:
-            view = ready["kb"].restricted(ready["filters"]) if ready["filters"] else ready["kb"]
+            view = ready["kb"]
+            for conditions in ready["filters"]:
+                view = view.restricted(conditions)
             state = run_agentic_rag(ready["question"], view, self.model, self.tools, ready["config"],
                                     on_token=on_token, history=ready["history"], instructions=ready["instructions"])
         finally:
@@ -416,7 +443,9 @@ class Service:
     def search(self, environ: dict):
         request = self._body(environ, SearchRequest)
         kb, generation = self.current()
-        hits = kb.search(request.query, k=request.k, mode=request.mode, filters=request.filters)
+        scope = self.scope_filter(environ)
+        view = kb.restricted(scope) if scope else kb
+        hits = view.search(request.query, k=request.k, mode=request.mode, filters=request.filters)
         return 200, {"hits": [hit.model_dump() for hit in hits], "generation": generation}, []
 
     def add_documents(self, environ: dict):
@@ -424,9 +453,16 @@ class Service:
         if len(request.documents) > self.limits.max_batch:
             raise ServiceError(400, "invalid_request", f"{len(request.documents)} documents in one request; the "
                                                        f"limit is {self.limits.max_batch}")
-        documents = self._read_uploads(request.documents)
+        scope = self.scope_filter(environ)
+        documents = [within_scope(d, scope) for d in self._read_uploads(request.documents)]
 
         def change(kb: KnowledgeBaseBackend) -> dict:
+            if scope:  # an id another scope holds is not this key's to replace
+                ids = [d.id for d in documents]
+                if taken := set(kb.held_documents(ids)) - set(kb.held_documents(ids, scope)):
+                    raise ServiceError(403, "forbidden", f"document {min(taken)!r} cannot be written with this "
+                                                         f"key: its id is taken outside the key's scope; choose "
+                                                         f"another id")
             added = kb.add_documents(documents)
             return {"added": added.added, "replaced": added.replaced, "unchanged": added.unchanged,
                     "chunks": added.chunks}
@@ -464,7 +500,9 @@ class Service:
             raise ServiceError(400, "invalid_request", "the document id is not UTF-8") from None
         if not doc_id:
             raise ServiceError(400, "invalid_request", "give the document id: DELETE /v1/documents/{id}")
-        reply = self._write(lambda kb: {"deleted": kb.delete_documents([doc_id])})
+        scope = self.scope_filter(environ)  # a document outside the key's scope is as good as unknown
+        reply = self._write(lambda kb: {"deleted": kb.delete_documents(kb.held_documents([doc_id], scope)
+                                                                        if scope else [doc_id])})
         if not reply["deleted"]:
             raise ServiceError(404, "not_found", f"no document {doc_id!r} in the knowledge base")
         return 200, WriteReply(**reply).model_dump(), []
@@ -567,6 +605,27 @@ def _document(given, max_file_bytes: int) -> Document:
     except Unreadable as exc:
         raise ServiceError(400, "invalid_request", f"document {given.id!r} ({name}): {exc}") from None
     return replace(document, title=given.title or document.title, metadata={**document.metadata, **given.metadata})
+
+
+def within_scope(document: Document, scope: dict) -> Document:
+    """`document` as a key whose scope is `scope` may write it: an equality the document's metadata
+    leaves out is written into it; otherwise the document must already match (a value of an "any
+    of" list, a range), or the write is refused (403) naming the field and what it must hold."""
+    if not scope:
+        return document
+    metadata = dict(document.metadata)
+    for field, condition in scope.items():
+        if field not in metadata and field not in ("doc_id", "source", "title") \
+                and not isinstance(condition, (dict, list, tuple, set, frozenset)):
+            metadata[field] = condition
+    fields = {**metadata, "doc_id": document.id, "source": document.source, "title": document.title}
+    for field, condition in scope.items():
+        if not matches(fields, {field: condition}):
+            wanted = f"one of {list(condition)}" if isinstance(condition, (list, tuple, set, frozenset)) else \
+                f"a value {condition}" if isinstance(condition, dict) else repr(condition)
+            raise ServiceError(403, "forbidden", f"document {document.id!r}: this key writes only documents whose "
+                                                 f"{field!r} is {wanted}; give its metadata that")
+    return replace(document, metadata=metadata)
 
 
 def _given_key(environ: Mapping[str, str]) -> str:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from .._history import history_messages
 from .._state import cited_as
-from ._app import _RETRY, MODEL_ID, ServiceError, _given_key, log
+from ._app import _RETRY, MODEL_ID, SCOPE, ServiceError, log
 from ._chat import Asked, answer_reason, read_messages
 from ._conversations import Claim, ConversationError
 from ._schemas import AskRequest, ChatRequest, RunSettings
@@ -40,7 +40,7 @@ class ChatEndpoint:
         service, data = self.service, self.service._json(environ)
         asked = read_messages(data.get("messages"), service.limits.max_messages, service.limits.max_instruction_chars)
         request = ChatRequest.model_validate(data)
-        if request.model != MODEL_ID:
+        if request.model not in (MODEL_ID, service.name if SCOPE in environ else MODEL_ID):
             raise ServiceError(404, "model_not_found", f"model {request.model!r} does not exist; use {MODEL_ID!r}")
         if not asked.question.strip():
             raise ServiceError(400, "invalid_request", "the last user message has no text: it is the question")
@@ -50,15 +50,15 @@ class ChatEndpoint:
         try:
             history = claim.turns if claim else history_messages(asked.history)[0]
             question = AskRequest(question=asked.question, settings=settings)
-            ready = service._prepare(question, history, asked.instructions)
+            ready = service._prepare(question, history, asked.instructions, service.scope_filter(environ))
         except BaseException:
             self._release(claim)
             raise
         chat_id, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if request.stream:
-            return 200, self._stream(ready, claim, chat_id, created), []
+            return 200, self._stream(ready, claim, chat_id, created, request.model), []
         reply = self._turn(ready, claim)
-        return 200, {"id": chat_id, "object": "chat.completion", "created": created, "model": MODEL_ID,
+        return 200, {"id": chat_id, "object": "chat.completion", "created": created, "model": request.model,
                      "choices": [{"index": 0, "message": {"role": "assistant", "content": _with_sources(reply)},
                                   "finish_reason": "stop"}],
                      "usage": _usage(reply), "citations": reply["citations"], "agentic_rag": _extra(reply, claim)}, []
@@ -67,7 +67,7 @@ class ChatEndpoint:
         """The conversation this turn belongs to, held for it (None: a conversation of its messages
         alone). Bound to the request's key ("no key" when the service has none): another key's is
         not found. With conversation_id the service holds the history, so the request holds none."""
-        key = _given_key(environ) if self.service.read_keys else None
+        key = self.service.owner_key(environ)
         if request.conversation_id is None:
             return self.conversations.new(key, history_messages(asked.history)[0]) if request.conversation else None
         if asked.history:
@@ -109,14 +109,15 @@ class ChatEndpoint:
         return ServiceError(507 if full else 503, "insufficient_storage" if full else "unavailable",
                             f"the conversation store failed ({self.service._public(str(exc))}); retry", _RETRY)
 
-    def _stream(self, ready: dict, claim: Claim | None, chat_id: str, created: int) -> Iterator[bytes]:
+    def _stream(self, ready: dict, claim: Claim | None, chat_id: str, created: int,
+                model: str = MODEL_ID) -> Iterator[bytes]:
         """chat.completion.chunk events: the role, the checked answer in pieces, the sources, then [DONE]
         (the draft is not sent: a streamed token cannot be taken back when the checks change it). The
         turn is kept in its conversation by the run's thread, even if the client goes away."""
         items = self.service._streamed(lambda on_token: self._turn(ready, claim))
 
         def chunk(delta: dict, finish: str | None = None, **extra) -> bytes:
-            body = {"id": chat_id, "object": "chat.completion.chunk", "created": created, "model": MODEL_ID,
+            body = {"id": chat_id, "object": "chat.completion.chunk", "created": created, "model": model,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
             return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()
 

@@ -26,7 +26,7 @@ from ..embedders._embedders import (
     make_embedder,
 )
 from ..indexes._bm25 import BM25, batch_postings
-from ..indexes._filters import check_filters, filter_mask
+from ..indexes._filters import check_filters, chunk_fields, compile_filters, filter_mask
 from ..indexes._graph import KnowledgeGraph
 from ..indexes._rerank import LexicalReranker, Reranker
 from ..indexes._vectors import VectorIndex, vector_index
@@ -206,10 +206,14 @@ class KnowledgeBase(SegmentPersistence):
                                      if c is not None}
         return self._rows_by_content
 
-    def held_documents(self, doc_ids: Iterable[str]) -> list[str]:
-        """Which of these document ids the knowledge base holds, in the order given, once each."""
+    def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None) -> list[str]:
+        """Which of these document ids the knowledge base holds, in the order given, once each; with
+        `filters`, only those with a chunk the filters keep."""
+        test = compile_filters(check_filters(filters)) if filters else None
         with self._lock.read():
-            return [doc_id for doc_id in dict.fromkeys(doc_ids) if doc_id in self._docs]
+            return [doc_id for doc_id in dict.fromkeys(doc_ids) if doc_id in self._docs and (
+                test is None or any(test(chunk_fields(cast(dict, self._chunks[row])))
+                                    for row in self._docs[doc_id]["rows"]))]
 
     def delete_documents(self, doc_ids: Iterable[str]) -> int:
         """Remove documents and all their chunks; returns how many were found."""

@@ -251,11 +251,17 @@ class PostgresKnowledgeBase:
 
         return self._write(write) if todo else AddResult(unchanged=len(latest))
 
-    def held_documents(self, doc_ids: Iterable[str]) -> list[str]:
-        """Which of these document ids the knowledge base holds, in the order given, once each."""
+    def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None) -> list[str]:
+        """Which of these document ids the knowledge base holds, in the order given, once each; with
+        `filters`, only those with a chunk the filters keep."""
         wanted = list(dict.fromkeys(doc_ids))
-        held = {row[0] for row in self._read(lambda db: db.execute(
-            "SELECT id FROM ar_documents WHERE id = ANY(%s)", (wanted,)).fetchall())}
+        if filters:
+            where, arguments = where_sql(check_filters(filters))
+            query, values = f"SELECT DISTINCT c.doc_id FROM ar_chunks c WHERE c.doc_id = ANY(%s){where}", \
+                [wanted, *arguments]
+        else:
+            query, values = "SELECT id FROM ar_documents WHERE id = ANY(%s)", [wanted]
+        held = {row[0] for row in self._read(lambda db: db.execute(query, values).fetchall())}
         return [doc_id for doc_id in wanted if doc_id in held]
 
     def delete_documents(self, doc_ids: Iterable[str]) -> int:

@@ -49,7 +49,8 @@ def _condition_sql(column: str, condition, field: str | None = None) -> tuple[st
     """One field's condition on the SQL expression `column`, and its arguments in order; each %s of
     `column` takes `field` (the metadata key it reads)."""
     field_args = [field] * column.count("%s") if field is not None else []
-    parts, arguments = [], []
+    parts: list[str] = []
+    arguments: list = []
     if isinstance(condition, dict):
         for name, bound in condition.items():
             op = {"gte": ">=", "gt": ">", "lte": "<=", "lt": "<"}[name]

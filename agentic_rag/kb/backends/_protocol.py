@@ -28,8 +28,9 @@ class KnowledgeBaseBackend(Protocol):
     def add_documents(self, documents: Iterable[Document], progress: bool = False, reuse_from=()):
         """Index documents; a known id with changed content replaces that document's chunks (AddResult)."""
 
-    def held_documents(self, doc_ids: Iterable[str]) -> list[str]:
-        """Which of these document ids it holds, in the order given, once each."""
+    def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None) -> list[str]:
+        """Which of these document ids it holds, in the order given, once each; with `filters`, only
+        those with a chunk the filters keep."""
 
     def delete_documents(self, doc_ids: Iterable[str]) -> int:
         """Remove documents and their chunks; how many were found."""

@@ -189,6 +189,13 @@ class RestrictedView:
         hits = self._kb.search(query, k * 4, mode, first, rerank)
         return [h for h in hits if all(matches(_fields(h), c) for c in later)][:k]
 
+    def held_documents(self, doc_ids, filters: dict | None = None) -> list[str]:
+        """As KnowledgeBase.held_documents, keeping to the view's filters and the given ones."""
+        held = list(doc_ids)
+        for conditions in [*self._filters, filters or {}]:
+            held = self._kb.held_documents(held, conditions or None)
+        return held
+
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
         """As KnowledgeBase.graph_search, keeping the hits that match the filters (at most k)."""
         check_graph_arguments(k, hops)

@@ -6,8 +6,9 @@
 
 Every condition must hold. Fields are read from a chunk's metadata, plus `doc_id`, `source`
 and `title`. A metadata value that is a list (a document in several groups: {"groups": ["hr",
-"all"]}) meets a condition when any of its members does. A value, a member of a list and a range bound are each one text, number or
-true/false, so a filter is at most two levels deep. A filter's size is bounded before any chunk
+"all"]}) meets a condition when any of its members does. In a filter, a value, a member of a
+list and a range bound are each one text, number or true/false, so a filter is at most two
+levels deep. A filter's size is bounded before any chunk
 is looked at (`check_filters`: both backends and the service check filters there). A filter
 becomes a row mask; a retriever fits the mask to its own row count with `fit_mask`, because
 each retriever grows its arrays ahead of the rows in use.
@@ -140,12 +141,15 @@ def matches(fields: dict, filters: dict) -> bool:
     return compile_filters(filters)(fields)
 
 
+def chunk_fields(chunk: dict) -> dict:
+    """A stored chunk's fields as filters read them: its metadata, doc_id, source and title."""
+    return {**chunk["metadata"], "doc_id": chunk["doc_id"], "source": chunk["source"], "title": chunk["title"]}
+
+
 def filter_mask(chunks: list[dict | None], filters: dict) -> np.ndarray:
     """One bool per row: the chunk is live and every condition holds for it."""
     holds = compile_filters(filters)
-    return np.array([chunk is not None and holds({**chunk["metadata"], "doc_id": chunk["doc_id"],
-                                                  "source": chunk["source"], "title": chunk["title"]})
-                     for chunk in chunks], bool)
+    return np.array([chunk is not None and holds(chunk_fields(chunk)) for chunk in chunks], bool)
 
 
 def fit_mask(allowed: np.ndarray, length: int) -> np.ndarray:

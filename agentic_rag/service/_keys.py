@@ -1,0 +1,197 @@
+"""API keys and their scopes: which collections a key may read and write, and the filter over chunk
+metadata that every search made with it keeps to. Keys are kept hashed (sha256), in a JSON file
+that is read again when it changes:
+
+    {"keys": [
+      {"id": "acme-reader", "sha256": "<hex digest of the key>", "read": ["docs"], "filter": {"tenant": "acme"}},
+      {"id": "hr-writer", "sha256": "...", "write": ["hr"], "filter": {"groups": ["hr", "all"]}},
+      {"id": "operator", "sha256": "...", "read": ["*"], "write": ["*"]}
+    ]}
+
+A write grant is a read grant too; "*" names every collection. A key with no filter sees its
+collections whole. Keys given the older way (AGENTIC_RAG_READ_KEYS, or a keys file of lines
+`read KEY` / `write KEY`) read, or read and write, every collection with no filter."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .._errors import ConfigurationError
+from .._files import write_text_atomic
+from ..kb.indexes._filters import check_filters
+
+log = logging.getLogger("agentic_rag.service")
+ALL = "*"
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+MIN_KEY_CHARS = 16
+
+
+def digest(key: str) -> str:
+    """The sha256 hex digest a keys file keeps of a key."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one key may do: read and write these collections (ALL: every one), every search keeping
+    to `filter`. `key_id` names it in logs and access lines; `digest` is its key's sha256."""
+
+    key_id: str
+    digest: str
+    read: frozenset[str] = frozenset()
+    write: frozenset[str] = frozenset()
+    filter: dict = field(default_factory=dict, hash=False, compare=False)
+
+    def may(self, need: str, collection: str) -> bool:
+        """Whether the key may `need` ("read" or "write") on `collection`; a writer may read."""
+        granted = self.write if need == "write" else self.read | self.write
+        return ALL in granted or collection in granted
+
+    def collections(self, names: Iterable[str]) -> list[str]:
+        """Those of `names` the key may read."""
+        return [name for name in names if self.may("read", name)]
+
+    @property
+    def owner(self) -> str:
+        """What the key's conversations are bound to: its digest and its filter, so that a key whose
+        filter changed does not carry evidence of the old scope into a new turn."""
+        return f"{self.digest}:{json.dumps(self.filter, sort_keys=True, ensure_ascii=False)}"
+
+
+class KeyRing:
+    """The keys a service accepts, looked up in constant time (every digest is compared, so the time
+    says nothing of which key is near); `file` is read again whenever it changes on disk."""
+
+    def __init__(self, scopes: Iterable[Scope] = (), file: str | Path | None = None,
+                 collections: Iterable[str] | None = None):
+        self._fixed = list(scopes)
+        self._collections = None if collections is None else frozenset(collections)
+        self.file = Path(file) if file is not None else None
+        self._stamp: tuple | None = None
+        self._from_file: list[Scope] = []
+        self._lock = threading.Lock()
+        if self.file is not None:
+            self._from_file = read_keys_file(self.file, self._collections)
+            self._stamp = _stamp(self.file)
+
+    def __bool__(self) -> bool:
+        return bool(self._fixed or self.scopes())
+
+    def scopes(self) -> list[Scope]:
+        """The keys in force: those given, and the file's as it now stands. A file that changed but
+        cannot be read keeps the keys it last held (logged), so that a typo does not open or close
+        the service."""
+        if self.file is not None and _stamp(self.file) != self._stamp:
+            with self._lock:
+                stamp = _stamp(self.file)
+                if stamp != self._stamp:
+                    try:
+                        self._from_file = read_keys_file(self.file, self._collections)
+                        log.info("keys file %s read again: %d keys", self.file, len(self._from_file))
+                    except ConfigurationError as exc:
+                        log.error("keys file not read again, the keys it last held stay in force: %s", exc)
+                    self._stamp = stamp
+        return self._fixed + self._from_file
+
+    def lookup(self, key: str) -> Scope | None:
+        """The scope of `key`, or None when it is no key of the ring."""
+        given = digest(key).encode()
+        found = None
+        for scope in self.scopes():
+            if hmac.compare_digest(given, scope.digest.encode()) and found is None:
+                found = scope
+        return found
+
+
+def _stamp(path: Path) -> tuple | None:
+    try:
+        s = path.stat()
+    except OSError:
+        return None
+    return s.st_mtime_ns, s.st_size, s.st_ino
+
+
+def legacy_scopes(read_keys: Iterable[str], write_keys: Iterable[str]) -> list[Scope]:
+    """Plain keys given the older way: a read key reads every collection, a write key writes too."""
+    keys = [(k, False) for k in read_keys] + [(k, True) for k in write_keys]
+    return [Scope(key_id=f"key-{digest(k)[:8]}", digest=digest(k), read=frozenset({ALL}),
+                  write=frozenset({ALL}) if writes else frozenset()) for k, writes in keys]
+
+
+def read_keys_file(path: Path, collections: frozenset[str] | None = None) -> list[Scope]:
+    """The scopes of a JSON keys file (see the module's text); a bad one raises naming the entry and
+    the fix. With `collections`, a grant must name one of them (or ALL)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read the keys file {path}: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigurationError(f"the keys file {path} is not UTF-8 JSON ({exc}); write "
+                                 f'{{"keys": [{{"id", "sha256", "read", "write", "filter"}}]}}') from None
+    entries = data.get("keys") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise ConfigurationError(f'the keys file {path} holds no "keys" list; write {{"keys": [...]}}')
+    scopes: list[Scope] = []
+    seen: set[str] = set()
+    for number, entry in enumerate(entries, 1):
+        where = f"{path} key {number}"
+        scope = _scope(entry, where, collections)
+        if scope.key_id in seen or scope.digest in {s.digest for s in scopes}:
+            raise ConfigurationError(f"{where}: id {scope.key_id!r} or its sha256 is given twice; give each key once")
+        seen.add(scope.key_id)
+        scopes.append(scope)
+    return scopes
+
+
+def _scope(entry, where: str, collections: frozenset[str] | None) -> Scope:
+    if not isinstance(entry, Mapping):
+        raise ConfigurationError(f"{where}: an entry is an object {{\"id\", \"sha256\", \"read\", \"write\", "
+                                 f"\"filter\"}}")
+    unknown = set(entry) - {"id", "sha256", "read", "write", "filter"}
+    if unknown:
+        raise ConfigurationError(f"{where}: unknown fields {sorted(map(str, unknown))[:5]}; use id, sha256, read, "
+                                 f"write, filter")
+    key_id, hashed = entry.get("id"), entry.get("sha256")
+    if not isinstance(key_id, str) or not _ID.fullmatch(key_id):
+        raise ConfigurationError(f"{where}: 'id' must be 1-64 letters, digits or _.:- (it names the key in logs)")
+    if not isinstance(hashed, str) or not _DIGEST.fullmatch(hashed):
+        raise ConfigurationError(f"{where} ({key_id}): 'sha256' must be the key's sha256 as 64 lowercase hex digits "
+                                 f"(agentic-rag keys add makes a key and its entry)")
+    grants = {}
+    for need in ("read", "write"):
+        names = entry.get(need, [])
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise ConfigurationError(f"{where} ({key_id}): {need!r} must be a list of collection names (or \"*\")")
+        missing = [n for n in names if collections is not None and n != ALL and n not in collections]
+        if missing:
+            raise ConfigurationError(f"{where} ({key_id}): no collection {missing[0]!r}; the collections are "
+                                     f"{', '.join(sorted(collections or ())) or 'none'}")
+        grants[need] = frozenset(names)
+    if not grants["read"] | grants["write"]:
+        raise ConfigurationError(f"{where} ({key_id}): the key grants nothing; give 'read' or 'write' collections")
+    try:
+        conditions = check_filters(entry.get("filter") or {})
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{where} ({key_id}): {exc}") from None
+    return Scope(key_id, hashed, grants["read"], grants["write"], dict(conditions))
+
+
+def check_key(key: str) -> str:
+    """A key long enough to be a secret; a short one raises with the fix."""
+    if len(key) < MIN_KEY_CHARS:
+        raise ConfigurationError(f"an API key is shorter than {MIN_KEY_CHARS} characters; use long random keys "
+                                 f"(python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    return key
+
+
+def write_keys_file(path: Path, scopes: list[dict]) -> None:
+    """Write a keys file whole (write_text_atomic: a reader sees the old file or the new, never half)."""
+    write_text_atomic(path, json.dumps({"keys": scopes}, indent=2, ensure_ascii=False) + "\n")

@@ -1,0 +1,207 @@
+"""Several knowledge bases in one server and keys with scopes, over real HTTP on 127.0.0.1: two
+folders and one PostgreSQL database as collections, every endpoint under a scoped key (its filter
+inside every search, its writes kept to its scope), the keys file read again when it changes,
+chat models as collections, and one access line per request."""
+import json
+import logging
+import shutil
+import time
+
+import pytest
+
+from agentic_rag import KnowledgeBase, OfflineModel
+from agentic_rag.kb import Document
+from agentic_rag.service import KeyRing, create_collections, legacy_scopes
+from agentic_rag.service._keys import digest, write_keys_file
+from test_service import Server
+
+ACME, GLOBEX, HR, OPERATOR, STRANGER = ("acme-key-" + "a" * 16, "globex-key-" + "g" * 16, "hr-key-" + "h" * 16,
+                                         "operator-" + "o" * 16, "stranger-" + "s" * 16)
+DOCS = [Document("acme-plan", "The Zephyr launch code of Acme is 7731. Acme ships rockets on Tuesdays.",
+                 title="Acme plan", metadata={"tenant": "acme"}),
+        Document("globex-plan", "The Zephyr launch code of Globex is 9924. Globex ships rockets on Fridays.",
+                 title="Globex plan", metadata={"tenant": "globex"}),
+        Document("shared-faq", "Zephyr rockets need a launch code before they ship.", title="FAQ",
+                 metadata={"tenant": ["acme", "globex"]})]
+POLICY = [Document("hr-leave", "Annual leave is 30 days for the HR team.", title="Leave",
+                   metadata={"groups": ["hr"]}),
+          Document("all-leave", "Annual leave requests go through the portal for everyone.", title="Portal",
+                   metadata={"groups": ["all", "hr"]}),
+          Document("it-leave", "IT staff keep 5 days of annual leave for on-call weeks.", title="On call",
+                   metadata={"groups": ["it"]})]
+
+
+def _entries():
+    return [{"id": "acme", "sha256": digest(ACME), "read": ["docs", "sales"], "write": ["docs"],
+             "filter": {"tenant": "acme"}},
+            {"id": "globex", "sha256": digest(GLOBEX), "read": ["docs"], "filter": {"tenant": "globex"}},
+            {"id": "hr", "sha256": digest(HR), "read": ["policy"], "write": ["policy"],
+             "filter": {"groups": ["hr", "all"]}},
+            {"id": "operator", "sha256": digest(OPERATOR), "read": ["*"], "write": ["*"]}]
+
+
+@pytest.fixture
+def collections(tmp_path, pg_url):
+    """A server over two folders (docs, policy) and a PostgreSQL database (sales), with a keys file."""
+    from agentic_rag.kb.backends._open import open_kb
+
+    for name, documents in (("docs", DOCS), ("policy", POLICY)):
+        kb = KnowledgeBase()
+        kb.add_documents(documents)
+        kb.save(tmp_path / name)
+    sales = open_kb(pg_url)
+    sales.add_documents([Document("acme-sales", "Acme sold 12 Zephyr rockets in March.", metadata={"tenant": "acme"}),
+                         Document("globex-sales", "Globex sold 40 Zephyr rockets in March.",
+                                  metadata={"tenant": "globex"})])
+    keys_file = tmp_path / "keys.json"
+    write_keys_file(keys_file, _entries())
+    keys = KeyRing(file=keys_file, collections=["docs", "policy", "sales"])
+    app = create_collections(OfflineModel(), {"docs": tmp_path / "docs", "policy": tmp_path / "policy",
+                                              "sales": sales}, keys, state_dir=tmp_path / "state")
+    server = Server(app)
+    yield server, keys_file
+    server.close()
+    sales.close()
+
+
+def test_a_key_sees_the_collections_it_may_read_and_a_model_for_each(collections):
+    server, _ = collections
+    status, _, listed = server.request("GET", "/v1/collections", key=ACME)
+    assert status == 200 and listed["data"] == [{"name": "docs", "read": True, "write": True},
+                                                {"name": "sales", "read": True, "write": False}]
+    assert [m["id"] for m in server.request("GET", "/v1/models", key=HR)[2]["data"]] == ["policy"]
+    assert [m["id"] for m in server.request("GET", "/v1/models", key=OPERATOR)[2]["data"]] == \
+        ["docs", "policy", "sales"]
+    assert server.request("GET", "/v1/collections")[0] == 401
+    assert server.request("GET", "/v1/collections", key=STRANGER)[0] == 401
+    # a collection the key may not read is as unknown as one that does not exist
+    unknown = server.request("POST", "/v1/collections/policy/search", {"query": "leave"}, key=ACME)
+    missing = server.request("POST", "/v1/collections/nowhere/search", {"query": "leave"}, key=ACME)
+    assert unknown[0] == missing[0] == 404 and "policy" not in json.dumps(missing[2])
+    many = server.request("POST", "/v1/ask", {"question": "launch code?"}, key=OPERATOR)
+    assert many[0] == 404 and "/v1/collections/{name}/ask" in many[2]["error"]["message"]
+
+
+@pytest.mark.parametrize("key", [ACME, GLOBEX])
+def test_a_scoped_search_and_answer_keep_to_the_key_s_filter(collections, key):
+    server, _ = collections
+    mine, theirs = ("acme", "globex") if key == ACME else ("globex", "acme")
+    for body in ({"query": "Zephyr launch code", "k": 10}, {"query": "Zephyr launch code", "mode": "bm25"},
+                 {"query": f"launch code of {theirs}", "k": 10, "filters": {"tenant": theirs}}):
+        status, _, found = server.request("POST", "/v1/collections/docs/search", body, key=key)
+        assert status == 200 and all(theirs not in h["doc_id"] for h in found["hits"]), body
+    assert {h["doc_id"] for h in server.request("POST", "/v1/collections/docs/search",
+                                                {"query": "Zephyr launch code", "k": 10}, key=key)[2]["hits"]} == \
+        {f"{mine}-plan", "shared-faq"}
+    for cache in (True, True, False):  # the second is the first's cached reply
+        status, _, reply = server.request("POST", "/v1/collections/docs/ask", {
+            "question": f"What is the Zephyr launch code of {theirs.title()}?", "cache": cache}, key=key)
+        text, secret = json.dumps(reply), "9924" if key == ACME else "7731"
+        assert status == 200 and secret not in text and f"{theirs}-plan" not in text, reply
+    question = f"What is the Zephyr launch code of {theirs.title()}?"
+    streamed = server.request("POST", "/v1/collections/docs/ask", {"question": question, "stream": True}, key=key)[2]
+    chat = server.request("POST", "/v1/chat/completions", {"model": "docs", "stream": True, "messages": [
+        {"role": "user", "content": question}]}, key=key)[2]
+    for text in (streamed, chat):
+        assert "event: done" in text or "[DONE]" in text
+        assert secret not in text and f"{theirs}-plan" not in text
+    sales = server.request("POST", "/v1/collections/sales/search", {"query": "Zephyr rockets sold"}, key=ACME)[2]
+    assert [h["doc_id"] for h in sales["hits"]] == ["acme-sales"]  # the database keeps to the filter too
+
+
+def test_an_any_of_filter_matches_documents_in_several_groups(collections):
+    server, _ = collections
+    hits = server.request("POST", "/v1/collections/policy/search", {"query": "annual leave", "k": 10}, key=HR)[2]
+    assert sorted(h["doc_id"] for h in hits["hits"]) == ["all-leave", "hr-leave"]
+    everyone = server.request("POST", "/v1/collections/policy/search", {"query": "annual leave", "k": 10},
+                              key=OPERATOR)[2]
+    assert len(everyone["hits"]) == 3
+
+
+def test_writes_keep_to_the_key_s_scope(collections):
+    server, _ = collections
+    add = lambda key, *documents, where="docs": server.request(  # noqa: E731
+        "POST", f"/v1/collections/{where}/documents", {"documents": list(documents)}, key=key)
+    assert add(ACME, {"id": "acme-note", "text": "Acme moved the Zephyr launch to Wednesday."})[0] == 200
+    hits = server.request("POST", "/v1/collections/docs/search", {"query": "Zephyr launch Wednesday", "k": 10},
+                          key=OPERATOR)[2]["hits"]
+    assert next(h for h in hits if h["doc_id"] == "acme-note")["metadata"]["tenant"] == "acme"  # written in
+    refused = add(ACME, {"id": "sneaky", "text": "x", "metadata": {"tenant": "globex"}})
+    assert refused[0] == 403 and "'tenant' is 'acme'" in refused[2]["error"]["message"]
+    taken = add(ACME, {"id": "globex-plan", "text": "Globex has no launch code."})
+    assert taken[0] == 403 and "taken outside the key's scope" in taken[2]["error"]["message"]
+    assert add(GLOBEX, {"id": "g", "text": "x"})[0] == 403              # reads docs, writes nothing
+    assert add(HR, {"id": "p", "text": "Parental leave is 20 weeks."}, where="policy")[0] == 403  # any of: must say
+    assert add(HR, {"id": "p", "text": "Parental leave is 20 weeks.", "metadata": {"groups": ["all"]}},
+               where="policy")[0] == 200
+    # a document outside the scope cannot be deleted, and is as unknown as a missing one
+    assert server.request("DELETE", "/v1/collections/docs/documents/globex-plan", key=ACME)[0] == 404
+    assert server.request("DELETE", "/v1/collections/docs/documents/acme-note", key=ACME)[0] == 200
+    assert server.request("POST", "/v1/collections/docs/search", {"query": "Globex launch code 9924"},
+                          key=GLOBEX)[2]["hits"][0]["doc_id"] == "globex-plan"
+
+
+def test_chat_names_the_collection_as_its_model_and_keeps_conversations_to_the_scope(collections):
+    server, _ = collections
+    asked = {"model": "docs", "messages": [{"role": "user", "content": "What is the Zephyr launch code of Acme?"}],
+             "conversation": True}
+    status, _, reply = server.request("POST", "/v1/chat/completions", asked, key=ACME)
+    assert status == 200 and reply["model"] == "docs" and "7731" in reply["choices"][0]["message"]["content"]
+    conversation = reply["agentic_rag"]["conversation_id"]
+    follow = {"model": "docs", "conversation_id": conversation,
+              "messages": [{"role": "user", "content": "And on which day does it ship?"}]}
+    assert server.request("POST", "/v1/chat/completions", follow, key=GLOBEX)[0] == 404  # another key's
+    assert server.request("POST", "/v1/chat/completions", dict(follow, model="sales"), key=ACME)[0] == 404
+    assert server.request("POST", "/v1/chat/completions", follow, key=ACME)[0] == 200
+    assert server.request("POST", "/v1/chat/completions", dict(asked, model="policy"), key=ACME)[2]["error"][
+        "type"] == "model_not_found"
+
+
+def test_the_keys_file_is_read_again_when_it_changes_and_a_bad_one_keeps_the_last(collections, caplog):
+    server, keys_file = collections
+    assert server.request("GET", "/v1/collections", key=STRANGER)[0] == 401
+    write_keys_file(keys_file, _entries() + [{"id": "stranger", "sha256": digest(STRANGER), "read": ["policy"]}])
+    assert [c["name"] for c in server.request("GET", "/v1/collections", key=STRANGER)[2]["data"]] == ["policy"]
+    keys_file.write_text("{not json")
+    with caplog.at_level(logging.ERROR, logger="agentic_rag.service"):
+        assert server.request("GET", "/v1/collections", key=STRANGER)[0] == 200
+    assert "keys file not read again" in caplog.text
+    write_keys_file(keys_file, _entries())  # the stranger's key is taken away
+    assert server.request("GET", "/v1/collections", key=STRANGER)[0] == 401
+
+
+def test_metrics_are_for_an_operator_key_and_each_request_has_an_access_line(collections, caplog):
+    server, _ = collections
+    with caplog.at_level(logging.INFO, logger="agentic_rag.access"):
+        assert server.request("GET", "/metrics", key=ACME)[0] == 403
+        assert server.request("GET", "/metrics", key=OPERATOR)[0] == 200
+        server.request("POST", "/v1/collections/docs/search", {"query": "launch"}, key=ACME)
+        for _ in range(500):  # a line is written once the server has sent the reply's last byte
+            if len(lines := [r.getMessage() for r in caplog.records if r.name == "agentic_rag.access"]) == 3:
+                break
+            time.sleep(0.01)
+    assert lines[0].startswith("GET /metrics 403 ") and lines[0].endswith("collection=- key=acme")
+    assert lines[2].startswith("POST /v1/collections/docs/search 200 ") and "collection=docs key=acme" in lines[2]
+    assert not any(ACME in line for line in lines)
+    assert server.request("GET", "/healthz")[2] == {"status": "ok", "collections": 3}
+
+
+def test_one_collection_keeps_the_paths_and_keys_of_one_knowledge_base(tmp_path):
+    kb = KnowledgeBase()
+    kb.add_documents(DOCS)
+    kb.save(tmp_path / "kb")
+    app = create_collections(OfflineModel(), {"default": tmp_path / "kb"}, KeyRing(legacy_scopes([ACME], [])))
+    server = Server(app)
+    try:
+        assert server.request("POST", "/v1/search", {"query": "Zephyr"}, key=ACME)[0] == 200
+        assert server.request("POST", "/v1/search", {"query": "Zephyr"})[0] == 401
+        assert server.request("GET", "/healthz")[2]["documents"] == 3
+        chat = {"model": "agentic-rag", "messages": [{"role": "user", "content": "What is the launch code of Acme?"}]}
+        assert server.request("POST", "/v1/chat/completions", chat, key=ACME)[2]["model"] == "agentic-rag"
+        assert [m["id"] for m in server.request("GET", "/v1/models", key=ACME)[2]["data"]] == ["agentic-rag",
+                                                                                            "default"]
+        assert server.request("POST", "/v1/documents", {"documents": [{"id": "x", "text": "y"}]},
+                              key=ACME)[0] == 403  # a read key
+    finally:
+        server.close()
+    shutil.rmtree(tmp_path / "kb")
