@@ -2,9 +2,9 @@
 and `agentic-rag serve`, which runs it on waitress. Needs the `serve` extra:
 pip install 'agentic-rag[serve]'. See docs/how-to/service.md."""
 from ._app import MODEL_ID, Service, ServiceError, ServiceLimits, keys_from
+from ._cache import AnswerCache, cache_key
 from ._collections import Collections, create_collections
 from ._keys import KeyRing, Scope, legacy_scopes
-from ._cache import AnswerCache, cache_key
 
 
 def create_app(model, kb_dir=None, kb=None, **options) -> Service:
