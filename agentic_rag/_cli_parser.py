@@ -14,6 +14,7 @@ from ._cli_flags import (
     at_least,
     connection_flags,
     filter_flag,
+    filters_json,
     history_file,
     model_flags,
     port,
@@ -109,7 +110,7 @@ def build_parser(run: dict[str, Callable]) -> argparse.ArgumentParser:
     parser = _Parser(prog="agentic-rag", description="Agentic retrieval-augmented question answering.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for add in (_index, _search, _delete, _serve, _compact, _ask, _chat, _bench, _bench_rgb, _doctor):
+    for add in (_index, _search, _delete, _serve, _keys, _compact, _ask, _chat, _bench, _bench_rgb, _doctor):
         name, command = add(commands)
         command.set_defaults(run=run[name])
     for command in commands.choices.values():
@@ -164,7 +165,10 @@ def _delete(commands):
 
 def _serve(commands):
     serve = commands.add_parser("serve", help="answer over HTTP: JSON API and OpenAI-compatible chat (waitress)")
-    serve.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
+    serve.add_argument("--kb", action="append", metavar="[NAME=]DIR", help="knowledge base folder or database URL; "
+                       "repeat as NAME=DIR (or NAME=postgresql://...) to serve several collections by name")
+    serve.add_argument("--collections", metavar="FILE", help='JSON {"collections": {"NAME": "DIR or URL", ...}} '
+                       "(folders relative to the file); with or instead of --kb")
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to bind (default %(default)s; TLS belongs to a proxy in front)")
     serve.add_argument("--port", type=port, default=8000, help="port; 0 picks a free one (default %(default)s)")
@@ -183,12 +187,28 @@ def _serve(commands):
     serve.add_argument("--state-dir", metavar="DIR", help="the service's own state: chat conversations "
                                                           "(conversations.sqlite); give every server process the "
                                                           "same one (default: a temporary folder, gone at exit)")
-    serve.add_argument("--keys-file", metavar="FILE", help="lines 'read KEY' or 'write KEY' (also "
-                                                           "AGENTIC_RAG_READ_KEYS, AGENTIC_RAG_WRITE_KEYS)")
+    serve.add_argument("--keys-file", metavar="FILE", help="JSON keys with scopes, read again when it changes "
+                                                           "(agentic-rag keys add makes them); or lines 'read KEY' "
+                                                           "or 'write KEY' (also AGENTIC_RAG_READ_KEYS, "
+                                                           "AGENTIC_RAG_WRITE_KEYS)")
     connection_flags(serve)
     model_flags(serve)
     tool_flags(serve)
     return "serve", serve
+
+
+def _keys(commands):
+    keys = commands.add_parser("keys", help="add or remove an API key of serve's JSON keys file (kept as sha256)")
+    keys.add_argument("action", choices=("add", "remove"), help="add prints the new key once; remove takes it away")
+    keys.add_argument("--file", required=True, metavar="FILE", help="the keys file (created by the first add)")
+    keys.add_argument("--id", required=True, metavar="ID", help="the key's name in logs and access lines")
+    keys.add_argument("--read", default="", metavar="NAMES", help="collections it reads, comma-separated (* for all)")
+    keys.add_argument("--write", default="", metavar="NAMES",
+                      help="collections it writes (and reads), comma-separated (* for all)")
+    keys.add_argument("--filter", type=filters_json, metavar="JSON",
+                      help="every search of the key keeps to chunks matching it, e.g. '{\"tenant\": \"acme\"}'; "
+                           "its writes must match it")
+    return "keys", keys
 
 
 def _compact(commands):

@@ -106,13 +106,69 @@ def ask_tools(args) -> list:
     return tools
 
 
-def serve_settings(args) -> dict:
-    """`serve`'s access keys (--keys-file, AGENTIC_RAG_READ_KEYS, AGENTIC_RAG_WRITE_KEYS) and the folder
-    prometheus_client shares between worker processes (PROMETHEUS_MULTIPROC_DIR), checked."""
-    from .service import keys_from
+def serve_collections(args) -> dict[str, str]:
+    """`serve`'s collections, name -> folder or database URL: `--kb DIR` alone is the one collection
+    "default"; `--kb NAME=DIR` (repeated) and `--collections FILE` name them."""
+    import json
 
-    reads, writes = keys_from(os.environ, args.keys_file)
+    from .service._collections import NAME
+
+    given: dict[str, str] = {}
+
+    def add(name: str, address: str, where: str) -> None:
+        if not NAME.fullmatch(name):
+            raise ConfigurationError(f"{where}: collection name {name[:70]!r}: use 1-64 letters, digits and _.-")
+        if name in given:
+            raise ConfigurationError(f"{where}: collection {name!r} is named twice; give each name once")
+        given[name] = address
+
+    for value in args.kb or []:
+        name, equals, address = value.partition("=")
+        if equals and NAME.fullmatch(name):
+            add(name, address, f"--kb {value}")
+        elif len(args.kb) > 1 or args.collections:
+            raise ConfigurationError(f"--kb {value}: with several collections name each, --kb NAME=DIR")
+        else:
+            add("default", value, f"--kb {value}")
+    if args.collections:
+        file = Path(args.collections)
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigurationError(f"cannot read --collections {file}: {exc.strerror}") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ConfigurationError(f"--collections {file} is not UTF-8 JSON ({exc})") from None
+        listed = data.get("collections") if isinstance(data, dict) else None
+        if not isinstance(listed, dict) or not all(isinstance(v, str) and v for v in listed.values()):
+            raise ConfigurationError(f'--collections {file}: write {{"collections": {{"NAME": "DIR or URL"}}}}')
+        for name, address in listed.items():
+            local = "://" not in address and not Path(address).is_absolute()
+            add(name, str(file.parent / address) if local else address, f"--collections {file}")
+    if not given:
+        raise ConfigurationError("give the knowledge base to serve: --kb DIR, --kb NAME=DIR (repeated) or "
+                                 "--collections FILE")
+    return given
+
+
+def serve_settings(args, collections: list[str]) -> dict:
+    """`serve`'s keys (--keys-file: JSON keys with scopes, read again when it changes, or lines of plain
+    keys; AGENTIC_RAG_READ_KEYS, AGENTIC_RAG_WRITE_KEYS) as a KeyRing over `collections`, and the folder
+    prometheus_client shares between worker processes (PROMETHEUS_MULTIPROC_DIR), checked."""
+    from .service import KeyRing, keys_from, legacy_scopes
+
+    scoped = bool(args.keys_file) and _is_json(args.keys_file)
+    reads, writes = keys_from(os.environ, None if scoped else args.keys_file)
+    keys = KeyRing(legacy_scopes(reads, writes), file=args.keys_file if scoped else None, collections=collections)
     metrics_dir = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if metrics_dir and not Path(metrics_dir).is_dir():
         raise ConfigurationError(f"PROMETHEUS_MULTIPROC_DIR={metrics_dir} is not a folder; create it (empty) first")
-    return {"read_keys": reads, "write_keys": writes, "multiprocess_dir": metrics_dir}
+    return {"keys": keys, "multiprocess_dir": metrics_dir}
+
+
+def _is_json(file: str) -> bool:
+    """Whether a keys file is the JSON kind (its first character that is not a space is "{")."""
+    try:
+        with open(file, encoding="utf-8", errors="replace") as handle:
+            return handle.read(4096).lstrip().startswith("{")
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read the keys file {file}: {exc.strerror}") from None

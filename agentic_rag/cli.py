@@ -18,7 +18,16 @@ from ._conversation import Conversation
 from ._display import counted, discard, os_error_line, print_result, result_json, tracked_lines
 from ._errors import AgenticRAGError, ConfigurationError
 from ._loop import run_agentic_rag
-from ._settings import ask_tools, load_kb, make_cli_embedder, make_describer, make_model, model_settings, serve_settings
+from ._settings import (
+    ask_tools,
+    load_kb,
+    make_cli_embedder,
+    make_describer,
+    make_model,
+    model_settings,
+    serve_collections,
+    serve_settings,
+)
 from .kb import load_documents
 from .kb._layout import MANIFEST
 from .kb.backends import _store as store
@@ -196,7 +205,7 @@ def cmd_chat(args) -> int:
 
 def cmd_serve(args) -> int:
     try:
-        from .service import ServiceLimits, create_app
+        from .service import ServiceLimits, create_collections
         from .service._server import ServerLimits, create_server
     except ImportError:
         raise ConfigurationError("agentic-rag serve needs the serve extra: pip install 'agentic-rag[serve]'") from None
@@ -205,17 +214,20 @@ def cmd_serve(args) -> int:
                           idle_timeout_s=args.idle_timeout, max_connections=args.max_connections,
                           max_per_address=args.max_per_address, reading_share=args.reading_share)
     settings = model_settings(args)
-    access = serve_settings(args)  # the keys and the metrics folder: the environment's too
+    addresses = serve_collections(args)
+    for address in addresses.values():
+        check_kb_path("serve", address)
+    access = serve_settings(args, list(addresses))  # the keys and the metrics folder: the environment's too
     limits = ServiceLimits(max_concurrent_runs=args.max_runs, max_body_bytes=args.max_body,
                            max_file_bytes=args.max_file_size)
     model, tools = make_model(settings), ask_tools(args)
-    # a folder is loaded by the service, watched for other writers' saves and locked to write; a
+    # a folder is loaded by its service, watched for other writers' saves and locked to write; a
     # database is opened here and shared already
-    folder = check_address(args.kb)
-    app = create_app(model, kb_dir=folder, kb=None if folder else load_kb(args.kb, settings), tools=tools,
-                     model_name=settings["name"], cache_size=args.cache_size, cache_ttl_s=args.cache_ttl,
-                     limits=limits, loader=lambda path: load_kb(str(path), settings), state_dir=args.state_dir,
-                     **access)
+    collections = {name: check_address(address) or load_kb(address, settings) for name, address in addresses.items()}
+    app = create_collections(model, collections, access["keys"], tools=tools, model_name=settings["name"],
+                             cache_size=args.cache_size, cache_ttl_s=args.cache_ttl, limits=limits,
+                             loader=lambda path: load_kb(str(path), settings), state_dir=args.state_dir,
+                             multiprocess_dir=access["multiprocess_dir"])
     try:  # bodies past the limit are refused before they are read; slow clients are cut off (see _server)
         server = create_server(app, args.host, args.port, args.threads, limits.max_body_bytes, guards)
     except OSError as exc:
@@ -225,10 +237,13 @@ def cmd_serve(args) -> int:
     except ValueError:  # waitress's word for a host it cannot resolve or bind ("Invalid host/port specified")
         raise ConfigurationError(f"--host {args.host}: not an address this machine can listen on; give an IP "
                                  f"address or name of this machine: 127.0.0.1, or 0.0.0.0 for all") from None
-    reads, writes = access["read_keys"], access["write_keys"]
-    keys = f"{counted(len(reads), 'read key')} and {counted(len(writes), 'write key')}" if reads or writes else \
+    held = access["keys"].scopes()
+    writers = sum(1 for scope in held if scope.write)
+    keys = f"{counted(len(held) - writers, 'read key')} and {counted(writers, 'write key')}" if held else \
         "no keys (open to anyone who can connect)"
-    print(f"serving {safe_url(args.kb)} on http://{args.host}:{server.effective_port} with {args.threads} "
+    served = safe_url(addresses["default"]) if list(addresses) == ["default"] else \
+        counted(len(addresses), "collection") + f" ({', '.join(addresses)})"
+    print(f"serving {served} on http://{args.host}:{server.effective_port} with {args.threads} "
           f"threads, {keys}; Ctrl-C stops", file=sys.stderr, flush=True)
     with _noting_ctrl_c() as pressed:
         try:
@@ -237,6 +252,29 @@ def cmd_serve(args) -> int:
             server.close()
     if pressed:
         raise KeyboardInterrupt  # main says "stopped", exit code 130
+    return 0
+
+
+def cmd_keys(args) -> int:
+    """Add a key to serve's JSON keys file (the new key printed once, the file keeping its sha256) or
+    remove one; a running server reads the file again by itself."""
+    import secrets
+
+    from .service._keys import change_keys_file, digest
+
+    file = Path(args.file)
+    if args.action == "remove":
+        change_keys_file(file, args.id, None)
+        print(f"removed key {args.id!r} from {file}", file=sys.stderr)
+        return 0
+    names = {need: [n.strip() for n in getattr(args, need).split(",") if n.strip()] for need in ("read", "write")}
+    key = secrets.token_urlsafe(32)
+    entry = {"id": args.id, "sha256": digest(key), **{n: v for n, v in names.items() if v}}
+    if args.filter:
+        entry["filter"] = args.filter
+    change_keys_file(file, args.id, entry)
+    print(key)
+    print(f"added key {args.id!r} to {file}; the line above is the key, shown this once", file=sys.stderr)
     return 0
 
 
@@ -300,8 +338,8 @@ def cmd_doctor(args) -> int:
 def build_parser():
     """The command-line parser (exposed for tests and docs)."""
     return _cli_parser.build_parser({"index": cmd_index, "search": cmd_search, "delete": cmd_delete,
-                                     "serve": cmd_serve, "compact": cmd_compact, "ask": cmd_ask, "chat": cmd_chat,
-                                     "bench": cmd_bench,
+                                     "serve": cmd_serve, "keys": cmd_keys, "compact": cmd_compact, "ask": cmd_ask,
+                                     "chat": cmd_chat, "bench": cmd_bench,
                                      "bench-rgb": cmd_bench_rgb, "doctor": cmd_doctor})
 
 
@@ -311,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     _cli_parser.refuse_clashes(args)  # the same one line as any bad flag
     with tracked_lines() as end_open_lines:
         try:
-            check_kb_path(args.command, getattr(args, "kb", None))
+            if isinstance(kb := getattr(args, "kb", None), str):  # serve's are checked with its collections
+                check_kb_path(args.command, kb)
             return args.run(args)
         except AgenticRAGError as exc:
             return _fail(end_open_lines, str(exc))

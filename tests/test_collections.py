@@ -205,3 +205,96 @@ def test_one_collection_keeps_the_paths_and_keys_of_one_knowledge_base(tmp_path)
     finally:
         server.close()
     shutil.rmtree(tmp_path / "kb")
+
+
+def test_two_server_processes_share_collections_keys_and_conversations(tmp_path):
+    import subprocess
+    import sys
+
+    from helpers import start_service
+
+    for name, documents in (("docs", DOCS), ("policy", POLICY)):
+        kb = KnowledgeBase()
+        kb.add_documents(documents)
+        kb.save(tmp_path / name)
+    (tmp_path / "collections.json").write_text(json.dumps({"collections": {"policy": "policy"}}))
+    keys_file = tmp_path / "keys.json"
+    write_keys_file(keys_file, [dict(_entries()[0], read=["docs"])])
+    flags = ["--kb", f"docs={tmp_path / 'docs'}", "--collections", str(tmp_path / "collections.json"),
+             "--keys-file", str(keys_file), "--state-dir", str(tmp_path / "state")]
+    started = [start_service(flags[1], tmp_path, name, *flags[2:]) for name in ("a", "b")]
+    try:
+        a, b = (object.__new__(Server) for _ in range(2))
+        a.port, b.port = started[0][1], started[1][1]
+        asked = {"model": "docs", "conversation": True,
+                 "messages": [{"role": "user", "content": "What is the Zephyr launch code of Acme?"}]}
+        reply = a.request("POST", "/v1/chat/completions", asked, key=ACME)[2]
+        follow = {"model": "docs", "conversation_id": reply["agentic_rag"]["conversation_id"],
+                  "messages": [{"role": "user", "content": "On which day does it ship?"}]}
+        assert b.request("POST", "/v1/chat/completions", follow, key=ACME)[0] == 200  # the other worker's turn
+        note = {"documents": [{"id": "acme-memo", "text": "Acme keeps spare Zephyr fins in Depot 9."}]}
+        assert a.request("POST", "/v1/collections/docs/documents", note, key=ACME)[0] == 200
+        hits = b.request("POST", "/v1/collections/docs/search", {"query": "spare Zephyr fins"}, key=ACME)[2]["hits"]
+        assert hits[0]["doc_id"] == "acme-memo" and hits[0]["metadata"]["tenant"] == "acme"
+        added = subprocess.run([sys.executable, "-m", "agentic_rag.cli", "keys", "add", "--file", str(keys_file),
+                                "--id", "hr", "--read", "policy", "--filter", '{"groups": "hr"}'],
+                               capture_output=True, text=True, check=True)
+        new_key = added.stdout.strip()
+        for server in (a, b):  # both read the changed file
+            found = server.request("POST", "/v1/collections/policy/search", {"query": "annual leave", "k": 5},
+                                   key=new_key)[2]["hits"]
+            assert sorted(h["doc_id"] for h in found) == ["all-leave", "hr-leave"]
+            assert server.request("GET", "/v1/collections", key=new_key)[2]["data"][0]["name"] == "policy"
+    finally:
+        for process, _ in started:
+            process.terminate()
+            process.wait(10)
+    log = (tmp_path / "a.log").read_text()
+    assert "serving 2 collections (docs, policy)" in log and ACME not in log
+
+
+def test_serve_flags_name_collections_and_refuse_bad_ones(tmp_path):
+    from types import SimpleNamespace
+
+    from agentic_rag._errors import ConfigurationError
+    from agentic_rag._settings import serve_collections
+
+    def named(kb=None, collections=None):
+        return serve_collections(SimpleNamespace(kb=kb, collections=collections))
+
+    assert named(["kb"]) == {"default": "kb"}
+    assert named(["docs=a", "sales=postgresql://u@h/db?sslmode=require"]) == {
+        "docs": "a", "sales": "postgresql://u@h/db?sslmode=require"}
+    (tmp_path / "c.json").write_text(json.dumps({"collections": {"hr": "hr", "db": "postgresql://h/db"}}))
+    assert named(["docs=a"], str(tmp_path / "c.json")) == {"docs": "a", "hr": str(tmp_path / "hr"),
+                                                           "db": "postgresql://h/db"}
+    for kb, collections, message in ((["a", "b"], None, "name each, --kb NAME=DIR"),
+                                     (["x=a", "x=b"], None, "collection 'x' is named twice"),
+                                     (None, None, "give the knowledge base to serve"),
+                                     (None, str(tmp_path / "none.json"), "cannot read --collections"),
+                                     (None, str(tmp_path / "c.json") + "x", "cannot read")):
+        with pytest.raises(ConfigurationError, match=message):
+            named(kb, collections)
+    (tmp_path / "bad.json").write_text('{"collections": ["a"]}')
+    with pytest.raises(ConfigurationError, match='write {"collections": {"NAME": "DIR or URL"}}'):
+        named(None, str(tmp_path / "bad.json"))
+
+
+def test_a_keys_file_entry_that_is_wrong_is_one_line_naming_it(tmp_path):
+    from agentic_rag._errors import ConfigurationError
+    from agentic_rag.service._keys import read_keys_file
+
+    good = {"id": "a", "sha256": digest(ACME), "read": ["docs"]}
+    for entry, message in (({**good, "sha256": "abc"}, "64 lowercase hex digits"),
+                           ({**good, "id": "a b"}, "'id' must be 1-64 letters"),
+                           ({**good, "read": "docs"}, "'read' must be a list"),
+                           ({**good, "read": ["nowhere"]}, "no collection 'nowhere'"),
+                           ({**good, "filter": {"tenant": {"like": "a"}}}, "unknown range operators"),
+                           ({**good, "admin": True}, "unknown fields"),
+                           ({"id": "a", "sha256": digest(ACME)}, "grants nothing")):
+        write_keys_file(tmp_path / "k.json", [entry])
+        with pytest.raises(ConfigurationError, match=message):
+            read_keys_file(tmp_path / "k.json", frozenset({"docs"}))
+    write_keys_file(tmp_path / "k.json", [good, {**good, "id": "b"}])
+    with pytest.raises(ConfigurationError, match="given twice"):
+        read_keys_file(tmp_path / "k.json")

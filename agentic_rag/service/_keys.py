@@ -129,16 +129,10 @@ def legacy_scopes(read_keys: Iterable[str], write_keys: Iterable[str]) -> list[S
 def read_keys_file(path: Path, collections: frozenset[str] | None = None) -> list[Scope]:
     """The scopes of a JSON keys file (see the module's text); a bad one raises naming the entry and
     the fix. With `collections`, a grant must name one of them (or ALL)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigurationError(f"cannot read the keys file {path}: {exc.strerror}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigurationError(f"the keys file {path} is not UTF-8 JSON ({exc}); write "
-                                 f'{{"keys": [{{"id", "sha256", "read", "write", "filter"}}]}}') from None
-    entries = data.get("keys") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        raise ConfigurationError(f'the keys file {path} holds no "keys" list; write {{"keys": [...]}}')
+    return _scopes_of(_entries(path), path, collections)
+
+
+def _scopes_of(entries: list, path: Path, collections: frozenset[str] | None = None) -> list[Scope]:
     scopes: list[Scope] = []
     seen: set[str] = set()
     for number, entry in enumerate(entries, 1):
@@ -190,6 +184,38 @@ def check_key(key: str) -> str:
         raise ConfigurationError(f"an API key is shorter than {MIN_KEY_CHARS} characters; use long random keys "
                                  f"(python -c 'import secrets; print(secrets.token_urlsafe(32))')")
     return key
+
+
+def change_keys_file(path: Path, key_id: str, entry: dict | None) -> None:
+    """Add `entry` (a keys file entry, id `key_id`) to the keys file, or with None remove `key_id`,
+    one writer at a time (an flock on a file beside it), so that two changes at once both land."""
+    import fcntl
+
+    with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        entries = _entries(path) if path.exists() else []
+        held = [e for e in entries if e.get("id") == key_id]
+        if entry is not None and held:
+            raise ConfigurationError(f"{path} already has a key {key_id!r}; remove it first, or choose another id")
+        if entry is None and not held:
+            raise ConfigurationError(f"{path} has no key {key_id!r}")
+        entries = [e for e in entries if e.get("id") != key_id] + ([entry] if entry is not None else [])
+        _scopes_of(entries, path)  # every entry checked before the file changes
+        write_keys_file(path, entries)
+
+
+def _entries(path: Path) -> list:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read the keys file {path}: {exc.strerror}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigurationError(f"the keys file {path} is not UTF-8 JSON ({exc}); write "
+                                 f'{{"keys": [{{"id", "sha256", "read", "write", "filter"}}]}}') from None
+    entries = data.get("keys") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise ConfigurationError(f'the keys file {path} holds no "keys" list; write {{"keys": [...]}}')
+    return entries
 
 
 def write_keys_file(path: Path, scopes: list[dict]) -> None:
