@@ -298,3 +298,31 @@ def test_a_keys_file_entry_that_is_wrong_is_one_line_naming_it(tmp_path):
     write_keys_file(tmp_path / "k.json", [good, {**good, "id": "b"}])
     with pytest.raises(ConfigurationError, match="given twice"):
         read_keys_file(tmp_path / "k.json")
+
+
+def test_the_leak_check_finds_no_leak_and_would_find_one(pg_url, tmp_path):
+    from agentic_rag.eval import leak_check
+
+    report = leak_check.run(scopes=3, docs=6, count=3, backends=("embedded", "postgres"), postgres_url=pg_url)
+    assert report["leaks"] == 0, report["runs"]["cache_on"]["leak_examples"]
+    for run in report["runs"].values():
+        statuses = run["statuses"]
+        assert run["checked"] >= 250 and sum(run["writes"].values()) > 0 and set(run["writes"]) == {"200"}
+        assert {s.rsplit(" ", 1)[1] for s in statuses} == {"200"}, statuses  # every request answered
+        for what in ("ask", "ask stream", "search", "search filtered", "chat", "chat stream", "chat follow-up"):
+            assert statuses[f"{what} 200"] > 0, what
+    # the check is not blind: the same corpus read with a key that has no filter shows the other tenants
+    planted = leak_check.Planted()
+    documents = leak_check.corpus(3, 6, 7, planted)
+    kb = KnowledgeBase()
+    kb.add_documents(documents)
+    kb.save(tmp_path / "kb")
+    app = create_collections(OfflineModel(), {"folder": tmp_path / "kb"}, KeyRing(legacy_scopes([OPERATOR], [])))
+    server = Server(app)
+    try:
+        client = leak_check.Client(server.port, planted)
+        client.call("POST", "/v1/collections/folder/search", {"query": "vault code of project Falcon", "k": 10},
+                    OPERATOR, frozenset({"tenant0"}), "search")
+        assert client.leaks and {leak["token"].split("-")[0] for leak in client.leaks} >= {"tenant1", "tenant2"}
+    finally:
+        server.close()
