@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import cast
 
-from . import _phase_answer, _phase_search, _phases
+from . import _otel, _phase_answer, _phase_search, _phases
 from ._config import Config, RunConfig
 from ._errors import BudgetExceeded, ConfigurationError, DeadlineExceeded, RetrievalError
 from ._history import MAX_TOKENS, MAX_TURNS, history_messages
@@ -133,9 +133,33 @@ def run_agentic_rag(question: str, kb: KnowledgeBaseBackend, model: Model, tools
     deadline = time.monotonic() + config.deadline_s  # every model call carries it (Meter), and each round's start
     reset = RUN_DEADLINE.set(deadline)  # and an embedder's calls inside the run's searches
     try:
-        return _run(question, begun, config, kb, model, tools, deadline, on_step, on_token)
+        with _otel.span("invoke_agent agentic-rag", {"gen_ai.operation.name": "invoke_agent",
+                                                     "gen_ai.agent.name": "agentic-rag",
+                                                     "gen_ai.request.model": getattr(model, "name", None)}) as span:
+            final = _run(question, begun, config, kb, model, tools, deadline, on_step, on_token)
+            _run_attributes(span, final)
+            return final
     finally:
         RUN_DEADLINE.reset(reset)
+
+
+def _run_attributes(span, state: AgentState) -> None:
+    """A finished run's span: its tokens and cost, rounds, stop reason, the evidence it cited and
+    pooled (ids only), and its question and answer when content capture is on."""
+    if span is None:
+        return
+    usage = state["usage"]
+    _otel.set_attributes(span, {
+        "gen_ai.usage.input_tokens": usage["prompt_tokens"], "gen_ai.usage.output_tokens": usage["completion_tokens"],
+        "agentic_rag.cost_usd": usage["cost_usd"], "agentic_rag.model_calls": usage["model_calls"],
+        "agentic_rag.rounds": state["round"], "agentic_rag.stop_reason": state["stop_reason"] or "none",
+        "agentic_rag.abstained": bool(state["abstained"]),
+        "agentic_rag.evidence_ids": [e["id"] for e in state["evidence"]][:64],
+        "agentic_rag.cited_ids": [c["id"] for c in state["citations"]],
+        **({"agentic_rag.question": state["question"], "agentic_rag.answer": state["answer"]}
+           if _otel.capture_text() else {})})
+    if state["stop_reason"] == "error":
+        _otel.failed(span, state.get("error") or "the run failed")
 
 
 def _run(question: str, state: AgentState, config: Config, kb: KnowledgeBaseBackend, model: Model,

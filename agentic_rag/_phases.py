@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
+from . import _otel
 from ._config import Config
 from ._history import carried_evidence, history_lines
 from ._schemas import Grade, RouteDecision
@@ -74,7 +75,12 @@ def traced(state: AgentState, run: Run, step: str) -> Iterator[dict[str, Any]]:
     A block that raises records nothing."""
     event: dict[str, Any] = {"summary": step, "detail": {}}
     tokens, cost, start = run.meter.tokens_used, run.meter.usage["cost_usd"], time.perf_counter()
-    yield event
+    with _otel.span(f"agentic_rag.{step}", {"agentic_rag.round": state["round"],
+                                            "agentic_rag.phase": state["phase"]}) as span:
+        yield event
+        _otel.set_attributes(span, {"agentic_rag.summary": event["summary"],
+                                    "agentic_rag.tokens": run.meter.tokens_used - tokens,
+                                    "agentic_rag.cost_usd": run.meter.usage["cost_usd"] - cost})
     record(state, step, event["summary"], event["detail"], (time.perf_counter() - start) * 1000,
            run.meter.tokens_used - tokens, run.meter.usage["cost_usd"] - cost)
 

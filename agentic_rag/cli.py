@@ -10,7 +10,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import _cli_parser
+from . import _cli_parser, _otel
 from ._cli_chat import chat
 from ._cli_kb import CACHE_FOLDER, check_kb_path, embedder_line, glibc_memory, open_or_create, skipped
 from ._config import Config, RunConfig
@@ -221,6 +221,7 @@ def cmd_serve(args) -> int:
     limits = ServiceLimits(max_concurrent_runs=args.max_runs, max_body_bytes=args.max_body,
                            max_file_bytes=args.max_file_size)
     model, tools = make_model(settings), ask_tools(args)
+    traces = _otel.configure_from_environment()  # OTLP export when the OTEL_* variables ask for it
     # a folder is loaded by its service, watched for other writers' saves and locked to write; a
     # database is opened here and shared already
     collections = {name: check_address(address) or load_kb(address, settings) for name, address in addresses.items()}
@@ -250,6 +251,8 @@ def cmd_serve(args) -> int:
             server.run()  # returns on Ctrl-C (the server ends its connections first)
         finally:
             server.close()
+            if traces is not None:
+                traces.shutdown()  # the spans still queued are sent
     if pressed:
         raise KeyboardInterrupt  # main says "stopped", exit code 130
     return 0

@@ -87,10 +87,12 @@ class DenseHashing(HashingEmbedder):
         super().__init__(dimension)
 
 
-def start_service(folder: Path, tmp_path: Path, name: str, *flags: str, python=None) -> tuple[subprocess.Popen, int]:
+def start_service(folder: Path, tmp_path: Path, name: str, *flags: str, python=None,
+                  env: dict | None = None) -> tuple[subprocess.Popen, int]:
     """`agentic-rag serve --kb folder` (and `flags`) in a process of its own, on a port it reports
     once it answers /healthz; `python(code, *args)` gives the command that runs it
-    (file_size_limited with its limit bound), if given. Its output goes to tmp_path/NAME.log."""
+    (file_size_limited with its limit bound), if given; `env` adds to its environment. Its output
+    goes to tmp_path/NAME.log."""
     import socket
 
     with socket.socket() as probe:
@@ -101,7 +103,8 @@ def start_service(folder: Path, tmp_path: Path, name: str, *flags: str, python=N
     command = python("from agentic_rag.cli import main; sys.exit(main(sys.argv[1:]))", *serve) if python else \
         [sys.executable, "-m", "agentic_rag.cli", *serve]
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                               env={k: v for k, v in os.environ.items() if not k.startswith("AGENTIC_RAG_")})
+                               env={**{k: v for k, v in os.environ.items() if not k.startswith("AGENTIC_RAG_")},
+                                    **(env or {})})
     for _ in range(200):
         try:
             http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/healthz")

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from .. import _otel
 from .._accounting import cost_usd, new_usage
 from .._config import Config
 from .._errors import BudgetExceeded
@@ -103,6 +104,17 @@ class Meter:
 
     def _call(self, request: ModelRequest, on_token) -> BaseModel:
         request = self.limit(request)
+        with _otel.span(f"chat {self.model.name}", {"gen_ai.operation.name": "chat", "gen_ai.request.model":
+                                                    self.model.name, "agentic_rag.task": request.task},
+                        kind="client") as span:
+            before = self.usage["prompt_tokens"], self.usage["completion_tokens"], self.usage["cost_usd"]
+            reply = self._metered(request, on_token)
+            _otel.set_attributes(span, {"gen_ai.usage.input_tokens": self.usage["prompt_tokens"] - before[0],
+                                        "gen_ai.usage.output_tokens": self.usage["completion_tokens"] - before[1],
+                                        "agentic_rag.cost_usd": self.usage["cost_usd"] - before[2]})
+            return reply
+
+    def _metered(self, request: ModelRequest, on_token) -> BaseModel:
         prompt, start = prompt_tokens(request.messages), time.perf_counter()
         try:
             if on_token is not None and has_capability(self.model, "streams"):

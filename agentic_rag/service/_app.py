@@ -20,6 +20,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from .. import _otel
 from .._config import Config, as_config
 from .._display import result_json
 from .._errors import (
@@ -370,6 +371,7 @@ class Service:
         filters = [f for f in (scope_filter, request.filters) if f]  # the scope's first: the request narrows it
         ready = {"question": question, "kb": kb, "generation": generation, "config": config, "key": key,
                  "filters": filters, "store": request.cache, "history": history or [],
+                 "trace_context": _otel.current_context(),  # the request's span, for a stream's thread
                  "instructions": instructions}
         if request.cache and (cached := self.cache.get(key)) is not None:
             self.metrics.cache.labels("hit").inc()
@@ -411,14 +413,16 @@ class Service:
             self.cache.put(ready["key"], reply)
         return reply
 
-    def _streamed(self, work: Callable[[Callable[[str], object]], dict]) -> queue.Queue:
+    def _streamed(self, work: Callable[[Callable[[str], object]], dict], context=None) -> queue.Queue:
         """Run `work(on_token)` in a thread; the queue gets ("draft", text) pieces, then ("answer",
-        reply) or ("error", (status, kind, message)), then None."""
+        reply) or ("error", (status, kind, message)), then None; `context` (the request's tracing context)
+        is current in the thread."""
         items: queue.Queue = queue.Queue()
 
         def run():
             try:
-                items.put(("answer", work(lambda text: items.put(("draft", text)))))
+                with _otel.attached(context):  # the request's span: the run's parent in this thread too
+                    items.put(("answer", work(lambda text: items.put(("draft", text)))))
             except ServiceError as exc:
                 items.put(("error", (exc.status, exc.kind, str(exc))))
             except Exception:
@@ -432,7 +436,7 @@ class Service:
     def _stream_ask(self, ready: dict) -> Iterator[bytes]:
         """Server-sent events: `draft` pieces as the model writes, then `answer` (the checked reply,
         which replaces the draft) or `error`, then `done`."""
-        items = self._streamed(lambda on_token: self._finish(ready, on_token))
+        items = self._streamed(lambda on_token: self._finish(ready, on_token), ready["trace_context"])
         while (item := items.get()) is not None:
             kind, value = item
             data = {"text": value} if kind == "draft" else value if kind == "answer" else \

@@ -114,7 +114,7 @@ class ChatEndpoint:
         """chat.completion.chunk events: the role, the checked answer in pieces, the sources, then [DONE]
         (the draft is not sent: a streamed token cannot be taken back when the checks change it). The
         turn is kept in its conversation by the run's thread, even if the client goes away."""
-        items = self.service._streamed(lambda on_token: self._turn(ready, claim))
+        items = self.service._streamed(lambda on_token: self._turn(ready, claim), ready["trace_context"])
 
         def chunk(delta: dict, finish: str | None = None, **extra) -> bytes:
             body = {"id": chat_id, "object": "chat.completion.chunk", "created": created, "model": model,

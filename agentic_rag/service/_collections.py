@@ -25,6 +25,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
+from .. import _otel
 from .._errors import ConfigurationError
 from ..kb import KnowledgeBaseBackend
 from ._app import _REASONS, MODEL_ID, SCOPE, Service, ServiceError, _error, _given_key
@@ -65,11 +66,16 @@ class Collections:
             seen["status"] = status.split(" ", 1)[0]
             return start_response(status, headers, exc_info)
 
-        try:
+        span, token = _otel.start_request(f"{method} {_route(path)}", {
+            "traceparent": environ.get("HTTP_TRACEPARENT", ""), "tracestate": environ.get("HTTP_TRACESTATE", "")},
+            {"http.request.method": method, "http.route": _route(path), "url.path": path[:200]})
+        try:  # the request's span is current while it is answered: a run's span is its child
             reply = self._dispatch(environ, method, path, seen, noting)
         except ServiceError as exc:
             reply = self._error(noting, exc)
-        return self._logged(reply, method, path, seen, started)
+        finally:
+            _otel.detach(token)
+        return self._logged(reply, method, path, seen, started, span)
 
     def _dispatch(self, environ: dict, method: str, path: str, seen: dict, start_response) -> Iterable[bytes]:
         """Answer here (the collections, the models, health and metrics over all of them), or pass the
@@ -205,9 +211,11 @@ class Collections:
                                                                 ("Content-Length", str(len(data))), *exc.headers])
         return [data]
 
-    def _logged(self, reply: Iterable[bytes], method: str, path: str, seen: dict, started: float) -> Iterator[bytes]:
+    def _logged(self, reply: Iterable[bytes], method: str, path: str, seen: dict, started: float,
+                span=None) -> Iterator[bytes]:
         """The reply, and once its last byte is sent (or the client went away) one access line:
-        method, path, status, milliseconds, collection and key id (never the key)."""
+        method, path, status, milliseconds, collection and key id (never the key); the request's
+        span ends then too."""
         try:
             if method != "HEAD":
                 yield from reply
@@ -217,6 +225,19 @@ class Collections:
                 close()
             access_log.info("%s %s %s %.1fms collection=%s key=%s", method, path[:200], seen["status"],
                             (time.perf_counter() - started) * 1000, seen["collection"], seen["key"])
+            _otel.end_request(span, int(seen["status"]), {"agentic_rag.collection": seen["collection"],
+                                                          "agentic_rag.key_id": seen["key"]})
+
+
+def _route(path: str) -> str:
+    """A path as a span names it: its endpoint, never a collection's name or a document's id."""
+    if path.startswith("/v1/collections/"):
+        head = path[len("/v1/collections/"):].partition("/")[2].partition("/")
+        return "/v1/collections/{name}/" + head[0] + ("/{id}" if head[2] else "")
+    if path.startswith("/v1/documents/"):
+        return "/v1/documents/{id}"
+    return path if path in ("/v1/collections", "/v1/models", "/metrics", "/healthz", "/openapi.json",
+                            "/v1/chat/completions", *_ONE_KB) else "other"
 
 
 def create_collections(model, collections: Mapping[str, str | Path | KnowledgeBaseBackend],
