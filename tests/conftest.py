@@ -63,6 +63,7 @@ TIERS_BY_NAME = {
     "test_doctor_on_a_healthy_and_a_broken_setup": "waits",
     # clients, slow clients and a writer against the service for seconds each
     "test_the_load_check_runs_clean_on_the_example": "bench",
+    "test_the_load_check_runs_clean_with_three_collections_and_scoped_keys": "bench",
     "test_index_and_search_with_e5": "e5",
     # a save (fsync'd file by file) and a load for every file or manifest field tampered with
     "test_every_tampered_file_loads_the_same_or_fails_in_one_line_naming_it": "slow",

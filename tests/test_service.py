@@ -912,3 +912,15 @@ def test_a_role_without_a_right_is_the_servers_500_and_no_reply_shows_the_databa
         assert "postgresql://" not in message and role not in message, message
     finally:
         server.close()
+
+
+def test_the_load_check_runs_clean_with_three_collections_and_scoped_keys(kb_dir, tmp_path):
+    from agentic_rag.eval import service_load
+
+    assert service_load.main(["--kb", str(kb_dir), "--clients", "3", "--seconds", "1.5", "--writes", "4",
+                              "--slow-clients", "0", "--collections", "3", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["collections"] == 3 and report["keys"] == 3
+    assert report["cross_talk"] == 0 and report["lost_writes"] == 0 and report["writes_acknowledged"] >= 1
+    assert all(report[phase]["errors"] == 0 and report[phase]["requests"] > 0
+               for phase in ("http", "library", "http_with_writer", "http_cached"))

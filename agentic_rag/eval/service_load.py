@@ -48,9 +48,13 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _start(folder: Path, clients: int, cache: bool) -> tuple[subprocess.Popen, int]:
+def _start(served: dict[str, Path], clients: int, cache: bool, keys_file: Path | None = None
+           ) -> tuple[subprocess.Popen, int]:
+    """`agentic-rag serve` over the folders of `served` (one unnamed, or several as collections)."""
     port = _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "agentic_rag.cli", "serve", "--kb", str(folder), "--port",
+    kbs = [str(served["default"])] if list(served) == ["default"] else [f"{n}={f}" for n, f in served.items()]
+    flags = [x for kb in kbs for x in ("--kb", kb)] + (["--keys-file", str(keys_file)] if keys_file else [])
+    process = subprocess.Popen([sys.executable, "-m", "agentic_rag.cli", "serve", *flags, "--port",
                                 str(port), "--threads", str(clients), "--max-runs", str(clients), "--cache-size",
                                 "4096" if cache else "0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(400):
@@ -63,10 +67,12 @@ def _start(folder: Path, clients: int, cache: bool) -> tuple[subprocess.Popen, i
     raise RuntimeError("the server did not start")
 
 
-def _call(port: int, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+def _call(port: int, method: str, path: str, body: dict | None = None, key: str | None = None) -> tuple[int, dict]:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    connection.request(method, path, body=json.dumps(body).encode() if body is not None else None,
-                       headers={"Content-Type": "application/json"} if body is not None else {})
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    connection.request(method, path, body=json.dumps(body).encode() if body is not None else None, headers=headers)
     response = connection.getresponse()
     data = json.loads(response.read())
     connection.close()
@@ -136,51 +142,108 @@ def _with_slow_clients(port: int, clients: int, seconds: float, ask, slow: tuple
     return figures, found
 
 
-def run(kb_dir: str, clients: int, seconds: float, writes: int, slow: tuple[int, int, float] = (0, 1, 2.0)) -> dict:
-    with tempfile.TemporaryDirectory() as scratch:
-        folder, kept = Path(scratch) / "kb", Path(scratch) / "generations"
-        shutil.copytree(kb_dir, folder, ignore=shutil.ignore_patterns(".lock"))
-        kb = KnowledgeBase.load(folder)
-        asked = questions_from(kb)
-        model = OfflineModel()
-        report: dict[str, Any] = {"clients": clients, "seconds": seconds}  # a JSON report
+class Tenants:
+    """The load's collections and keys: one collection and no keys, as a lone knowledge base is
+    served; or `count` collections, each holding every tenant's copy of the knowledge base's chunks
+    (tagged {"tenant": "tN"}), and a key per tenant that reads and writes every collection, its
+    filter its tenant. Request `i` goes to collection i % count with the key of tenant i // count."""
 
-        process, port = _start(folder, clients, cache=False)
+    def __init__(self, kb: KnowledgeBase, scratch: Path, count: int):
+        import secrets
+
+        from ..kb import Document
+        from ..service._keys import digest, write_keys_file
+
+        self.count, self.names = count, ["default"] if count == 1 else [f"c{n}" for n in range(count)]
+        self.keys = [] if count == 1 else [secrets.token_urlsafe(24) for _ in range(count)]
+        self.keys_file = None if count == 1 else scratch / "keys.json"
+        if self.keys_file is not None:
+            write_keys_file(self.keys_file, [{"id": f"t{n}", "sha256": digest(key), "write": ["*"],
+                                              "filter": {"tenant": f"t{n}"}} for n, key in enumerate(self.keys)])
+        self.folders: dict[str, Path] = {}
+        for name in self.names:
+            self.folders[name] = scratch / "kbs" / name
+            if count == 1:
+                kb.save(self.folders[name])
+                continue
+            tagged = KnowledgeBase(embedder=kb.embedder, config=kb.config)
+            tagged.add_documents([Document(f"t{n}-{c['id']}", c["text"], c["title"], c["source"],
+                                           {**c["metadata"], "tenant": f"t{n}"})
+                                  for n in range(count) for c in kb._chunks if c is not None])
+            tagged.save(self.folders[name])
+
+    def route(self, i: int) -> tuple[str, str, str | None, dict | None]:
+        """Request i's collection, its path prefix, its key and the key's filter."""
+        if self.count == 1:
+            return "default", "/v1", None, None
+        name, tenant = self.names[i % self.count], (i // self.count) % self.count
+        return name, f"/v1/collections/{name}", self.keys[tenant], {"tenant": f"t{tenant}"}
+
+
+def run(kb_dir: str, clients: int, seconds: float, writes: int, slow: tuple[int, int, float] = (0, 1, 2.0),
+        collections: int = 1) -> dict:
+    with tempfile.TemporaryDirectory() as scratch:
+        kept = Path(scratch) / "generations"
+        tenants = Tenants(KnowledgeBase.load(kb_dir), Path(scratch), collections)
+        loaded_first = {name: KnowledgeBase.load(folder) for name, folder in tenants.folders.items()}
+        asked = questions_from(KnowledgeBase.load(kb_dir))
+        model = OfflineModel()
+        report: dict[str, Any] = {"clients": clients, "seconds": seconds, "collections": collections,
+                                  "keys": len(tenants.keys)}
+
+        def view(kb: KnowledgeBase, scope: dict | None):
+            return kb.restricted(scope) if scope else kb
+
+        process, port = _start(tenants.folders, clients, False, tenants.keys_file)
         try:
             def over_http(i):
-                status, reply = _call(port, "POST", "/v1/ask", {"question": asked[i % len(asked)], "cache": False})
+                name, base, key, scope = tenants.route(i)
+                status, reply = _call(port, "POST", f"{base}/ask", {"question": asked[i % len(asked)],
+                                                                  "cache": False}, key)
                 return {"status": status, "question": asked[i % len(asked)], "answer": reply.get("answer"),
-                        "generation": reply.get("generation")}
+                        "generation": reply.get("generation"), "collection": name, "scope": scope}
 
             report["http"] = _figures(*_clients(clients, seconds, over_http))
             if slow[0]:
                 report["http_slow"], report["slow"] = _with_slow_clients(port, clients, seconds, over_http, slow)
                 report["slow_p95_ratio"] = round(report["http_slow"]["p95_ms"] / report["http"]["p95_ms"], 2)
-            report["library"] = _figures(*_clients(clients, seconds, lambda i: {
-                "answer": run_agentic_rag(asked[i % len(asked)], kb, model)["answer"]}))
+
+            def direct(i):
+                name, _, _, scope = tenants.route(i)
+                return {"answer": run_agentic_rag(asked[i % len(asked)], view(loaded_first[name], scope), model)[
+                    "answer"]}
+
+            report["library"] = _figures(*_clients(clients, seconds, direct))
             report["http_to_library"] = round(report["http"]["rps"] / max(report["library"]["rps"], 1e-9), 3)
 
-            generations = {_call(port, "GET", "/healthz")[1]["generation"]}
-            shutil.copytree(folder, kept / next(iter(generations)), ignore=shutil.ignore_patterns(".lock"))
+            for name, folder in tenants.folders.items():
+                _, base, key, _ = tenants.route(tenants.names.index(name))
+                health = "/healthz" if collections == 1 else f"{base}/healthz"
+                generation = _call(port, "GET", health, None, key)[1]["generation"]
+                shutil.copytree(folder, kept / name / generation, ignore=shutil.ignore_patterns(".lock"))
             acknowledged, stop, done = {}, threading.Event(), []
 
             def writer():
                 for n in range(writes):
                     if stop.wait(seconds / (writes + 1)):
                         return
-                    if n % 3 == 2:  # delete the document added two writes ago
-                        doc_id = f"load-{n - 2}"
-                        status, reply = _call(port, "DELETE", f"/v1/documents/{doc_id}")
-                        acknowledged[doc_id] = False
+                    # each write goes to one collection with one tenant's key; a delete removes the
+                    # document added two writes before, where it was added
+                    target = n - 2 if n % 3 == 2 else n
+                    name, base, key, _ = tenants.route(target)
+                    doc_id = f"load-{target}"
+                    if n % 3 == 2:
+                        status, reply = _call(port, "DELETE", f"{base}/documents/{doc_id}", None, key)
+                        acknowledged[(name, doc_id)] = False
                     else:
-                        doc_id = f"load-{n}"
-                        status, reply = _call(port, "POST", "/v1/documents", {"documents": [
-                            {"id": doc_id, "text": f"Load note {n}: the service stayed up while this was written."}]})
-                        acknowledged[doc_id] = True
+                        status, reply = _call(port, "POST", f"{base}/documents", {"documents": [
+                            {"id": doc_id, "text": f"Load note {n}: the service stayed up while this was written."}]},
+                            key)
+                        acknowledged[(name, doc_id)] = True
                     if status == 200:
                         done.append(doc_id)
-                        shutil.copytree(folder, kept / reply["generation"], ignore=shutil.ignore_patterns(".lock"),
-                                        dirs_exist_ok=True)
+                        shutil.copytree(tenants.folders[name], kept / name / reply["generation"],
+                                        ignore=shutil.ignore_patterns(".lock"), dirs_exist_ok=True)
 
             thread = threading.Thread(target=writer)
             thread.start()
@@ -194,24 +257,33 @@ def run(kb_dir: str, clients: int, seconds: float, writes: int, slow: tuple[int,
             process.wait(30)
 
         cross_talk, loaded = 0, {}
-        for record in records:
+        for record in records:  # each reply is what the library answers the key, on the generation it names
             if record["status"] != 200:
                 continue
-            if record["generation"] not in loaded:
-                loaded[record["generation"]] = KnowledgeBase.load(kept / record["generation"])
-            alone = run_agentic_rag(record["question"], loaded[record["generation"]], model)["answer"]
+            where = (record["collection"], record["generation"])
+            if where not in loaded:
+                loaded[where] = KnowledgeBase.load(kept / record["collection"] / record["generation"])
+            alone = run_agentic_rag(record["question"], view(loaded[where], record["scope"]), model)["answer"]
             cross_talk += alone != record["answer"]
         report["cross_talk"] = cross_talk
         report["generations_seen"] = len(loaded)
 
-        process, port = _start(folder, clients, cache=True)  # a restart: every acknowledged write is there
+        process, port = _start(tenants.folders, clients, True, tenants.keys_file)  # a restart: every write is there
         try:
-            found = {doc_id: bool(_call(port, "POST", "/v1/search", {"query": "Load note", "k": 50, "filters": {
-                "doc_id": [doc_id]}})[1]["hits"]) for doc_id in acknowledged}
-            report["lost_writes"] = sum(found[d] != present for d, present in acknowledged.items())
+            found = {}
+            for name, doc_id in acknowledged:
+                _, base, key, _ = tenants.route(int(doc_id.split("-")[1]))
+                found[(name, doc_id)] = bool(_call(port, "POST", f"{base}/search", {
+                    "query": "Load note", "k": 50, "filters": {"doc_id": [doc_id]}}, key)[1]["hits"])
+            report["lost_writes"] = sum(found[w] != present for w, present in acknowledged.items())
             few = asked[:20]
-            report["http_cached"] = _figures(*_clients(clients, seconds / 2, lambda i: dict(zip(
-                ("status", "reply"), _call(port, "POST", "/v1/ask", {"question": few[i % len(few)]}), strict=True))))
+
+            def cached(i):
+                _, base, key, _ = tenants.route(i)
+                return dict(zip(("status", "reply"), _call(port, "POST", f"{base}/ask", {"question": few[i % len(few)]},
+                                                           key), strict=True))
+
+            report["http_cached"] = _figures(*_clients(clients, seconds / 2, cached))
         finally:
             process.terminate()
             process.wait(30)
@@ -223,6 +295,8 @@ def markdown(report: dict) -> str:
             ("HTTP, cache off, with a writer", report["http_with_writer"]), ("HTTP, cache on", report["http_cached"])]
     lines = ["# The HTTP service on 127.0.0.1 against the library called directly: requests a second, latency "
              "in ms, errors, cross-talk and lost writes", "",
+             (f"{report['collections']} collections, {report['keys']} keys with a tenant filter each; "
+              if report.get("collections", 1) > 1 else "") +
              f"{report['clients']} clients, {report['seconds']} s a phase; HTTP / library throughput "
              f"{report['http_to_library']:.2f}; {report['writes_acknowledged']} writes acknowledged, "
              f"{report['generations_seen']} generations answered from; cross-talk {report['cross_talk']}, "
@@ -252,12 +326,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slow-clients", type=int, default=300, help="slow connections of phase 5; 0 skips it")
     parser.add_argument("--slow-addresses", type=int, default=10, help="loopback addresses they come from")
     parser.add_argument("--slow-interval", type=float, default=2.0, help="seconds between a slow client's sends")
+    parser.add_argument("--collections", type=int, default=1,
+                        help="collections served, each with every tenant's copy of the chunks, and a scoped key per "
+                             "tenant (default 1: one knowledge base, no keys)")
     parser.add_argument("--out", default="reports/service-load")
     args = parser.parse_args(argv)
     if not 0 <= args.slow_clients <= 900 or not 1 <= args.slow_addresses <= 250 or not args.slow_interval > 0:
         parser.error("--slow-clients 0 to 900 (one select() of them), --slow-addresses 1 to 250, --slow-interval > 0")
+    if not 1 <= args.collections <= 16:
+        parser.error("--collections: 1 to 16")
     report = run(args.kb, args.clients, args.seconds, args.writes,
-                 (args.slow_clients, args.slow_addresses, args.slow_interval))
+                 (args.slow_clients, args.slow_addresses, args.slow_interval), args.collections)
     write_report(args.out, report, markdown(report))
     return 0
 
