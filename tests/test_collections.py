@@ -184,6 +184,9 @@ def test_metrics_are_for_an_operator_key_and_each_request_has_an_access_line(col
     assert lines[2].startswith("POST /v1/collections/docs/search 200 ") and "collection=docs key=acme" in lines[2]
     assert not any(ACME in line for line in lines)
     assert server.request("GET", "/healthz")[2] == {"status": "ok", "collections": 3}
+    paths = server.request("GET", "/openapi.json")[2]["paths"]
+    assert [p["name"] for p in paths["/v1/collections/{name}/documents/{id}"]["delete"]["parameters"]] == ["name",
+                                                                                                           "id"]
 
 
 def test_one_collection_keeps_the_paths_and_keys_of_one_knowledge_base(tmp_path):

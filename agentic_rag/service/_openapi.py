@@ -32,6 +32,13 @@ _ENDPOINTS = [  # (method, path, summary, request model, reply model or None for
     ("get", "/v1/models", "The models /v1/chat/completions accepts", None, None),
     ("get", "/healthz", "Up, generation and size (no key needed)", None, Health),
     ("get", "/metrics", "Prometheus text format", None, None),
+    ("get", "/v1/collections", "The collections the key may read, with its grants", None, None),
+    ("post", "/v1/collections/{name}/ask", "As /v1/ask, on one collection", AskRequest, None),
+    ("post", "/v1/collections/{name}/search", "As /v1/search, on one collection", SearchRequest, None),
+    ("post", "/v1/collections/{name}/documents", "As /v1/documents, on one collection (a key that writes it)",
+     DocumentsRequest, WriteReply),
+    ("delete", "/v1/collections/{name}/documents/{id}", "Delete a document of one collection", None, WriteReply),
+    ("get", "/v1/collections/{name}/healthz", "One collection's generation and size", None, Health),
 ]
 
 
@@ -55,8 +62,10 @@ def openapi() -> dict:
             operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": ref(request)}}}
         if path not in _OPEN:
             operation["security"] = [{"key": []}]
-        if "{id}" in path:
-            operation["parameters"] = [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]
+        named = [name for name in ("name", "id") if f"{{{name}}}" in path]
+        if named:
+            operation["parameters"] = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+                                       for name in named]
         paths.setdefault(path, {})[method] = operation
     return {"openapi": "3.1.0", "info": {"title": "agentic_rag", "version": __version__}, "paths": paths,
             "components": {"schemas": schemas.get("$defs", {}),
