@@ -535,3 +535,15 @@ def test_held_documents_keep_to_filters(backend):
     assert kb.held_documents(["a", "b", "c"], {"tenant": "acme"}) == ["a"]
     assert kb.held_documents(["a", "b", "c"], {"groups": "all"}) == ["a"]
     assert kb.restricted({"tenant": ["acme", "globex"]}).held_documents(["a", "b", "c"], {"tenant": "globex"}) == ["b"]
+
+
+def test_a_restricted_graph_search_shows_no_name_of_a_passage_it_keeps_out(backend):
+    kb = backend()
+    kb.add_documents([Document("b1", "Zorblat Industries met Secretname Holdings in Oslo.", metadata={"t": "b"}),
+                      Document("b2", "Secretname Holdings later met Moldo Labs in Rome.", metadata={"t": "b"}),
+                      Document("a1", "Moldo Labs opened an office with Pellan Bank.", metadata={"t": "a"})])
+    full = {h.doc_id: h.path for h in kb.graph_search("Who did Zorblat Industries meet?", k=8, hops=3)}
+    assert "Secretname Holdings" in full.get("a1", [])  # the walk went through the other scope's passages
+    view = {h.doc_id: h.path for h in kb.restricted({"t": "a"}).graph_search("Who did Zorblat Industries meet?",
+                                                                              k=8, hops=3)}
+    assert list(view) == ["a1"] and "Secretname Holdings" not in view["a1"] and "Moldo Labs" in view["a1"]

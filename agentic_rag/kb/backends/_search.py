@@ -197,10 +197,14 @@ class RestrictedView:
         return held
 
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
-        """As KnowledgeBase.graph_search, keeping the hits that match the filters (at most k)."""
+        """As KnowledgeBase.graph_search, keeping the hits that match the filters (at most k), each
+        path keeping only the names its hit's text or the query holds."""
         check_graph_arguments(k, hops)
         hits = self._kb.graph_search(query, k=k * 4, hops=hops)
-        return [h for h in hits if all(matches(_fields(h), c) for c in self._filters)][:k]
+        kept = [h for h in hits if all(matches(_fields(h), c) for c in self._filters)][:k]
+        # a path's names may come from passages the view keeps out: only those its hit or query says stay
+        return [h.model_copy(update={"path": [n for n in h.path if n.casefold() in f"{h.text} {query}".casefold()]})
+                for h in kept]
 
     def pagerank_search(self, query: str, k: int = 8, seeds: dict[str, float] | None = None,
                         hops: int = 2) -> list[Hit]:
