@@ -305,14 +305,7 @@ class Service:
         cannot post it without the browser asking first), 413 past max_body_bytes, 400 if it is not JSON."""
         if environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower() != "application/json":
             raise ServiceError(415, "unsupported_media_type", "send the body as Content-Type: application/json")
-        try:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            raise ServiceError(400, "invalid_request", "Content-Length is not a number") from None
-        if length > self.limits.max_body_bytes:
-            raise ServiceError(413, "too_large", f"the body has {length} bytes; the limit is "
-                                                 f"{self.limits.max_body_bytes}")
-        raw = environ["wsgi.input"].read(length) if length else b""
+        raw = read_body(environ, self.limits.max_body_bytes)
         try:  # NaN and Infinity are not JSON: kept in metadata they would come back in replies strict clients refuse
             data = json.loads(raw.decode("utf-8"), parse_constant=_not_json, parse_float=_finite) if raw else None
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -542,6 +535,17 @@ def _finite(number: str) -> float:
     if math.isinf(value):
         raise _NotJSON(f"{number[:20]} is too large a number; send one within a double's range")
     return value
+
+
+def read_body(environ: dict, max_bytes: int) -> bytes:
+    """A request's body, its Content-Length bytes: 400 when that is not a number, 413 past `max_bytes`."""
+    try:
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise ServiceError(400, "invalid_request", "Content-Length is not a number") from None
+    if length > max_bytes:
+        raise ServiceError(413, "too_large", f"the body has {length} bytes; the limit is {max_bytes}")
+    return environ["wsgi.input"].read(length) if length else b""
 
 
 def _holds_saved(saved: KnowledgeBase | None, folder: Path) -> bool:

@@ -28,7 +28,7 @@ from pathlib import Path
 from .. import _otel
 from .._errors import ConfigurationError
 from ..kb import KnowledgeBaseBackend
-from ._app import _REASONS, MODEL_ID, SCOPE, Service, ServiceError, _error, _given_key
+from ._app import _REASONS, MODEL_ID, SCOPE, Service, ServiceError, _error, _given_key, read_body
 from ._keys import ALL, KeyRing, Scope
 from ._metrics import Metrics
 
@@ -174,14 +174,7 @@ class Collections:
         and handed on whole."""
         if environ.get("REQUEST_METHOD", "GET") != "POST":
             raise ServiceError(405, "method_not_allowed", "use POST /v1/chat/completions", [("Allow", "POST")])
-        try:
-            length = int(environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            raise ServiceError(400, "invalid_request", "Content-Length is not a number") from None
-        if length > self.limits.max_body_bytes:
-            raise ServiceError(413, "too_large", f"the body has {length} bytes; the limit is "
-                                                 f"{self.limits.max_body_bytes}")
-        raw = environ["wsgi.input"].read(length) if length else b""
+        raw = read_body(environ, self.limits.max_body_bytes)
         environ["wsgi.input"] = io.BytesIO(raw)
         try:
             model = json.loads(raw).get("model")
