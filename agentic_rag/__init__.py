@@ -109,7 +109,7 @@ from .tools import (
 
 __version__ = "0.1.0"  # the one place the version is written; setup.cfg reads it (attr: agentic_rag.__version__)
 
-_SERVICE = ("create_app", "ServiceLimits")
+_SERVICE = ("create_app", "ServiceLimits", "create_collections", "KeyRing", "legacy_scopes")
 
 
 def __getattr__(name: str):
@@ -155,5 +155,5 @@ __all__ = [
     # evaluation
     "run_bench",
     # the HTTP service (the serve extra)
-    "create_app", "ServiceLimits",
+    "create_app", "ServiceLimits", "create_collections", "KeyRing", "legacy_scopes",
 ]
