@@ -145,7 +145,7 @@ def run_agentic_rag(question: str, kb: KnowledgeBaseBackend, model: Model, tools
 
 def _run_attributes(span, state: AgentState) -> None:
     """A finished run's span: its tokens and cost, rounds, stop reason, the evidence it cited and
-    pooled (ids only), and its question and answer when content capture is on."""
+    pooled (ids only, never text)."""
     if span is None:
         return
     usage = state["usage"]
@@ -155,9 +155,7 @@ def _run_attributes(span, state: AgentState) -> None:
         "agentic_rag.rounds": state["round"], "agentic_rag.stop_reason": state["stop_reason"] or "none",
         "agentic_rag.abstained": bool(state["abstained"]),
         "agentic_rag.evidence_ids": [e["id"] for e in state["evidence"]][:64],
-        "agentic_rag.cited_ids": [c["id"] for c in state["citations"]],
-        **({"agentic_rag.question": state["question"], "agentic_rag.answer": state["answer"]}
-           if _otel.capture_text() else {})})
+        "agentic_rag.cited_ids": [c["id"] for c in state["citations"]]})
     if state["stop_reason"] == "error":
         _otel.failed(span, state.get("error") or "the run failed")
 

@@ -1,16 +1,14 @@
 """OpenTelemetry spans, when opentelemetry-api is installed (the `otel` extra): a run is one span
 ("invoke_agent agentic-rag"), each step of its trace a child ("agentic_rag.search", ...) and each
 model call a grandchild ("chat MODEL"), with the GenAI semantic conventions' attributes (model,
-tokens in and out) and ours (round, phase, stop_reason, evidence ids, cost). Document and question
-text is left out unless OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT is true. Spans go to the
-application's tracer provider; `agentic-rag serve` sets one up from the standard OTEL_* variables
-(configure_from_environment). Without opentelemetry installed nothing is imported and every function
-here does nothing."""
+tokens in and out) and ours (round, phase, stop_reason, evidence ids, cost): ids and figures, never
+the text of a document, a question or an answer. Spans go to the application's tracer provider;
+`agentic-rag serve` sets one up from the standard OTEL_* variables (configure_from_environment).
+Without opentelemetry installed nothing is imported and every function here does nothing."""
 from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
@@ -18,7 +16,6 @@ from typing import Any
 
 log = logging.getLogger("agentic_rag")
 TRACER = "agentic_rag"
-CAPTURE = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 
 
 @cache
@@ -33,11 +30,6 @@ def _trace():
 
 def enabled() -> bool:
     return _trace() is not None
-
-
-def capture_text() -> bool:
-    """Whether spans may carry question and answer text (the GenAI conventions' switch)."""
-    return os.environ.get(CAPTURE, "").strip().lower() in ("1", "true", "yes")
 
 
 @contextmanager
@@ -134,13 +126,13 @@ def attached(saved) -> Iterator[None]:
 
 # -- the SDK, for `agentic-rag serve` ---------------------------------------------------------------
 
-def configure_from_environment(service_name: str = "agentic-rag"):
+def configure_from_environment(env: Mapping[str, str], service_name: str = "agentic-rag"):
     """Set up a tracer provider from the standard variables when they ask for traces
     (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_TRACES_EXPORTER=otlp or
     console; not with OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none); returns it (shut it down
     to flush) or None. The exporter reads its endpoint, headers and timeout from the same variables;
-    OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES name the service (default agentic-rag)."""
-    env = os.environ
+    OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES name the service (default agentic-rag). `env` is
+    the environment (_settings reads it)."""
     exporter = env.get("OTEL_TRACES_EXPORTER", "").strip().lower()
     wanted = exporter in ("otlp", "console") or (not exporter and (
         env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")))

@@ -106,6 +106,14 @@ def ask_tools(args) -> list:
     return tools
 
 
+def tracing_from_environment():
+    """`serve`'s OpenTelemetry tracer provider, set up from the standard OTEL_* variables when they
+    ask for traces (_otel.configure_from_environment), else None."""
+    from ._otel import configure_from_environment
+
+    return configure_from_environment(os.environ)
+
+
 def serve_collections(args) -> dict[str, str]:
     """`serve`'s collections, name -> folder or database URL: `--kb DIR` alone is the one collection
     "default"; `--kb NAME=DIR` (repeated) and `--collections FILE` name them."""

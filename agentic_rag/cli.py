@@ -1,5 +1,6 @@
-"""The `agentic-rag` command: index, search, delete, compact, ask, chat, serve, bench, bench-rgb and
-doctor; its parser is in _cli_parser, its knowledge base helpers in _cli_kb, chat's prompt in _cli_chat."""
+"""The `agentic-rag` command: index, search, delete, compact, ask, chat, serve, keys, bench,
+bench-rgb and doctor; its parser is in _cli_parser, its knowledge base helpers in _cli_kb, chat's
+prompt in _cli_chat."""
 from __future__ import annotations
 
 import errno
@@ -10,7 +11,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import _cli_parser, _otel
+from . import _cli_parser
 from ._cli_chat import chat
 from ._cli_kb import CACHE_FOLDER, check_kb_path, embedder_line, glibc_memory, open_or_create, skipped
 from ._config import Config, RunConfig
@@ -27,6 +28,7 @@ from ._settings import (
     model_settings,
     serve_collections,
     serve_settings,
+    tracing_from_environment,
 )
 from .kb import load_documents
 from .kb._layout import MANIFEST
@@ -221,7 +223,7 @@ def cmd_serve(args) -> int:
     limits = ServiceLimits(max_concurrent_runs=args.max_runs, max_body_bytes=args.max_body,
                            max_file_bytes=args.max_file_size)
     model, tools = make_model(settings), ask_tools(args)
-    traces = _otel.configure_from_environment()  # OTLP export when the OTEL_* variables ask for it
+    traces = tracing_from_environment()  # OTLP export when the OTEL_* variables ask for it
     # a folder is loaded by its service, watched for other writers' saves and locked to write; a
     # database is opened here and shared already
     collections = {name: check_address(address) or load_kb(address, settings) for name, address in addresses.items()}

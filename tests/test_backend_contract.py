@@ -7,6 +7,7 @@ Where the two are compared directly (a real dev corpus), the full ranked lists m
 import json
 from itertools import islice
 
+import numpy as np
 import pytest
 
 from agentic_rag import Config, ConfigurationError, HashingEmbedder, KnowledgeBase, RetrievalError, SearchConfig
@@ -547,3 +548,34 @@ def test_a_restricted_graph_search_shows_no_name_of_a_passage_it_keeps_out(backe
     view = {h.doc_id: h.path for h in kb.restricted({"t": "a"}).graph_search("Who did Zorblat Industries meet?",
                                                                               k=8, hops=3)}
     assert list(view) == ["a1"] and "Secretname Holdings" not in view["a1"] and "Moldo Labs" in view["a1"]
+
+
+def test_term_weights_through_a_view_count_only_the_chunks_it_keeps(backend):
+    kb = backend()
+    kb.add_documents([Document("a1", "Acme rockets launch on Tuesdays.", metadata={"t": "a"}),
+                      Document("a2", "Acme rockets carry satellites.", metadata={"t": "a"}),
+                      Document("b1", "Globex vault code 9924 for rockets.", metadata={"t": "b"})])
+    whole = kb.term_weights("rockets vault 9924 acme")
+    assert set(whole) == {"rocket", "vault", "9924", "acme"}  # tokens are stemmed
+    view = kb.restricted({"t": "a"}, scope=True).term_weights("rockets vault 9924 acme")
+    assert set(view) == {"rocket", "acme"}  # what only the other scope holds is absent, as unknown words are
+    assert kb.restricted({"t": "a"}).term_weights("rockets vault 9924 acme") == whole  # a request's filters: all
+    alone = backend()
+    alone.add_documents([Document("a1", "Acme rockets launch on Tuesdays.", metadata={"t": "a"}),
+                         Document("a2", "Acme rockets carry satellites.", metadata={"t": "a"})])
+    assert view == pytest.approx(alone.term_weights("rockets vault 9924 acme"))  # as if the view were all there is
+    assert kb.term_weights("rockets", [{"t": "a"}, {"doc_id": "a1"}]) == pytest.approx(
+        {"rocket": float(np.log1p(0.5 / 1.5))})
+
+
+@pytest.mark.parametrize(("filters", "expected"), [
+    ({"tenant": "acme"}, ["a", "c"]), ({"tenant": ["acme", "globex"]}, ["a", "b", "c"]),
+    ({"level": {"gte": 2}}, ["b"]),
+])
+def test_held_documents_with_every_member_keep_a_list_only_when_each_member_matches(backend, filters, expected):
+    kb = backend()
+    kb.add_documents([Document("a", "x", metadata={"tenant": "acme", "level": [1, 5]}),
+                      Document("b", "x", metadata={"tenant": ["acme", "globex"], "level": [2, 3]}),
+                      Document("c", "x", metadata={"tenant": ["acme"], "level": 1}),
+                      Document("d", "x", metadata={"tenant": [], "level": []})])
+    assert kb.held_documents(["a", "b", "c", "d"], filters, every_member=True) == expected

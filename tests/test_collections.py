@@ -130,6 +130,13 @@ def test_writes_keep_to_the_key_s_scope(collections):
     assert refused[0] == 403 and "'tenant' is 'acme'" in refused[2]["error"]["message"]
     taken = add(ACME, {"id": "globex-plan", "text": "Globex has no launch code."})
     assert taken[0] == 403 and "taken outside the key's scope" in taken[2]["error"]["message"]
+    # a document may not reach past the writer's scope: a list value must lie wholly inside it
+    spread = add(ACME, {"id": "acme-spread", "text": "x", "metadata": {"tenant": ["acme", "globex"]}})
+    assert spread[0] == 403 and "'tenant' is 'acme'" in spread[2]["error"]["message"]
+    assert add(ACME, {"id": "acme-list", "text": "Acme only.", "metadata": {"tenant": ["acme"]}})[0] == 200
+    # the FAQ both tenants share is neither replaced nor deleted by one of them
+    assert add(ACME, {"id": "shared-faq", "text": "Acme took the FAQ."})[0] == 403
+    assert server.request("DELETE", "/v1/collections/docs/documents/shared-faq", key=ACME)[0] == 404
     assert add(GLOBEX, {"id": "g", "text": "x"})[0] == 403              # reads docs, writes nothing
     assert add(HR, {"id": "p", "text": "Parental leave is 20 weeks."}, where="policy")[0] == 403  # any of: must say
     assert add(HR, {"id": "p", "text": "Parental leave is 20 weeks.", "metadata": {"groups": ["all"]}},
@@ -168,6 +175,9 @@ def test_the_keys_file_is_read_again_when_it_changes_and_a_bad_one_keeps_the_las
     assert "keys file not read again" in caplog.text
     write_keys_file(keys_file, _entries())  # the stranger's key is taken away
     assert server.request("GET", "/v1/collections", key=STRANGER)[0] == 401
+    write_keys_file(keys_file, [])  # every key taken away: no one gets in, the server is not opened
+    for key in (None, ACME):
+        assert server.request("POST", "/v1/collections/docs/search", {"query": "launch code"}, key=key)[0] == 401
 
 
 def test_metrics_are_for_an_operator_key_and_each_request_has_an_access_line(collections, caplog):
@@ -329,3 +339,16 @@ def test_the_leak_check_finds_no_leak_and_would_find_one(pg_url, tmp_path):
         assert client.leaks and {leak["token"].split("-")[0] for leak in client.leaks} >= {"tenant1", "tenant2"}
     finally:
         server.close()
+
+
+def test_a_scoped_answer_does_not_tell_a_word_only_another_scope_holds_from_one_nobody_holds(collections):
+    server, _ = collections
+
+    def asked(number: str) -> str:
+        reply = server.request("POST", "/v1/collections/docs/ask", {
+            "question": f"Which Acme rocket unlocks {number}?", "cache": False}, key=ACME)[2]
+        said = [reply["answer"], reply["abstain_reason"] or "", *(e["summary"] for e in reply["trace"]),
+                *(json.dumps(e["detail"], sort_keys=True) for e in reply["trace"] if e["step"] == "verify")]
+        return "\n".join(said).replace(number, "N")
+
+    assert asked("9924") == asked("9921")  # 9924 is Globex's launch code; 9921 is held nowhere

@@ -192,7 +192,7 @@ def run(kb_dir: str, clients: int, seconds: float, writes: int, slow: tuple[int,
                                   "keys": len(tenants.keys)}
 
         def view(kb: KnowledgeBase, scope: dict | None):
-            return kb.restricted(scope) if scope else kb
+            return kb.restricted(scope, scope=True) if scope else kb  # as the service restricts a key
 
         process, port = _start(tenants.folders, clients, False, tenants.keys_file)
         try:

@@ -361,7 +361,7 @@ class Service:
         conversation = [history, instructions] if history or instructions else []  # a single question's key as ever
         key = cache_key(question, request.filters, asdict(config), self.model_name, generation, *conversation,
                         *([{"scope": scope_filter}] if scope_filter else []))
-        filters = [f for f in (scope_filter, request.filters) if f]  # the scope's first: the request narrows it
+        filters = [(f, i == 0) for i, f in enumerate((scope_filter, request.filters)) if f]  # (filter, is the scope)
         ready = {"question": question, "kb": kb, "generation": generation, "config": config, "key": key,
                  "filters": filters, "store": request.cache, "history": history or [],
                  "trace_context": _otel.current_context(),  # the request's span, for a stream's thread
@@ -388,8 +388,8 @@ class Service:
             return ready["cached"]
         try:
             view = ready["kb"]
-            for conditions in ready["filters"]:
-                view = view.restricted(conditions)
+            for conditions, scope in ready["filters"]:  # the scope's first: the request narrows it
+                view = view.restricted(conditions, scope=scope)
             state = run_agentic_rag(ready["question"], view, self.model, self.tools, ready["config"],
                                     on_token=on_token, history=ready["history"], instructions=ready["instructions"])
         finally:
@@ -441,7 +441,7 @@ class Service:
         request = self._body(environ, SearchRequest)
         kb, generation = self.current()
         scope = self.scope_filter(environ)
-        view = kb.restricted(scope) if scope else kb
+        view = kb.restricted(scope, scope=True) if scope else kb
         hits = view.search(request.query, k=request.k, mode=request.mode, filters=request.filters)
         return 200, {"hits": [hit.model_dump() for hit in hits], "generation": generation}, []
 
@@ -454,9 +454,9 @@ class Service:
         documents = [within_scope(d, scope) for d in self._read_uploads(request.documents)]
 
         def change(kb: KnowledgeBaseBackend) -> dict:
-            if scope:  # an id another scope holds is not this key's to replace
+            if scope:  # an id held outside the scope, or shared with another, is not this key's to replace
                 ids = [d.id for d in documents]
-                if taken := set(kb.held_documents(ids)) - set(kb.held_documents(ids, scope)):
+                if taken := set(kb.held_documents(ids)) - set(kb.held_documents(ids, scope, every_member=True)):
                     raise ServiceError(403, "forbidden", f"document {min(taken)!r} cannot be written with this "
                                                          f"key: its id is taken outside the key's scope; choose "
                                                          f"another id")
@@ -497,9 +497,9 @@ class Service:
             raise ServiceError(400, "invalid_request", "the document id is not UTF-8") from None
         if not doc_id:
             raise ServiceError(400, "invalid_request", "give the document id: DELETE /v1/documents/{id}")
-        scope = self.scope_filter(environ)  # a document outside the key's scope is as good as unknown
-        reply = self._write(lambda kb: {"deleted": kb.delete_documents(kb.held_documents([doc_id], scope)
-                                                                        if scope else [doc_id])})
+        scope = self.scope_filter(environ)  # a document not wholly inside the key's scope is as good as unknown
+        reply = self._write(lambda kb: {"deleted": kb.delete_documents(
+            kb.held_documents([doc_id], scope, every_member=True) if scope else [doc_id])})
         if not reply["deleted"]:
             raise ServiceError(404, "not_found", f"no document {doc_id!r} in the knowledge base")
         return 200, WriteReply(**reply).model_dump(), []
@@ -617,8 +617,9 @@ def _document(given, max_file_bytes: int) -> Document:
 
 def within_scope(document: Document, scope: dict) -> Document:
     """`document` as a key whose scope is `scope` may write it: an equality the document's metadata
-    leaves out is written into it; otherwise the document must already match (a value of an "any
-    of" list, a range), or the write is refused (403) naming the field and what it must hold."""
+    leaves out is written into it; otherwise the document must lie wholly inside the scope (a list
+    value with every member matching: it may not reach another scope too), or the write is refused
+    (403) naming the field and what it must hold."""
     if not scope:
         return document
     metadata = dict(document.metadata)
@@ -628,7 +629,7 @@ def within_scope(document: Document, scope: dict) -> Document:
             metadata[field] = condition
     fields = {**metadata, "doc_id": document.id, "source": document.source, "title": document.title}
     for field, condition in scope.items():
-        if not matches(fields, {field: condition}):
+        if not matches(fields, {field: condition}, every_member=True):
             wanted = f"one of {list(condition)}" if isinstance(condition, (list, tuple, set, frozenset)) else \
                 f"a value {condition}" if isinstance(condition, dict) else repr(condition)
             raise ServiceError(403, "forbidden", f"document {document.id!r}: this key writes only documents whose "

@@ -83,7 +83,9 @@ class KeyRing:
             self._stamp = _stamp(self.file)
 
     def __bool__(self) -> bool:
-        return bool(self._fixed or self.scopes())
+        """Whether keys are asked for: keys were given, or a keys file. A keys file emptied while the
+        server runs lets no one in; it never opens the server."""
+        return bool(self._fixed) or self.file is not None
 
     def scopes(self) -> list[Scope]:
         """The keys in force: those given, and the file's as it now stands. A file that changed but

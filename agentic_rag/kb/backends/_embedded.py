@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -206,10 +206,12 @@ class KnowledgeBase(SegmentPersistence):
                                      if c is not None}
         return self._rows_by_content
 
-    def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None) -> list[str]:
+    def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None,
+                       every_member: bool = False) -> list[str]:
         """Which of these document ids the knowledge base holds, in the order given, once each; with
-        `filters`, only those with a chunk the filters keep."""
-        test = compile_filters(check_filters(filters)) if filters else None
+        `filters`, only those with a chunk the filters keep (with `every_member`, a list value only
+        when each of its members matches: compile_filters)."""
+        test = compile_filters(check_filters(filters), every_member) if filters else None
         with self._lock.read():
             return [doc_id for doc_id in dict.fromkeys(doc_ids) if doc_id in self._docs and (
                 test is None or any(test(chunk_fields(cast(dict, self._chunks[row])))
@@ -289,10 +291,12 @@ class KnowledgeBase(SegmentPersistence):
                                       graph.rows_of, graph.nodes_of, hops, k, self.config.search.rrf_k)
             return [self._hit(*f) for f in ranked]
 
-    def restricted(self, filters: dict) -> RestrictedView:
+    def restricted(self, filters: dict, scope: bool = False) -> RestrictedView:
         """This knowledge base as a run sees it when only chunks matching `filters` may be used: every
-        search keeps to them (and a route's own filters narrow further). For a service request's filters."""
-        return RestrictedView(self, [check_filters(filters)])
+        search keeps to them (and a route's own filters narrow further). For a service request's
+        filters; with `scope` (an API key's filter), its term weights count only those chunks too."""
+        checked = check_filters(filters)
+        return RestrictedView(self, [checked], [checked] if scope else [])
 
     def close(self) -> None:
         """Nothing to release: it holds no connection or file open between calls (the protocol asks for it)."""
@@ -302,10 +306,14 @@ class KnowledgeBase(SegmentPersistence):
         """(nodes, edges) of the knowledge graph."""
         return len(self._graph.adjacent), len(self._graph)
 
-    def term_weights(self, text: str) -> dict[str, float]:
-        """BM25 idf of each distinct token of `text` that the knowledge base holds."""
+    def term_weights(self, text: str, filters: Sequence[dict] = ()) -> dict[str, float]:
+        """BM25 idf of each distinct token of `text` that the knowledge base holds; with `filters`
+        (every one must hold), among the chunks they keep: a term only other chunks hold is absent."""
         with self._lock.read():
-            return self._bm25.idf(tokenize(text))
+            if not filters:
+                return self._bm25.idf(tokenize(text))
+            allowed = np.logical_and.reduce([filter_mask(self._chunks, check_filters(f)) for f in filters])
+            return self._bm25.idf_within(tokenize(text), allowed)
 
     def bm25_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
         """The BM25 score of each given chunk for `query`: comparable across chunks found by other queries."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -40,7 +40,16 @@ from ..indexes._rerank import LexicalReranker, Reranker
 from ..ingestion._documents import Document
 from ._core import ADD_BATCH, AddResult, batches, check_built_with, chunk_records
 from ._postgres_errors import data_error, first_line, foreign_schema, no_right, safe_url
-from ._postgres_search import bm25_rows, graph_hits, hits_of, idf_of, pagerank_hits, vector_rows, where_sql
+from ._postgres_search import (
+    bm25_rows,
+    graph_hits,
+    hits_of,
+    idf_of,
+    idf_within,
+    pagerank_hits,
+    vector_rows,
+    where_sql,
+)
 from ._postgres_sql import check_index_settings, copy_batch, create_schema, hnsw_index, indexed, meta_problem, remove
 from ._search import RestrictedView, Retrievers, check_graph_arguments, fusion_of, pagerank_seeds, search_with
 
@@ -251,12 +260,14 @@ class PostgresKnowledgeBase:
 
         return self._write(write) if todo else AddResult(unchanged=len(latest))
 
-    def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None) -> list[str]:
+    def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None,
+                       every_member: bool = False) -> list[str]:
         """Which of these document ids the knowledge base holds, in the order given, once each; with
-        `filters`, only those with a chunk the filters keep."""
+        `filters`, only those with a chunk the filters keep (with `every_member`, a list value only
+        when each of its members matches: where_sql)."""
         wanted = list(dict.fromkeys(doc_ids))
         if filters:
-            where, arguments = where_sql(check_filters(filters))
+            where, arguments = where_sql(check_filters(filters), every_member)
             query, values = f"SELECT DISTINCT c.doc_id FROM ar_chunks c WHERE c.doc_id = ANY(%s){where}", \
                 [wanted, *arguments]
         else:
@@ -308,10 +319,19 @@ class PostgresKnowledgeBase:
         return Retrievers(self._read, lambda db: db.execute("SELECT n FROM ar_stats").fetchone()[0], retrieve,
                           hits_of, idf_of)
 
-    def term_weights(self, text: str) -> dict[str, float]:
-        """BM25 idf of each distinct token of `text` that the knowledge base holds."""
+    def term_weights(self, text: str, filters: Sequence[dict] = ()) -> dict[str, float]:
+        """BM25 idf of each distinct token of `text` that the knowledge base holds; with `filters`
+        (every one must hold), among the chunks they keep: a term only other chunks hold is absent."""
         terms = list(dict.fromkeys(tokenize(text)))
-        return self._read(lambda db: idf_of(db, terms)) if terms else {}
+        if not terms:
+            return {}
+        if not filters:
+            return self._read(lambda db: idf_of(db, terms))
+        where, arguments = "", list[object]()
+        for conditions in filters:
+            more, values = where_sql(check_filters(conditions))
+            where, arguments = where + more, arguments + values
+        return self._read(lambda db: idf_within(db, terms, where, arguments))
 
     def bm25_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
         """The BM25 score of each given chunk for `query`."""
@@ -358,9 +378,10 @@ class PostgresKnowledgeBase:
             "SELECT (SELECT count(*) FROM (SELECT a FROM ar_edges UNION SELECT b FROM ar_edges) n), "
             "(SELECT count(*) FROM (SELECT DISTINCT a, b FROM ar_edges) e)").fetchone())
 
-    def restricted(self, filters: dict) -> RestrictedView:
+    def restricted(self, filters: dict, scope: bool = False) -> RestrictedView:
         """This knowledge base with every search kept to `filters` (as KnowledgeBase.restricted)."""
-        return RestrictedView(self, [check_filters(filters)])
+        checked = check_filters(filters)
+        return RestrictedView(self, [checked], [checked] if scope else [])
 
     def save(self, *args, **kwargs) -> None:
         """Nothing to do: every write was committed in its own transaction."""

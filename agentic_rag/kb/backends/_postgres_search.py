@@ -25,11 +25,11 @@ _NUMBER = r"^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)?$"
 _TEXT_OF = "(CASE jsonb_typeof({0}) WHEN 'boolean' THEN initcap({0} #>> '{{}}') ELSE {0} #>> '{{}}' END)"
 
 
-def where_sql(filters: dict) -> tuple[str, list]:
+def where_sql(filters: dict, every_member: bool = False) -> tuple[str, list]:
     """The filters as SQL conditions on ar_chunks c (AND ...), with their arguments: equality and
     membership compare text, as the embedded filters compare str(); a range compares numbers as
     numbers and anything else as text. A metadata value that is a JSON array meets a condition when
-    one of its members does."""
+    one of its members does, or with `every_member` when it has members and each does."""
     parts, arguments = [], []
     for field, condition in filters.items():
         if field in _COLUMNS:
@@ -39,9 +39,15 @@ def where_sql(filters: dict) -> tuple[str, list]:
             continue
         scalar, scalar_args = _condition_sql(_TEXT_OF.format("(c.metadata -> %s)"), condition, field)
         member, member_args = _condition_sql(_TEXT_OF.format("m.v"), condition)
-        parts.append(f"(CASE WHEN jsonb_typeof(c.metadata -> %s) = 'array' THEN EXISTS (SELECT 1 FROM "
-                     f"jsonb_array_elements(c.metadata -> %s) AS m(v) WHERE {member}) ELSE {scalar} END)")
-        arguments += [field, field, *member_args, *scalar_args]
+        if every_member:  # members there are, and none of them fails (NULL fails too)
+            parts.append(f"(CASE WHEN jsonb_typeof(c.metadata -> %s) = 'array' THEN jsonb_array_length("
+                         f"c.metadata -> %s) > 0 AND NOT EXISTS (SELECT 1 FROM jsonb_array_elements(c.metadata -> "
+                         f"%s) AS m(v) WHERE ({member}) IS NOT TRUE) ELSE {scalar} END)")
+            arguments += [field, field, field, *member_args, *scalar_args]
+        else:
+            parts.append(f"(CASE WHEN jsonb_typeof(c.metadata -> %s) = 'array' THEN EXISTS (SELECT 1 FROM "
+                         f"jsonb_array_elements(c.metadata -> %s) AS m(v) WHERE {member}) ELSE {scalar} END)")
+            arguments += [field, field, *member_args, *scalar_args]
     return "".join(f" AND {p}" for p in parts), arguments
 
 
@@ -125,6 +131,14 @@ def idf_of(db, tokens: list[str]) -> dict[str, float]:
     n = db.execute("SELECT n FROM ar_stats").fetchone()[0]
     rows = db.execute("SELECT term, df FROM ar_terms WHERE term = ANY(%s)", (terms,)).fetchall()
     return {term: float(bm25_idf(n, df)) for term, df in rows}
+
+
+def idf_within(db, terms: list[str], where: str, arguments: list) -> dict[str, float]:
+    """idf_of among the chunks `where` keeps (conditions on ar_chunks c): N and df counted there."""
+    n = db.execute(f"SELECT count(*) FROM ar_chunks c WHERE true {where}", arguments).fetchone()[0]
+    rows = db.execute(f"""SELECT p.term, count(DISTINCT p.row) FROM ar_postings p JOIN ar_chunks c ON c.row = p.row
+        WHERE p.term = ANY(%s) {where} GROUP BY p.term""", [terms, *arguments]).fetchall()
+    return {term: float(bm25_idf(n, df)) for term, df in rows if df}
 
 
 # -- graph search ----------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 KnowledgeBase and PostgresKnowledgeBase both implement it, and so may a backend of your own."""
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -28,9 +28,10 @@ class KnowledgeBaseBackend(Protocol):
     def add_documents(self, documents: Iterable[Document], progress: bool = False, reuse_from=()):
         """Index documents; a known id with changed content replaces that document's chunks (AddResult)."""
 
-    def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None) -> list[str]:
+    def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None,
+                       every_member: bool = False) -> list[str]:
         """Which of these document ids it holds, in the order given, once each; with `filters`, only
-        those with a chunk the filters keep."""
+        those with a chunk the filters keep (`every_member`: a list value only when each member matches)."""
 
     def delete_documents(self, doc_ids: Iterable[str]) -> int:
         """Remove documents and their chunks; how many were found."""
@@ -46,8 +47,8 @@ class KnowledgeBaseBackend(Protocol):
                         hops: int = 2) -> list[Hit]:
         """Chunks ranked by personalized PageRank over the graph from the query's names and seed chunks."""
 
-    def term_weights(self, text: str) -> dict[str, float]:
-        """BM25 idf of each distinct token of `text` that the knowledge base holds."""
+    def term_weights(self, text: str, filters: Sequence[dict] = ()) -> dict[str, float]:
+        """BM25 idf of each distinct token of `text` that it holds; with `filters`, among the chunks they keep."""
 
     def bm25_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
         """The BM25 score of each given chunk for `query`."""
@@ -55,8 +56,8 @@ class KnowledgeBaseBackend(Protocol):
     def vector_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
         """The cosine similarity of each given chunk's vector to the query's."""
 
-    def restricted(self, filters: dict):
-        """A view whose searches keep to `filters`."""
+    def restricted(self, filters: dict, scope: bool = False):
+        """A view whose searches keep to `filters`; with `scope`, its term weights too."""
 
     def save(self, directory: str | Path, compact: bool = False) -> Path | None:
         """Make its changes last in `directory` (the folder written), or nothing when they already have (None)."""

@@ -4,7 +4,7 @@ backend's searches to some filters (RestrictedView). A backend supplies only its
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ..._config import SEARCH_MODES, SearchConfig
@@ -157,10 +157,11 @@ def graph_ranking(found: dict[int, tuple[int, list[str]]], scores, k: int) -> li
 
 class RestrictedView:
     """A knowledge base whose searches keep to chunks matching every one of a list of filters
-    (KnowledgeBase.restricted); what else a run asks of it goes to the knowledge base."""
+    (KnowledgeBase.restricted); what else a run asks of it goes to the knowledge base. Filters that
+    are a scope (`scopes`: an API key's) keep its term weights to their chunks as well."""
 
-    def __init__(self, kb, filters: list[dict]):
-        self._kb, self._filters = kb, filters
+    def __init__(self, kb, filters: list[dict], scopes: list[dict] | None = None):
+        self._kb, self._filters, self._scopes = kb, filters, scopes or []
 
     def __getattr__(self, name):  # term weights, graph size, BM25 scores: as the knowledge base has them
         return getattr(self._kb, name)
@@ -168,9 +169,10 @@ class RestrictedView:
     def __len__(self) -> int:
         return len(self._kb)
 
-    def restricted(self, filters: dict) -> RestrictedView:
-        """A view that keeps to these filters as well."""
-        return RestrictedView(self._kb, [*self._filters, check_filters(filters)])
+    def restricted(self, filters: dict, scope: bool = False) -> RestrictedView:
+        """A view that keeps to these filters as well (as a scope: see KnowledgeBase.restricted)."""
+        checked = check_filters(filters)
+        return RestrictedView(self._kb, [*self._filters, checked], [*self._scopes, *([checked] if scope else [])])
 
     def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
                rerank: bool | None = None) -> list[Hit]:
@@ -189,12 +191,20 @@ class RestrictedView:
         hits = self._kb.search(query, k * 4, mode, first, rerank)
         return [h for h in hits if all(matches(_fields(h), c) for c in later)][:k]
 
-    def held_documents(self, doc_ids, filters: dict | None = None) -> list[str]:
-        """As KnowledgeBase.held_documents, keeping to the view's filters and the given ones."""
+    def term_weights(self, text: str, filters: Sequence[dict] = ()) -> dict[str, float]:
+        """As KnowledgeBase.term_weights, among the chunks the view's scopes keep (and `filters`): how
+        rare a term is, and whether it is held at all, says nothing of the chunks a scope keeps out.
+        A request's own filters narrow searches, not the weights (a question may name what the
+        filtered chunks do not hold)."""
+        return self._kb.term_weights(text, [*self._scopes, *filters])
+
+    def held_documents(self, doc_ids, filters: dict | None = None, every_member: bool = False) -> list[str]:
+        """As KnowledgeBase.held_documents, keeping to the view's filters and the given ones (to
+        which `every_member` applies)."""
         held = list(doc_ids)
-        for conditions in [*self._filters, filters or {}]:
-            held = self._kb.held_documents(held, conditions or None)
-        return held
+        for conditions in self._filters:
+            held = self._kb.held_documents(held, conditions)
+        return self._kb.held_documents(held, filters, every_member) if filters else held
 
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
         """As KnowledgeBase.graph_search, keeping the hits that match the filters (at most k), each

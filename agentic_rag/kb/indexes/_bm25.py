@@ -246,6 +246,18 @@ class BM25:
                 weights[term] = float(self._df_idf(len(found[0]))) if found else 0.0
         return weights
 
+    def idf_within(self, tokens: list[str], allowed: np.ndarray) -> dict[str, float]:
+        """Each distinct term's idf among the rows `allowed` keeps (a mask by row): N and df counted
+        there only; a term none of those rows holds is left out, as a term no row holds is."""
+        allowed = allowed[:len(self.alive)] & self.alive[:len(allowed)]
+        n, weights = int(allowed.sum()), {}
+        for term in dict.fromkeys(tokens):
+            found = self._term(term) if term in self.vocab else None
+            df = int(allowed[found[0][found[0] < len(allowed)]].sum()) if found else 0
+            if df:
+                weights[term] = float(bm25_idf(n, df))
+        return weights
+
     def scores(self, tokens: list[str]) -> np.ndarray:
         """BM25 score of every row for the query tokens (each distinct term counted once)."""
         out = np.zeros(len(self.alive), np.float32)

@@ -124,21 +124,23 @@ def _test(condition) -> Callable[[object], bool]:
     return lambda value: str(value) == wanted
 
 
-def compile_filters(filters: dict) -> Callable[[dict], bool]:
+def compile_filters(filters: dict, every_member: bool = False) -> Callable[[dict], bool]:
     """A test of a chunk's fields: true when every condition in (checked) `filters` holds; a list
-    value holds a condition when one of its members does."""
+    value holds a condition when one of its members does, or with `every_member` when it has
+    members and each does (a document wholly inside a scope, not only partly)."""
     tests = [(field, _test(condition)) for field, condition in filters.items()]
+    some = all if every_member else any
 
     def holds(value, test: Callable[[object], bool]) -> bool:
         if isinstance(value, _LISTS):
-            return any(member is not None and test(member) for member in value)
+            return bool(value) and some(member is not None and test(member) for member in value)
         return value is not None and test(value)
     return lambda fields: all(holds(fields.get(field), test) for field, test in tests)
 
 
-def matches(fields: dict, filters: dict) -> bool:
-    """True when every condition in `filters` holds for the given fields."""
-    return compile_filters(filters)(fields)
+def matches(fields: dict, filters: dict, every_member: bool = False) -> bool:
+    """True when every condition in `filters` holds for the given fields (compile_filters)."""
+    return compile_filters(filters, every_member)(fields)
 
 
 def chunk_fields(chunk: dict) -> dict:
