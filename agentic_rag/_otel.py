@@ -138,6 +138,14 @@ def configure_from_environment(env: Mapping[str, str], service_name: str = "agen
         env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")))
     if not wanted or env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true" or exporter == "none":
         return None
+    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or \
+        "http/protobuf"
+    if exporter != "console" and protocol != "http/protobuf":
+        from ._errors import ConfigurationError
+
+        raise ConfigurationError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol}: serve exports OTLP over HTTP "
+                                 f"(http/protobuf) only; point OTEL_EXPORTER_OTLP_ENDPOINT at the collector's HTTP "
+                                 f"port (4318)")
     if _trace() is None or importlib.util.find_spec("opentelemetry.sdk") is None:
         from ._errors import ConfigurationError
 
@@ -153,7 +161,9 @@ def configure_from_environment(env: Mapping[str, str], service_name: str = "agen
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         span_exporter = OTLPSpanExporter()
-    resource = Resource.create({SERVICE_NAME: env.get("OTEL_SERVICE_NAME") or service_name})
+    resource = Resource.create()  # OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, as the SDK reads them
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: service_name}))
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(span_exporter))
     _trace().set_tracer_provider(provider)

@@ -128,8 +128,11 @@ def test_writes_keep_to_the_key_s_scope(collections):
     assert next(h for h in hits if h["doc_id"] == "acme-note")["metadata"]["tenant"] == "acme"  # written in
     refused = add(ACME, {"id": "sneaky", "text": "x", "metadata": {"tenant": "globex"}})
     assert refused[0] == 403 and "'tenant' is 'acme'" in refused[2]["error"]["message"]
+    cached = server.request("POST", "/v1/collections/docs/ask", {"question": "When does Acme ship?"}, key=ACME)[2]
     taken = add(ACME, {"id": "globex-plan", "text": "Globex has no launch code."})
     assert taken[0] == 403 and "taken outside the key's scope" in taken[2]["error"]["message"]
+    again = server.request("POST", "/v1/collections/docs/ask", {"question": "When does Acme ship?"}, key=ACME)[2]
+    assert not cached["cached"] and again["cached"]  # a refused write changed nothing: the cache stands
     # a document may not reach past the writer's scope: a list value must lie wholly inside it
     spread = add(ACME, {"id": "acme-spread", "text": "x", "metadata": {"tenant": ["acme", "globex"]}})
     assert spread[0] == 403 and "'tenant' is 'acme'" in spread[2]["error"]["message"]
@@ -169,6 +172,11 @@ def test_the_keys_file_is_read_again_when_it_changes_and_a_bad_one_keeps_the_las
     assert server.request("GET", "/v1/collections", key=STRANGER)[0] == 401
     write_keys_file(keys_file, _entries() + [{"id": "stranger", "sha256": digest(STRANGER), "read": ["policy"]}])
     assert [c["name"] for c in server.request("GET", "/v1/collections", key=STRANGER)[2]["data"]] == ["policy"]
+    typo = dict(_entries()[1], read=["dcos"])  # a grant of no collection here: it grants nothing, the rest stands
+    write_keys_file(keys_file, [typo] + [e for e in _entries() if e["id"] != "globex"] +
+                    [{"id": "stranger", "sha256": digest(STRANGER), "read": ["policy"]}])
+    assert server.request("GET", "/v1/collections", key=GLOBEX)[2]["data"] == []
+    assert server.request("GET", "/v1/collections", key=STRANGER)[0] == 200
     keys_file.write_text("{not json")
     with caplog.at_level(logging.ERROR, logger="agentic_rag.service"):
         assert server.request("GET", "/v1/collections", key=STRANGER)[0] == 200
@@ -190,10 +198,15 @@ def test_metrics_are_for_an_operator_key_and_each_request_has_an_access_line(col
             if len(lines := [r.getMessage() for r in caplog.records if r.name == "agentic_rag.access"]) == 3:
                 break
             time.sleep(0.01)
-    assert lines[0].startswith("GET /metrics 403 ") and lines[0].endswith("collection=- key=acme")
-    assert lines[2].startswith("POST /v1/collections/docs/search 200 ") and "collection=docs key=acme" in lines[2]
+    refused = next(line for line in lines if line.startswith("GET /metrics 403 "))  # written by the server's
+    searched = next(line for line in lines if line.startswith("POST /v1/collections/docs/search 200 "))  # threads
+    assert refused.endswith("collection=- key=acme") and searched.endswith("collection=docs key=acme")
     assert not any(ACME in line for line in lines)
     assert server.request("GET", "/healthz")[2] == {"status": "ok", "collections": 3}
+    wrong = server.request("GET", "/v1/collections/docs/documents", key=ACME)[2]["error"]["message"]
+    assert wrong == "GET /v1/collections/docs/documents: use POST"  # the path sent, not the collection's own
+    deep = server.request("POST", "/v1/chat/completions", raw=b"[" * 100_000, key=ACME)
+    assert deep[0] == 400 and deep[2]["error"]["type"] == "invalid_request"  # not a traceback
     paths = server.request("GET", "/openapi.json")[2]["paths"]
     assert [p["name"] for p in paths["/v1/collections/{name}/documents/{id}"]["delete"]["parameters"]] == ["name",
                                                                                                            "id"]

@@ -166,6 +166,10 @@ def test_a_plain_or_comparison_question_is_answered_as_before():
     # not nested: the question's own passage answers, whatever passages its titles lead to
     plain = extractive.generate({"question": "Who made the live album Maiden Japan?", "evidence": [BAND, FORMED]})
     assert "[1]" in plain.answer and "[2]" not in plain.answer
+    # a comparison is answered item by item, not along hops
+    both = extractive.generate({"question": "Which was formed first, the band that made Maiden Japan or Deep "
+                                            "Purple?", "evidence": [BAND, FORMED, PURPLE]}).answer
+    assert not both.startswith("Iron Maiden are an English heavy metal band formed in Leyton")
     # nested, but no passage beyond the question's names: no chain to follow
     alone = extractive.generate({"question": NESTED, "evidence": [BAND]}).answer
     assert alone == "The title is a pun of Deep Purple's live album Made in Japan. [1] " \

@@ -35,6 +35,7 @@ def spans():
         trace.set_tracer_provider(provider)
     yield _EXPORTER
     _EXPORTER.clear()
+    _EXPORTER.shutdown()  # the provider stays (one a process), but later tests' spans are no longer kept
 
 
 @pytest.fixture(scope="module")

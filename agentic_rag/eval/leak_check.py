@@ -160,7 +160,7 @@ def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, .
                 url = server_pg.get_uri()
             database = open_kb(url)
             opened.append(database)
-            database.delete_documents([d.id for d in documents])  # a database used before starts clean
+            database.delete_documents([d.id for d in documents])  # the corpus's documents as planted now
             database.add_documents(documents)
             collections["database"] = database
         keys = _keys(scopes, list(collections))
@@ -186,7 +186,7 @@ def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, .
             server_pg.cleanup()
     leaks = sum(f["leaks"] for f in figures.values())
     return {"scopes": scopes, "documents_per_scope": docs, "questions_per_key": count, "backends": list(backends),
-            "keys": len(_keys(scopes, [])), "leaks": leaks, "runs": figures}
+            "keys": len(keys), "leaks": leaks, "runs": figures}
 
 
 def _rounds(client: Client, keys: list[dict], collections: list[str], scopes: int, count: int,

@@ -50,6 +50,7 @@ from ._schemas import AskRequest, DocumentsRequest, SearchRequest, WriteReply
 log = logging.getLogger("agentic_rag.service")
 MODEL_ID = "agentic-rag"  # the one model /v1/models lists: the agent, whatever model it runs on
 SCOPE = "agentic_rag.scope"  # the environ key where a collections app puts the caller's Scope (no header can)
+SENT_PATH = "agentic_rag.sent_path"  # and the path the client sent, for messages that name it
 Schema = TypeVar("Schema", bound=BaseModel)
 
 
@@ -188,6 +189,8 @@ class Service:
                     result = change(kb)
                     if any(result.get(k) for k in ("added", "replaced", "deleted")):  # else nothing to save
                         kb.save(self.kb_dir)
+                except ServiceError:  # a refusal, raised before the change: nothing changed, nothing to read again
+                    raise
                 except BaseException:
                     self.cache.clear()
                     self._kb = self._saved = self._load(self.kb_dir)
@@ -226,7 +229,7 @@ class Service:
         method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "/")
         endpoint = self._endpoint(path)
         try:
-            handler, need = self._route("GET" if method == "HEAD" else method, path)
+            handler, need = self._route("GET" if method == "HEAD" else method, path, self._sent_path(environ))
             self._authorize(environ, need)
             status, body, headers = handler(environ)
         except ServiceError as exc:
@@ -266,18 +269,24 @@ class Service:
         finally:
             self.metrics.latency.labels(*labels).observe(time.perf_counter() - started)
 
-    def _route(self, method: str, path: str):
+    def _route(self, method: str, path: str, shown: str):
+        """The handler of (method, path) and the key it needs; a refusal names `shown`, the path sent."""
         if path.startswith("/v1/documents/"):
             if method != "DELETE":
-                raise ServiceError(405, "method_not_allowed", f"{method} {path}: use DELETE", [("Allow", "DELETE")])
+                raise ServiceError(405, "method_not_allowed", f"{method} {shown}: use DELETE", [("Allow", "DELETE")])
             return self.delete_document, "write"
         if (method, path) in self._routes:
             return self._routes[(method, path)]
         allowed = [m for m, p in self._routes if p == path]
         if allowed:
-            raise ServiceError(405, "method_not_allowed", f"{method} {path}: use {', '.join(allowed)}",
+            raise ServiceError(405, "method_not_allowed", f"{method} {shown}: use {', '.join(allowed)}",
                                [("Allow", ", ".join(allowed))])
         raise ServiceError(404, "not_found", "no such endpoint; see /openapi.json")
+
+    @staticmethod
+    def _sent_path(environ: dict) -> str:
+        """The path as the client sent it (a collections app passes on its own part of it)."""
+        return environ.get(SENT_PATH) or environ.get("PATH_INFO", "/")
 
     def _authorize(self, environ: dict, need: str | None) -> None:
         """Keys, when any are configured: a read key for reads, a write key for writes, compared in

@@ -28,7 +28,7 @@ from pathlib import Path
 from .. import _otel
 from .._errors import ConfigurationError
 from ..kb import KnowledgeBaseBackend
-from ._app import _REASONS, MODEL_ID, SCOPE, Service, ServiceError, _error, _given_key, read_body
+from ._app import _REASONS, MODEL_ID, SCOPE, SENT_PATH, Service, ServiceError, _error, _given_key, log, read_body
 from ._keys import ALL, KeyRing, Scope
 from ._metrics import Metrics
 
@@ -73,6 +73,11 @@ class Collections:
             reply = self._dispatch(environ, method, path, seen, noting)
         except ServiceError as exc:
             reply = self._error(noting, exc)
+            self.metrics.requests.labels(_route(path), str(exc.status)).inc()  # answered here: counted here
+        except Exception:  # never a traceback to the client: logged here, a plain 500 there
+            log.exception("request %s %s failed", method, path)
+            reply = self._error(noting, ServiceError(500, "internal_error", "the server failed on this request; "
+                                                                            "see its log"))
         finally:
             _otel.detach(token)
         return self._logged(reply, method, path, seen, started, span)
@@ -162,7 +167,7 @@ class Collections:
     def _pass(self, environ: dict, start_response, service: Service, scope: Scope | None, inner: str,
               seen: dict) -> Iterable[bytes]:
         passed = dict(environ, PATH_INFO=inner)
-        passed[SCOPE] = scope if scope is not None else OPEN
+        passed[SCOPE], passed[SENT_PATH] = scope if scope is not None else OPEN, environ.get("PATH_INFO", "/")
         return service(passed, start_response)
 
     def _models(self, scope: Scope) -> list[str]:
@@ -177,9 +182,10 @@ class Collections:
         raw = read_body(environ, self.limits.max_body_bytes)
         environ["wsgi.input"] = io.BytesIO(raw)
         try:
-            model = json.loads(raw).get("model")
-        except (ValueError, AttributeError):
-            model = None  # the collection's endpoint says what is wrong with the body
+            body = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise ServiceError(400, "invalid_request", f"the body is not UTF-8 JSON ({type(exc).__name__})") from None
+        model = body.get("model") if isinstance(body, dict) else None  # a body of no object: the endpoint says so
         if len(self.services) == 1 and model in (None, MODEL_ID):
             return next(iter(self.services))
         if not isinstance(model, str) or model not in self._models(scope):
@@ -206,9 +212,9 @@ class Collections:
 
     def _logged(self, reply: Iterable[bytes], method: str, path: str, seen: dict, started: float,
                 span=None) -> Iterator[bytes]:
-        """The reply, and once its last byte is sent (or the client went away) one access line:
-        method, path, status, milliseconds, collection and key id (never the key); the request's
-        span ends then too."""
+        """The reply, and once its last byte is sent (or the client went away while it was sent) one
+        access line: method, path, status, milliseconds, collection and key id (never the key); the
+        request's span ends then too."""
         try:
             if method != "HEAD":
                 yield from reply

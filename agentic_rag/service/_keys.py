@@ -31,7 +31,6 @@ log = logging.getLogger("agentic_rag.service")
 ALL = "*"
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
-MIN_KEY_CHARS = 16
 
 
 def digest(key: str) -> str:
@@ -79,8 +78,8 @@ class KeyRing:
         self._from_file: list[Scope] = []
         self._lock = threading.Lock()
         if self.file is not None:
+            self._stamp = _stamp(self.file)  # before reading: a change meanwhile is read at the next look
             self._from_file = read_keys_file(self.file, self._collections)
-            self._stamp = _stamp(self.file)
 
     def __bool__(self) -> bool:
         """Whether keys are asked for: keys were given, or a keys file. A keys file emptied while the
@@ -88,15 +87,16 @@ class KeyRing:
         return bool(self._fixed) or self.file is not None
 
     def scopes(self) -> list[Scope]:
-        """The keys in force: those given, and the file's as it now stands. A file that changed but
-        cannot be read keeps the keys it last held (logged), so that a typo does not open or close
-        the service."""
+        """The keys in force: those given, and the file's as it now stands. Read again, a grant of a
+        collection this server does not serve grants nothing (logged), so that one key's typo does not
+        keep every other change out; a file that cannot be read at all keeps the keys it last held
+        (logged), so that a broken file neither opens nor closes the service."""
         if self.file is not None and _stamp(self.file) != self._stamp:
             with self._lock:
                 stamp = _stamp(self.file)
                 if stamp != self._stamp:
                     try:
-                        self._from_file = read_keys_file(self.file, self._collections)
+                        self._from_file = read_keys_file(self.file, self._collections, strict=False)
                         log.info("keys file %s read again: %d keys", self.file, len(self._from_file))
                     except ConfigurationError as exc:
                         log.error("keys file not read again, the keys it last held stay in force: %s", exc)
@@ -128,18 +128,20 @@ def legacy_scopes(read_keys: Iterable[str], write_keys: Iterable[str]) -> list[S
                   write=frozenset({ALL}) if writes else frozenset()) for k, writes in keys]
 
 
-def read_keys_file(path: Path, collections: frozenset[str] | None = None) -> list[Scope]:
+def read_keys_file(path: Path, collections: frozenset[str] | None = None, strict: bool = True) -> list[Scope]:
     """The scopes of a JSON keys file (see the module's text); a bad one raises naming the entry and
-    the fix. With `collections`, a grant must name one of them (or ALL)."""
-    return _scopes_of(_entries(path), path, collections)
+    the fix. With `collections`, a grant must name one of them (or ALL); not `strict`, a grant of
+    another is dropped with a warning in the log."""
+    return _scopes_of(_entries(path), path, collections, strict)
 
 
-def _scopes_of(entries: list, path: Path, collections: frozenset[str] | None = None) -> list[Scope]:
+def _scopes_of(entries: list, path: Path, collections: frozenset[str] | None = None,
+               strict: bool = True) -> list[Scope]:
     scopes: list[Scope] = []
     seen: set[str] = set()
     for number, entry in enumerate(entries, 1):
         where = f"{path} key {number}"
-        scope = _scope(entry, where, collections)
+        scope = _scope(entry, where, collections, strict)
         if scope.key_id in seen or scope.digest in {s.digest for s in scopes}:
             raise ConfigurationError(f"{where}: id {scope.key_id!r} or its sha256 is given twice; give each key once")
         seen.add(scope.key_id)
@@ -147,7 +149,7 @@ def _scopes_of(entries: list, path: Path, collections: frozenset[str] | None = N
     return scopes
 
 
-def _scope(entry, where: str, collections: frozenset[str] | None) -> Scope:
+def _scope(entry, where: str, collections: frozenset[str] | None, strict: bool = True) -> Scope:
     if not isinstance(entry, Mapping):
         raise ConfigurationError(f"{where}: an entry is an object {{\"id\", \"sha256\", \"read\", \"write\", "
                                  f"\"filter\"}}")
@@ -161,31 +163,25 @@ def _scope(entry, where: str, collections: frozenset[str] | None) -> Scope:
     if not isinstance(hashed, str) or not _DIGEST.fullmatch(hashed):
         raise ConfigurationError(f"{where} ({key_id}): 'sha256' must be the key's sha256 as 64 lowercase hex digits "
                                  f"(agentic-rag keys add makes a key and its entry)")
-    grants = {}
+    grants: dict[str, frozenset[str]] = {}
+    if not entry.get("read") and not entry.get("write"):
+        raise ConfigurationError(f"{where} ({key_id}): the key grants nothing; give 'read' or 'write' collections")
     for need in ("read", "write"):
         names = entry.get(need, [])
         if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
             raise ConfigurationError(f"{where} ({key_id}): {need!r} must be a list of collection names (or \"*\")")
         missing = [n for n in names if collections is not None and n != ALL and n not in collections]
-        if missing:
+        if missing and strict:
             raise ConfigurationError(f"{where} ({key_id}): no collection {missing[0]!r}; the collections are "
                                      f"{', '.join(sorted(collections or ())) or 'none'}")
-        grants[need] = frozenset(names)
-    if not grants["read"] | grants["write"]:
-        raise ConfigurationError(f"{where} ({key_id}): the key grants nothing; give 'read' or 'write' collections")
+        if missing:
+            log.warning("%s (%s): no collection %r here; that grant grants nothing", where, key_id, missing[0])
+        grants[need] = frozenset(n for n in names if n not in missing)
     try:
         conditions = check_filters(entry.get("filter") or {})
     except ConfigurationError as exc:
         raise ConfigurationError(f"{where} ({key_id}): {exc}") from None
     return Scope(key_id, hashed, grants["read"], grants["write"], dict(conditions))
-
-
-def check_key(key: str) -> str:
-    """A key long enough to be a secret; a short one raises with the fix."""
-    if len(key) < MIN_KEY_CHARS:
-        raise ConfigurationError(f"an API key is shorter than {MIN_KEY_CHARS} characters; use long random keys "
-                                 f"(python -c 'import secrets; print(secrets.token_urlsafe(32))')")
-    return key
 
 
 def change_keys_file(path: Path, key_id: str, entry: dict | None) -> None:

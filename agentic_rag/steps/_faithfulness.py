@@ -34,7 +34,8 @@ def check_faithfulness(question: str, answer: str, evidence: Sequence[Evidence],
         unsupported = [s for s, v in scores.items() if v < SUPPORTED]
         return Faithfulness(score=round(1 - len(unsupported) / len(found), 3), unsupported=unsupported,
                             complete=not missing, missing=missing, reason=f"fallback: {exc}", by="fallback")
-    if hops := missing_hops(question, answer, evidence):  # a hop left uncited: incomplete, whatever the judge says
+    if hops := [h for h in missing_hops(question, answer, evidence) if h not in verdict.missing]:
+        # a hop left uncited: incomplete, whatever the judge says
         return verdict.model_copy(update={"by": "model", "complete": False, "missing": verdict.missing + hops})
     return verdict.model_copy(update={"by": "model"})
 

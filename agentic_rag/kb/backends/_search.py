@@ -163,7 +163,7 @@ class RestrictedView:
     def __init__(self, kb, filters: list[dict], scopes: list[dict] | None = None):
         self._kb, self._filters, self._scopes = kb, filters, scopes or []
 
-    def __getattr__(self, name):  # term weights, graph size, BM25 scores: as the knowledge base has them
+    def __getattr__(self, name):  # graph size, BM25 scores, the embedder: as the knowledge base has them
         return getattr(self._kb, name)
 
     def __len__(self) -> int:
