@@ -177,6 +177,43 @@ def speed(server_url: str, size: int, query_count: int) -> dict:
     return report
 
 
+def floor(server_url: str, size: int, query_count: int, dimension: int = 384) -> dict:
+    """What no search in PostgreSQL can beat on this machine: one round trip (SELECT 1) and one pgvector
+    HNSW query (m 16, ef_construction 64, ef_search 40, k 10) over `size` random unit vectors of
+    `dimension`, each timed `query_count` times from this process; and the index's build time."""
+    import numpy as np
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    rng = np.random.default_rng(7)
+    with psycopg.connect(new_database(server_url, "floor"), autocommit=True) as db:
+        db.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        register_vector(db)
+        db.execute(f"CREATE TABLE floor (id int PRIMARY KEY, v vector({dimension}))")
+        with db.cursor().copy("COPY floor (id, v) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            copy.set_types(["int4", "vector"])
+            for start in range(0, size, 10_000):
+                block = rng.standard_normal((min(10_000, size - start), dimension)).astype(np.float32)
+                for i, v in enumerate(block / np.linalg.norm(block, axis=1, keepdims=True)):
+                    copy.write_row([start + i, v])
+        started = time.perf_counter()
+        db.execute("CREATE INDEX ON floor USING hnsw (v vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
+        build = time.perf_counter() - started
+        db.execute("SET hnsw.ef_search = 40")
+        trips, searches = [], []
+        for _ in range(query_count):
+            started = time.perf_counter()
+            db.execute("SELECT 1").fetchone()
+            trips.append((time.perf_counter() - started) * 1000)
+            query = rng.standard_normal(dimension).astype(np.float32)
+            started = time.perf_counter()
+            db.execute("SELECT id FROM floor ORDER BY v <=> %s LIMIT 10", (query / np.linalg.norm(query),)).fetchall()
+            searches.append((time.perf_counter() - started) * 1000)
+    return {"rows": size, "dimension": dimension, "hnsw_build_s": round(build, 1),
+            "round_trip_p50_ms": round(percentile(trips, 50), 3), "hnsw_p50_ms": round(percentile(searches, 50), 3),
+            "hnsw_p95_ms": round(percentile(searches, 95), 3)}
+
+
 def _cell(r: dict) -> str:
     return "-" if r["top10"] is None else f"{r['top10']:.3f} / {r['exact']:.3f}"
 
@@ -192,8 +229,22 @@ def markdown(report: dict) -> str:
     capped = ", ".join(part for part in (caps["documents"] and f"the first {caps['documents']:,} documents",
                                          caps["questions"] and f"the first {caps['questions']:,} questions")
                        if part) or "nothing"
-    lines = ["# PostgreSQL against the embedded knowledge base: ranking parity on the dev sets and speed", "",
-             f"Hashing embedder, k = {K}. Each cell: mean top-10 agreement (hits both backends return over the "
+    lines = ["# PostgreSQL against the embedded knowledge base: ranking parity on the dev sets and speed", ""]
+    if report["parity"]:
+        lines += _parity_lines(report, capped)
+    if report.get("floor"):
+        f = report["floor"]
+        lines += ["", f"## The floor: one round trip and one pgvector HNSW query ({f['rows']:,} random "
+                      f"{f['dimension']}-dimensional vectors, m 16, ef_construction 64, ef_search 40, k 10)", "",
+                  "| round trip p50 ms | HNSW query p50 ms | HNSW query p95 ms | HNSW build s |", "|---|---|---|---|",
+                  f"| {f['round_trip_p50_ms']} | {f['hnsw_p50_ms']} | {f['hnsw_p95_ms']} | {f['hnsw_build_s']} |"]
+    if report["speed"]:
+        lines += _speed_lines(report)
+    return "\n".join(lines) + "\n"
+
+
+def _parity_lines(report: dict, capped: str) -> list[str]:
+    lines = [f"Hashing embedder, k = {K}. Each cell: mean top-10 agreement (hits both backends return over the "
              f"longer list) / exact order (the same ids in the same order), per question. Target: top-10 "
              f"agreement >= {TARGET} in every mode on every set. Capped per set at {capped}.", "",
              "| set | split | documents | chunks | questions | " + " | ".join(MODES) + " |",
@@ -211,32 +262,39 @@ def markdown(report: dict) -> str:
         if r["embedded r@5"] is not None:
             lines.append(f"| {name} | {r['embedded r@5']:.3f} / {r['postgres r@5']:.3f} "
                          f"| {r['embedded mrr@10']:.3f} / {r['postgres mrr@10']:.3f} |")
-    if report["speed"]:
-        lines += ["", "## Speed on synthetic chunks (hashing embedder at 1,024 dimensions), embedded / postgres: "
-                  "seconds, ms", "",
-                  "| chunks | build s embedded / postgres | hybrid p50 ms | hybrid p95 ms | add 100 docs s |",
-                  "|---|---|---|---|---|"]
-        for size, r in report["speed"].items():
-            e, p = r["embedded"], r["postgres"]
-            lines.append(f"| {int(size):,} | {e['build_s']} / {p['build_s']} | {e['hybrid_p50_ms']} / "
-                         f"{p['hybrid_p50_ms']} | {e['hybrid_p95_ms']} / {p['hybrid_p95_ms']} | {e['add_100_s']} / "
-                         f"{p['add_100_s']} |")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _speed_lines(report: dict) -> list[str]:
+    lines = ["", "## Speed on synthetic chunks (hashing embedder at 1,024 dimensions), embedded / postgres: "
+             "seconds, ms", "",
+             "| chunks | build s embedded / postgres | hybrid p50 ms | hybrid p95 ms | add 100 docs s |",
+             "|---|---|---|---|---|"]
+    for size, r in report["speed"].items():
+        e, p = r["embedded"], r["postgres"]
+        lines.append(f"| {int(size):,} | {e['build_s']} / {p['build_s']} | {e['hybrid_p50_ms']} / "
+                     f"{p['hybrid_p50_ms']} | {e['hybrid_p95_ms']} / {p['hybrid_p95_ms']} | {e['add_100_s']} / "
+                     f"{p['add_100_s']} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", default="../shared/data", help="the evaluation sets' folder")
-    parser.add_argument("--sets", default="", help="comma-separated set names (default: every set found in --data)")
+    parser.add_argument("--sets", default="", help="comma-separated set names (default: every set found in --data; "
+                                                   "none: no parity part)")
     parser.add_argument("--max-docs", type=int, default=0, help="documents of each corpus indexed (0: all)")
     parser.add_argument("--max-questions", type=int, default=200, help="questions asked a set (0: all)")
     parser.add_argument("--sizes", default="", help="comma-separated chunk counts for the speed part (none: skip)")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--floor", type=int, default=0, metavar="ROWS",
+                        help="also time one round trip and one pgvector HNSW query over ROWS random 384-dimensional "
+                             "vectors: the floor no search can beat (0: skip)")
     parser.add_argument("--url", help="a PostgreSQL server's URL (default: start one with pgserver)")
     parser.add_argument("--out", default="reports/postgres")
     args = parser.parse_args(argv)
     data = Path(args.data)
-    names = [name for name in args.sets.split(",") if name] or dev_sets(data)
+    names = [] if args.sets == "none" else [name for name in args.sets.split(",") if name] or dev_sets(data)
     with tempfile.TemporaryDirectory() as pgdata:
         server, url = None, args.url
         if not url:
@@ -248,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
             report = {"target": {"top10_agreement": TARGET},
                       "caps": {"documents": args.max_docs, "questions": args.max_questions},
                       "parity": parity(url, data, names, args.max_docs, args.max_questions),
-                      "speed": {int(s): speed(url, int(s), args.queries) for s in args.sizes.split(",") if s}}
+                      "speed": {int(s): speed(url, int(s), args.queries) for s in args.sizes.split(",") if s},
+                      "floor": floor(url, args.floor, args.queries) if args.floor else None}
         finally:
             if server is not None:
                 server.cleanup()
