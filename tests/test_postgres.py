@@ -498,8 +498,9 @@ def test_pruned_bm25_in_sql_ranks_as_the_whole_sum_through_writes_and_filters(pg
             tokens = [f"w{i}" for i in rng.integers(0, 40, size=rng.integers(2, 6))]
             for filters in ({}, {"half": 1}):
                 where, arguments = where_sql(filters)
-                expected = kb._read(lambda db: bm25_rows(db, tokens, k, where, arguments, kb.config.search))
-                assert kb._read(lambda db: bm25_top(db, tokens, k, where, arguments, kb.config.search)) == expected
+                both = kb._read(lambda db, t=tokens, w=where, a=arguments: (
+                    bm25_rows(db, t, k, w, a, kb.config.search), bm25_top(db, t, k, w, a, kb.config.search)))
+                assert both[1] == both[0], (tokens, filters)
         kb.close()
 
     check()
