@@ -39,8 +39,8 @@ def test_the_schema_version_and_settings_are_checked(pg_url):
     with pytest.raises(ConfigurationError, match="was chunked with size 800 and overlap 100, not 300 and 100"):
         PostgresKnowledgeBase(pg_url, config=Config(chunk_size=300))
     with psycopg.connect(pg_url, autocommit=True) as db:
-        db.execute("UPDATE ar_meta SET value = '4' WHERE key = 'schema_version'")
-    with pytest.raises(RetrievalError, match="schema 4; this agentic-rag reads schema 3 and older: upgrade"):
+        db.execute("UPDATE ar_meta SET value = '3' WHERE key = 'schema_version'")
+    with pytest.raises(RetrievalError, match="schema 3; this agentic-rag reads schema 2 and older: upgrade"):
         PostgresKnowledgeBase(pg_url)
 
 
@@ -186,11 +186,11 @@ def test_an_older_schema_is_migrated_step_by_step(pg_url, monkeypatch):
     from agentic_rag.kb.backends import _postgres
 
     PostgresKnowledgeBase(pg_url).add_documents(TINY[:2])
-    monkeypatch.setattr(_postgres, "SCHEMA_VERSION", 4)
-    monkeypatch.setitem(_postgres.MIGRATIONS, 4, lambda db: db.execute("ALTER TABLE ar_documents ADD COLUMN note text"))
+    monkeypatch.setattr(_postgres, "SCHEMA_VERSION", 3)
+    monkeypatch.setitem(_postgres.MIGRATIONS, 3, lambda db: db.execute("ALTER TABLE ar_documents ADD COLUMN note text"))
     assert PostgresKnowledgeBase(pg_url).document_count == 2
     with psycopg.connect(pg_url) as db:
-        assert db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version'").fetchone()[0] == 4
+        assert db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version'").fetchone()[0] == 3
         assert db.execute("SELECT count(note) FROM ar_documents").fetchone()[0] == 0   # the new column is there
 
 
@@ -203,7 +203,7 @@ def test_a_schema_1_database_gets_the_index_of_edges_by_row(pg_url):
         db.execute("UPDATE ar_meta SET value = '1' WHERE key = 'schema_version'")
     assert PostgresKnowledgeBase(pg_url).document_count == 2
     with psycopg.connect(pg_url) as db:
-        assert db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version'").fetchone()[0] == 3
+        assert db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version'").fetchone()[0] == 2
         assert db.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'ar_edges_row'").fetchone()[0] == 1
 
 
@@ -460,65 +460,3 @@ def test_an_ssl_key_password_is_masked_too():
     from agentic_rag.kb.backends._postgres_errors import safe_url
 
     assert safe_url("postgresql://h/kb?sslpassword=s3cret&password=p") == "postgresql://h/kb?sslpassword=***&password=***"
-
-
-def _zipf_texts(rng, count: int) -> list[str]:
-    import numpy as np
-
-    words = np.array([f"w{i}" for i in range(40)], dtype=object)
-    weights = 1.0 / np.arange(1, len(words) + 1) ** 1.2
-    return [" ".join(rng.choice(words, size=rng.integers(1, 15), p=weights / weights.sum())) for _ in range(count)]
-
-
-def test_pruned_bm25_in_sql_ranks_as_the_whole_sum_through_writes_and_filters(pg_server, monkeypatch):
-    """bm25_top (MaxScore over ar_terms' bounds) against bm25_rows (every posting summed), with pruning
-    forced on small corpora, over random Zipf corpora, queries, k, filters, deletes and later adds that
-    move N, the dfs and the average length after the bounds were written."""
-    import numpy as np
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
-
-    from agentic_rag.eval.postgres_parity import new_database
-    from agentic_rag.kb.backends import _postgres_search as search
-    from agentic_rag.kb.backends._postgres_search import bm25_rows, bm25_top, where_sql
-
-    monkeypatch.setattr(search, "PRUNE_POSTINGS", 0)
-
-    @settings(max_examples=12, derandomize=True, deadline=None, database=None)
-    @given(seed=st.integers(0, 10_000), count=st.integers(30, 400), later=st.integers(0, 60),
-           deleted=st.integers(0, 40), k=st.integers(1, 12))
-    def check(seed, count, later, deleted, k):
-        rng = np.random.default_rng(seed)
-        kb = PostgresKnowledgeBase(new_database(pg_server.get_uri(), "prune"))
-        kb.add_documents([Document(f"d{i}", text, metadata={"half": i % 2}) for i, text in
-                          enumerate(_zipf_texts(rng, count))])
-        kb.delete_documents([f"d{i}" for i in rng.choice(count, size=min(deleted, count - 1), replace=False)])
-        kb.add_documents([Document(f"n{i}", text) for i, text in enumerate(_zipf_texts(rng, later))])
-        for _ in range(8):
-            tokens = [f"w{i}" for i in rng.integers(0, 40, size=rng.integers(2, 6))]
-            for filters in ({}, {"half": 1}):
-                where, arguments = where_sql(filters)
-                both = kb._read(lambda db, t=tokens, w=where, a=arguments: (
-                    bm25_rows(db, t, k, w, a, kb.config.search), bm25_top(db, t, k, w, a, kb.config.search)))
-                assert both[1] == both[0], (tokens, filters)
-        kb.close()
-
-    check()
-
-
-def test_a_schema_2_database_gets_the_bm25_bounds(pg_url):
-    import psycopg
-
-    kb = PostgresKnowledgeBase(pg_url)
-    kb.add_documents(TINY)
-    before = [(h.id, h.score) for h in kb.search("login error timeout", k=5, mode="bm25")]
-    kb.close()
-    with psycopg.connect(pg_url, autocommit=True) as db:   # as a database built before schema 3 is
-        db.execute("ALTER TABLE ar_terms DROP COLUMN max_tf, DROP COLUMN min_len")
-        db.execute("UPDATE ar_meta SET value = '2' WHERE key = 'schema_version'")
-    kb = PostgresKnowledgeBase(pg_url)
-    assert [(h.id, h.score) for h in kb.search("login error timeout", k=5, mode="bm25")] == before
-    with psycopg.connect(pg_url, autocommit=True) as db:
-        assert db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version'").fetchone()[0] == 3
-        assert db.execute("SELECT count(*) FROM ar_terms WHERE max_tf IS NULL OR min_len IS NULL").fetchone()[0] == 0
-    kb.close()

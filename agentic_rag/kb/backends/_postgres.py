@@ -42,7 +42,6 @@ from ._core import ADD_BATCH, AddResult, batches, check_built_with, chunk_record
 from ._postgres_errors import data_error, first_line, foreign_schema, no_right, safe_url
 from ._postgres_search import (
     bm25_rows,
-    bm25_top,
     graph_hits,
     hits_of,
     idf_of,
@@ -54,17 +53,11 @@ from ._postgres_search import (
 from ._postgres_sql import check_index_settings, copy_batch, create_schema, hnsw_index, indexed, meta_problem, remove
 from ._search import RestrictedView, Retrievers, check_graph_arguments, fusion_of, pagerank_seeds, search_with
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 2
 # version -> the function (given a connection in a transaction) that brings version - 1 up to it
 MIGRATIONS: dict = {
     # 2: PageRank search reads the names of given rows (nodes_in), which needs edges by row
     2: lambda db: db.execute("CREATE INDEX IF NOT EXISTS ar_edges_row ON ar_edges (row)"),
-    # 3: BM25's pruned top-k bounds each term by its postings' largest tf and shortest length
-    3: lambda db: (db.execute("ALTER TABLE ar_terms ADD COLUMN IF NOT EXISTS max_tf real, "
-                              "ADD COLUMN IF NOT EXISTS min_len integer"),
-                   db.execute("UPDATE ar_terms t SET max_tf = s.max_tf, min_len = s.min_len FROM (SELECT term, "
-                              "max(tf) AS max_tf, min(length) AS min_len FROM ar_postings GROUP BY term) s "
-                              "WHERE s.term = t.term")),
 }
 BULK_ROWS = 5_000  # a batch this large (and larger than the rows held) rebuilds the HNSW index after it
 
@@ -317,7 +310,7 @@ class PostgresKnowledgeBase:
             where, arguments = where_sql(plan.filters)
             found = {}
             if "bm25" in plan.use:
-                found["bm25"] = bm25_top(db, tokens, plan.depth, where, arguments, self.config.search)
+                found["bm25"] = bm25_rows(db, tokens, plan.depth, where, arguments, self.config.search)
             if "vector" in plan.use:
                 found["vector"] = vector_rows(db, vector, plan.depth, where, arguments, bool(plan.filters),
                                               self.embedder, self.config)

@@ -88,72 +88,11 @@ def bm25_rows(db, tokens: list[str], k: int, where: str, arguments: list,
         return []
     chunks = "JOIN ar_chunks c ON c.row = p.row" if where else ""  # the chunk is read only for filters
     rows = db.execute(
-        f"""SELECT p.row, {_SCORE} AS score
+        f"""SELECT p.row, sum(q.idf * p.tf * %s / (p.tf + %s * (1 - %s + %s * p.length / %s)))::float4 AS score
         FROM ar_postings p JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) USING (term) {chunks}
         WHERE true {where} GROUP BY p.row ORDER BY score DESC, p.row LIMIT %s""",
         [c.bm25_k1 + 1, c.bm25_k1, c.bm25_b, c.bm25_b, max(total / max(n, 1), 1e-9), list(idf),
          list(idf.values()), *arguments, k]).fetchall()
-    return [(int(r), float(s)) for r, s in rows if s > 0]
-
-
-PRUNE_POSTINGS = 5_000  # a query whose terms hold fewer postings in all is summed whole: pruning costs more
-_SCORE = "sum(q.idf * p.tf * %s / (p.tf + %s * (1 - %s + %s * p.length / %s)))::float4"  # bm25_rows' own
-_MARGIN = 1e-5  # below the k-th score by more than float4's rounding: a bound under it is under the score
-
-
-def bm25_top(db, tokens: list[str], k: int, where: str, arguments: list, c: SearchConfig) -> list[tuple[int, float]]:
-    """The k best rows by BM25, exactly as bm25_rows ranks them, reading only the postings that can
-    reach them (MaxScore). A term adds at most its idf times the formula at its postings' largest tf
-    and shortest length (ar_terms keeps both, widened by every write: bounds whatever writes do to
-    the statistics, which are read at query time). The rows of the rarest terms, scored in full, give
-    a k-th score; the terms of the lowest bounds that together stay under it cannot lift a row that
-    holds only them into the top k, so only the rows holding another term are scored, in full."""
-    terms = list(dict.fromkeys(tokens))
-    if not terms:
-        return []
-    n, total = db.execute("SELECT n, total_length FROM ar_stats").fetchone()
-    stats = db.execute("SELECT term, df, max_tf, min_len FROM ar_terms WHERE term = ANY(%s)", (terms,)).fetchall()
-    if len(stats) < 2 or sum(df for _, df, _, _ in stats) <= max(PRUNE_POSTINGS, 4 * k):
-        return bm25_rows(db, terms, k, where, arguments, c)
-    average = max(total / max(n, 1), 1e-9)
-    idf = {term: float(bm25_idf(n, df)) for term, df, _, _ in stats}
-    k1, b = c.bm25_k1, c.bm25_b
-    bound = {term: idf[term] * (k1 + 1 if most is None or least is None else  # unknown: the formula's limit
-                                most * (k1 + 1) / (most + k1 * (1 - b + b * least / average)))
-             for term, _, most, least in stats}
-    rarest, seeds, held = sorted(stats, key=lambda s: s[1]), [], 0
-    for term, df, _, _ in rarest[:-1]:  # never every term: then nothing is pruned
-        seeds.append(term)
-        held += df
-        if held >= 4 * k:
-            break
-    first = _rows_holding(db, seeds, idf, k, where, arguments, c, average)
-    if len(first) < k:
-        return bm25_rows(db, terms, k, where, arguments, c)
-    threshold, below, essential = first[-1][1] * (1 - _MARGIN), 0.0, list[str]()
-    for term in sorted(bound, key=lambda t: bound[t]):  # lowest bounds first
-        if not essential and below + bound[term] < threshold:
-            below += bound[term]
-        else:
-            essential.append(term)
-    if len(essential) == len(bound):
-        return bm25_rows(db, terms, k, where, arguments, c)
-    return _rows_holding(db, essential, idf, k, where, arguments, c, average)
-
-
-def _rows_holding(db, holding: list[str], idf: dict[str, float], k: int, where: str, arguments: list,
-                  c: SearchConfig, average: float) -> list[tuple[int, float]]:
-    """The k best of the rows holding a term of `holding` (and kept by `where`), scored over every
-    term of `idf` with bm25_rows' formula: each row's postings read by the (term, row) key."""
-    chunks = "JOIN ar_chunks c ON c.row = e.row" if where else ""
-    rows = db.execute(
-        f"""WITH candidates AS (SELECT DISTINCT e.row FROM ar_postings e {chunks} WHERE e.term = ANY(%s) {where})
-        SELECT p.row, {_SCORE} AS score FROM candidates d
-        CROSS JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf)
-        JOIN ar_postings p ON p.term = q.term AND p.row = d.row
-        GROUP BY p.row ORDER BY score DESC, p.row LIMIT %s""",
-        [holding, *arguments, c.bm25_k1 + 1, c.bm25_k1, c.bm25_b, c.bm25_b, average, list(idf), list(idf.values()),
-         k]).fetchall()
     return [(int(r), float(s)) for r, s in rows if s > 0]
 
 

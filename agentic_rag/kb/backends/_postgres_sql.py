@@ -33,7 +33,7 @@ CREATE TABLE IF NOT EXISTS ar_postings (
     term text NOT NULL, row bigint NOT NULL REFERENCES ar_chunks(row) ON DELETE CASCADE, tf real NOT NULL,
     length integer NOT NULL, PRIMARY KEY (term, row));
 CREATE INDEX IF NOT EXISTS ar_postings_row ON ar_postings (row);
-CREATE TABLE IF NOT EXISTS ar_terms (term text PRIMARY KEY, df bigint NOT NULL, max_tf real, min_len integer);
+CREATE TABLE IF NOT EXISTS ar_terms (term text PRIMARY KEY, df bigint NOT NULL);
 CREATE TABLE IF NOT EXISTS ar_stats (id integer PRIMARY KEY CHECK (id = 1), n bigint NOT NULL,
                                      total_length bigint NOT NULL, generation bigint NOT NULL);
 INSERT INTO ar_stats VALUES (1, 0, 0, 0) ON CONFLICT DO NOTHING;
@@ -122,16 +122,13 @@ def copy_batch(cursor, chunks: list[dict], embedder: Embedder, progress: bool | 
             copy.write_row((row, chunk["id"], chunk["doc_id"], chunk["text"], chunk["title"], chunk["source"],
                             json.dumps(chunk["metadata"], ensure_ascii=False), len(words), vector))
     df: Counter = Counter()
-    bounds: dict[str, tuple[int, int]] = {}  # term -> (largest tf, shortest length) of its postings here
     with cursor.copy("COPY ar_postings (term, row, tf, length) FROM STDIN") as copy:
         for row, words in zip(rows, tokens, strict=True):
             counts = Counter(words)
             df.update(counts.keys())
             for term, tf in counts.items():
                 copy.write_row((term, row, tf, len(words)))
-                most, least = bounds.get(term, (tf, len(words)))
-                bounds[term] = (max(most, tf), min(least, len(words)))
-    change_df(cursor, df, bounds)
+    change_df(cursor, df)
     with cursor.copy("COPY ar_edges (a, b, row, a_label, b_label) FROM STDIN") as copy:
         for row, chunk in zip(rows, chunks, strict=True):
             for edge in chunk_edges(row, chunk["title"], chunk["text"]):
@@ -154,23 +151,16 @@ def remove(db, doc_ids: list[str]) -> int:
     return len(found)
 
 
-def change_df(cursor, change: Counter, bounds: dict[str, tuple[int, int]] | None = None) -> None:
-    """Add `change` (term -> chunks gained or lost) to each term's document frequency in ar_terms, and
-    widen each term's bounds (its postings' largest tf and shortest length) by `bounds`, those of the
-    postings added. A delete leaves the bounds as they are: still bounds, if looser, as BM25's top-k
-    pruning needs them (bm25_top)."""
+def change_df(cursor, change: Counter) -> None:
+    """Add `change` (term -> chunks gained or lost) to each term's document frequency in ar_terms."""
     if not change:
         return
-    bounds = bounds or {}
-    cursor.execute("CREATE TEMP TABLE IF NOT EXISTS ar_df_change (term text, df bigint, max_tf real, min_len integer) "
-                   "ON COMMIT DROP")
-    with cursor.copy("COPY ar_df_change (term, df, max_tf, min_len) FROM STDIN") as copy:
+    cursor.execute("CREATE TEMP TABLE IF NOT EXISTS ar_df_change (term text, df bigint) ON COMMIT DROP")
+    with cursor.copy("COPY ar_df_change (term, df) FROM STDIN") as copy:
         for term, count in change.items():
-            copy.write_row((term, count, *bounds.get(term, (None, None))))
-    # GREATEST and LEAST pass over NULL: a delete's NULL leaves the bounds a term has
-    cursor.execute("INSERT INTO ar_terms SELECT term, sum(df), max(max_tf), min(min_len) FROM ar_df_change GROUP BY "
-                   "term ON CONFLICT (term) DO UPDATE SET df = ar_terms.df + EXCLUDED.df, max_tf = GREATEST("
-                   "ar_terms.max_tf, EXCLUDED.max_tf), min_len = LEAST(ar_terms.min_len, EXCLUDED.min_len)")
+            copy.write_row((term, count))
+    cursor.execute("INSERT INTO ar_terms SELECT term, sum(df) FROM ar_df_change GROUP BY term "
+                   "ON CONFLICT (term) DO UPDATE SET df = ar_terms.df + EXCLUDED.df")
     cursor.execute("DELETE FROM ar_terms WHERE term IN (SELECT term FROM ar_df_change) AND df <= 0")
     cursor.execute("TRUNCATE ar_df_change")
 
