@@ -90,3 +90,13 @@ def test_the_report_names_each_set_and_mode_under_the_target():
     set_report["agreement"]["all"]["graph"] = perfect
     assert "**Target met** on every set and mode." in markdown({"caps": {"documents": 0, "questions": 0},
                                                                  "parity": {"tiny": set_report}, "speed": {}})
+
+
+def test_the_floor_times_a_round_trip_and_an_hnsw_query(tmp_path, pg_server):
+    assert postgres_parity.main(["--sets", "none", "--floor", "300", "--queries", "5", "--url", pg_server.get_uri(),
+                                 "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    floor = report["floor"]
+    assert report["parity"] == {} and floor["rows"] == 300 and floor["dimension"] == 384
+    assert 0 < floor["round_trip_p50_ms"] and 0 < floor["hnsw_p50_ms"] <= floor["hnsw_p95_ms"]
+    assert "## The floor" in (tmp_path / "report.md").read_text()
