@@ -8,13 +8,11 @@ Without opentelemetry installed nothing is imported and every function here does
 from __future__ import annotations
 
 import importlib.util
-import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
-log = logging.getLogger("agentic_rag")
 TRACER = "agentic_rag"
 
 
@@ -26,10 +24,6 @@ def _trace():
     from opentelemetry import trace
 
     return trace
-
-
-def enabled() -> bool:
-    return _trace() is not None
 
 
 @contextmanager

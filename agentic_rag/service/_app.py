@@ -218,16 +218,10 @@ class Service:
 
     # -- WSGI --------------------------------------------------------------------------------------
 
-    def _endpoint(self, path: str) -> str:
-        """The metrics label of a path: a route's path, or "other" (never what a client made up)."""
-        if path.startswith("/v1/documents/"):
-            return "/v1/documents/{id}"
-        return path if any(p == path for _, p in self._routes) else "other"
-
     def __call__(self, environ: dict, start_response) -> Iterable[bytes]:
         started = time.perf_counter()
         method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "/")
-        endpoint = self._endpoint(path)
+        endpoint = endpoint_label(self._sent_path(environ))
         try:
             handler, need = self._route("GET" if method == "HEAD" else method, path, self._sent_path(environ))
             self._authorize(environ, need)
@@ -256,12 +250,10 @@ class Service:
             start_response(f"{status} {_REASONS[status]}", [("Content-Type", "text/event-stream; charset=utf-8"),
                                                              ("Cache-Control", "no-cache"), *headers])
             return self._timed(body, labels, started)
-        data = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode("utf-8")
         kind = "text/plain; version=0.0.4" if path == "/metrics" and status == 200 else "application/json"
         self.metrics.latency.labels(*labels).observe(time.perf_counter() - started)
-        start_response(f"{status} {_REASONS[status]}", [("Content-Type", f"{kind}; charset=utf-8"),
-                                                         ("Content-Length", str(len(data))), *headers])
-        return [] if method == "HEAD" else [data]
+        reply = respond(start_response, status, body, headers, kind)
+        return [] if method == "HEAD" else reply
 
     def _timed(self, stream: Iterator[bytes], labels: tuple[str, str], started: float) -> Iterator[bytes]:
         try:
@@ -370,9 +362,9 @@ class Service:
         conversation = [history, instructions] if history or instructions else []  # a single question's key as ever
         key = cache_key(question, request.filters, asdict(config), self.model_name, generation, *conversation,
                         *([{"scope": scope_filter}] if scope_filter else []))
-        filters = [(f, i == 0) for i, f in enumerate((scope_filter, request.filters)) if f]  # (filter, is the scope)
         ready = {"question": question, "kb": kb, "generation": generation, "config": config, "key": key,
-                 "filters": filters, "store": request.cache, "history": history or [],
+                 "scope": scope_filter or {}, "filters": request.filters, "store": request.cache,
+                 "history": history or [],
                  "trace_context": _otel.current_context(),  # the request's span, for a stream's thread
                  "instructions": instructions}
         if request.cache and (cached := self.cache.get(key)) is not None:
@@ -396,9 +388,8 @@ class Service:
                 on_token(ready["cached"]["answer"])
             return ready["cached"]
         try:
-            view = ready["kb"]
-            for conditions, scope in ready["filters"]:  # the scope's first: the request narrows it
-                view = view.restricted(conditions, scope=scope)
+            view = scoped(ready["kb"], ready["scope"])  # the request's filters narrow the key's scope
+            view = view.restricted(ready["filters"]) if ready["filters"] else view
             state = run_agentic_rag(ready["question"], view, self.model, self.tools, ready["config"],
                                     on_token=on_token, history=ready["history"], instructions=ready["instructions"])
         finally:
@@ -449,9 +440,8 @@ class Service:
     def search(self, environ: dict):
         request = self._body(environ, SearchRequest)
         kb, generation = self.current()
-        scope = self.scope_filter(environ)
-        view = kb.restricted(scope, scope=True) if scope else kb
-        hits = view.search(request.query, k=request.k, mode=request.mode, filters=request.filters)
+        hits = scoped(kb, self.scope_filter(environ)).search(request.query, k=request.k, mode=request.mode,
+                                                             filters=request.filters)
         return 200, {"hits": [hit.model_dump() for hit in hits], "generation": generation}, []
 
     def add_documents(self, environ: dict):
@@ -546,6 +536,35 @@ def _finite(number: str) -> float:
     return value
 
 
+# a collection's endpoints: the path after /v1/collections/{name}/ -> (the Service's own path, the grant it needs)
+COLLECTION_ENDPOINTS = {"ask": ("/v1/ask", "read"), "search": ("/v1/search", "read"),
+                        "documents": ("/v1/documents", "write"), "healthz": ("/healthz", "read")}
+_LABELLED = ("/v1/ask", "/v1/search", "/v1/documents", "/v1/chat/completions", "/v1/models", "/healthz", "/metrics",
+           "/openapi.json")  # the endpoints of one knowledge base's service, each its own label
+
+
+def endpoint_label(path: str) -> str:
+    """A path as metrics and spans name it: its endpoint, never a collection's name, a document's id or
+    a path a client made up ("other")."""
+    if path.startswith("/v1/collections/"):
+        head, _, document = path[len("/v1/collections/"):].partition("/")[2].partition("/")
+        if head not in COLLECTION_ENDPOINTS or (document and head != "documents"):
+            return "other"
+        return "/v1/collections/{name}/" + head + ("/{id}" if document else "")
+    if path.startswith("/v1/documents/"):
+        return "/v1/documents/{id}"
+    return path if path in _LABELLED or path == "/v1/collections" else "other"
+
+
+def respond(start_response, status: int, body: dict | bytes, headers: Iterable[tuple[str, str]] = (),
+            kind: str = "application/json") -> list[bytes]:
+    """Start a whole (not streamed) reply: `body` as UTF-8 JSON (or bytes as they are), its length and type."""
+    data = body if isinstance(body, bytes) else json.dumps(body, ensure_ascii=False).encode("utf-8")
+    start_response(f"{status} {_REASONS[status]}", [("Content-Type", f"{kind}; charset=utf-8"),
+                                                     ("Content-Length", str(len(data))), *headers])
+    return [data]
+
+
 def read_body(environ: dict, max_bytes: int) -> bytes:
     """A request's body, its Content-Length bytes: 400 when that is not a number, 413 past `max_bytes`."""
     try:
@@ -622,6 +641,12 @@ def _document(given, max_file_bytes: int) -> Document:
     except Unreadable as exc:
         raise ServiceError(400, "invalid_request", f"document {given.id!r} ({name}): {exc}") from None
     return replace(document, title=given.title or document.title, metadata={**document.metadata, **given.metadata})
+
+
+def scoped(kb, scope: dict):
+    """The knowledge base as a key whose filter is `scope` sees it: a restricted view whose searches and
+    term weights keep to the scope ({}: the knowledge base itself)."""
+    return kb.restricted(scope, scope=True) if scope else kb
 
 
 def within_scope(document: Document, scope: dict) -> Document:

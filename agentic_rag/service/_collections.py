@@ -28,16 +28,26 @@ from pathlib import Path
 from .. import _otel
 from .._errors import ConfigurationError
 from ..kb import KnowledgeBaseBackend
-from ._app import _REASONS, MODEL_ID, SCOPE, SENT_PATH, Service, ServiceError, _error, _given_key, log, read_body
+from ._app import (
+    COLLECTION_ENDPOINTS,
+    MODEL_ID,
+    SCOPE,
+    SENT_PATH,
+    Service,
+    ServiceError,
+    _error,
+    _given_key,
+    endpoint_label,
+    log,
+    read_body,
+    respond,
+)
 from ._keys import ALL, KeyRing, Scope
 from ._metrics import Metrics
 
 access_log = logging.getLogger("agentic_rag.access")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 OPEN = Scope(key_id="-", digest="no key", read=frozenset({ALL}), write=frozenset({ALL}))  # a service without keys
-# a collection's endpoints: the path after /v1/collections/{name}/ -> (the Service's own path, the grant it needs)
-_INNER = {"ask": ("/v1/ask", "read"), "search": ("/v1/search", "read"), "documents": ("/v1/documents", "write"),
-          "healthz": ("/healthz", "read")}
 _ONE_KB = ("/v1/ask", "/v1/search", "/v1/documents", "/healthz")  # paths of one knowledge base
 
 
@@ -66,18 +76,18 @@ class Collections:
             seen["status"] = status.split(" ", 1)[0]
             return start_response(status, headers, exc_info)
 
-        span, token = _otel.start_request(f"{method} {_route(path)}", {
+        route = endpoint_label(path)
+        span, token = _otel.start_request(f"{method} {route}", {
             "traceparent": environ.get("HTTP_TRACEPARENT", ""), "tracestate": environ.get("HTTP_TRACESTATE", "")},
-            {"http.request.method": method, "http.route": _route(path), "url.path": path[:200]})
+            {"http.request.method": method, "http.route": route, "url.path": path[:200]})
         try:  # the request's span is current while it is answered: a run's span is its child
             reply = self._dispatch(environ, method, path, seen, noting)
         except ServiceError as exc:
-            reply = self._error(noting, exc)
-            self.metrics.requests.labels(_route(path), str(exc.status)).inc()  # answered here: counted here
+            reply = respond(noting, exc.status, _error(exc.kind, str(exc)), exc.headers)
+            self.metrics.requests.labels(endpoint_label(path), str(exc.status)).inc()  # answered here: counted here
         except Exception:  # never a traceback to the client: logged here, a plain 500 there
             log.exception("request %s %s failed", method, path)
-            reply = self._error(noting, ServiceError(500, "internal_error", "the server failed on this request; "
-                                                                            "see its log"))
+            reply = respond(noting, 500, _error("internal_error", "the server failed on this request; see its log"))
         finally:
             _otel.detach(token)
         return self._logged(reply, method, path, seen, started, span)
@@ -88,13 +98,13 @@ class Collections:
         if path == "/v1/collections":
             scope = self._caller(environ, seen)
             self._method(method, path, "GET")
-            return self._json(start_response, {"object": "list", "data": [
+            return respond(start_response, 200, {"object": "list", "data": [
                 {"name": name, "read": True, "write": scope.may("write", name)}
                 for name in scope.collections(self.services)]})
         if path == "/v1/models":
             scope = self._caller(environ, seen)
             self._method(method, path, "GET")
-            return self._json(start_response, {"object": "list", "data": [
+            return respond(start_response, 200, {"object": "list", "data": [
                 {"id": name, "object": "model", "created": 0, "owned_by": "agentic-rag"}
                 for name in self._models(scope)]})
         if path == "/metrics":
@@ -107,7 +117,7 @@ class Collections:
             self._method(method, path, "GET")
             if path == "/openapi.json":
                 return self._pass(environ, start_response, next(iter(self.services.values())), None, path, seen)
-            return self._json(start_response, {"status": "ok", "collections": len(self.services)})
+            return respond(start_response, 200, {"status": "ok", "collections": len(self.services)})
         if path == "/v1/chat/completions":
             scope = self._caller(environ, seen)
             name = self._chat_collection(environ, scope)
@@ -115,10 +125,10 @@ class Collections:
         if path.startswith("/v1/collections/"):
             name, _, rest = path[len("/v1/collections/"):].partition("/")
             head, _, document = rest.partition("/")
-            if head not in _INNER or (document and head != "documents"):
+            if head not in COLLECTION_ENDPOINTS or (document and head != "documents"):
                 raise ServiceError(404, "not_found", "no such endpoint; a collection has ask, search, documents, "
                                                      "documents/{id} and healthz")
-            inner, need = _INNER[head]
+            inner, need = COLLECTION_ENDPOINTS[head]
             inner = f"{inner}/{document}" if document else inner
             if head == "documents" and method == "DELETE" and not document:
                 raise ServiceError(400, "invalid_request", "give the document id: DELETE "
@@ -198,18 +208,6 @@ class Collections:
         if method not in (allowed, "HEAD"):
             raise ServiceError(405, "method_not_allowed", f"{method} {path}: use {allowed}", [("Allow", allowed)])
 
-    def _json(self, start_response, body: dict) -> list[bytes]:
-        data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-        start_response("200 OK", [("Content-Type", "application/json; charset=utf-8"),
-                                  ("Content-Length", str(len(data)))])
-        return [data]
-
-    def _error(self, start_response, exc: ServiceError) -> list[bytes]:
-        data = json.dumps(_error(exc.kind, str(exc)), ensure_ascii=False).encode("utf-8")
-        start_response(f"{exc.status} {_REASONS[exc.status]}", [("Content-Type", "application/json; charset=utf-8"),
-                                                                ("Content-Length", str(len(data))), *exc.headers])
-        return [data]
-
     def _logged(self, reply: Iterable[bytes], method: str, path: str, seen: dict, started: float,
                 span=None) -> Iterator[bytes]:
         """The reply, and once its last byte is sent (or the client went away while it was sent) one
@@ -226,17 +224,6 @@ class Collections:
                             (time.perf_counter() - started) * 1000, seen["collection"], seen["key"])
             _otel.end_request(span, int(seen["status"]), {"agentic_rag.collection": seen["collection"],
                                                           "agentic_rag.key_id": seen["key"]})
-
-
-def _route(path: str) -> str:
-    """A path as a span names it: its endpoint, never a collection's name or a document's id."""
-    if path.startswith("/v1/collections/"):
-        head = path[len("/v1/collections/"):].partition("/")[2].partition("/")
-        return "/v1/collections/{name}/" + head[0] + ("/{id}" if head[2] else "")
-    if path.startswith("/v1/documents/"):
-        return "/v1/documents/{id}"
-    return path if path in ("/v1/collections", "/v1/models", "/metrics", "/healthz", "/openapi.json",
-                            "/v1/chat/completions", *_ONE_KB) else "other"
 
 
 def create_collections(model, collections: Mapping[str, str | Path | KnowledgeBaseBackend],
