@@ -19,8 +19,7 @@ from ..text._lexical import (
     has_answer_type,
     has_content,
     hop_levels,
-    is_comparison,
-    is_nested,
+    is_bridge_question,
     key_terms,
     missing_parts,
     sentences,
@@ -200,8 +199,7 @@ def generate(inputs: dict) -> Answer:
         return scored[q]
 
     single = len(parts) == 1
-    chosen = _hop_chain(question, evidence, ranked(question)) if single and is_nested(question) \
-        and not is_comparison(question) else []
+    chosen = _hop_chain(question, evidence, ranked(question)) if single and is_bridge_question(question) else []
     chained = bool(chosen)
     voted = _voted(question, evidence, ranked(question)) if single and not chained else None
     if voted:

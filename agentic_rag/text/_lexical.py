@@ -230,8 +230,7 @@ def evidence_texts(evidence: Sequence[Passage]) -> list[str]:
 
 def cited_support(sentence: str, texts: list[str]) -> float:
     """Support of a sentence by the evidence it cites as [n], or by all of it when it cites none."""
-    cited = [texts[int(n) - 1] for n in re.findall(r"\[(\d+)\]", sentence) if 0 < int(n) <= len(texts)]
-    return support(sentence, cited or texts)
+    return support(sentence, [texts[n - 1] for n in cited_numbers(sentence, texts)] or texts)
 
 
 def support(sentence: str, evidence_texts: list[str]) -> float:
@@ -269,6 +268,12 @@ def adds_needed(question: str, missing: list[str], before: Sequence[Passage], af
     return any(wanted & set(tokenize(text)) for text in evidence_texts([e for e in after if e["id"] not in shown]))
 
 
+def is_bridge_question(question: str) -> bool:
+    """A question answered along hops: nested (a bridge fact first), and no comparison, whose items
+    are parts of their own."""
+    return is_nested(question) and not is_comparison(question)
+
+
 def hop_levels(question: str, evidence: Sequence[Passage]) -> dict[int, int]:
     """How many hops each evidence item (by its index) lies from what the question names: 0 for a
     passage holding every word of a name the question asks about (and for a tool's result), k + 1 for
@@ -297,7 +302,7 @@ def hop_levels(question: str, evidence: Sequence[Passage]) -> dict[int, int]:
     return {i: rank[d] for i, d in merged.items()}
 
 
-def cited_numbers(answer: str, evidence: Sequence[Passage]) -> list[int]:
+def cited_numbers(answer: str, evidence: Sequence) -> list[int]:
     """The evidence numbers the answer's [n] markers cite that point at evidence, in order."""
     return list(dict.fromkeys(int(n) for n in re.findall(r"\[(\d+)\]", answer) if 0 < int(n) <= len(evidence)))
 
@@ -315,7 +320,7 @@ def missing_hops(question: str, answer: str, evidence: Sequence[Passage]) -> lis
     names, hop_levels): the hops without a cited passage, up to the farthest the answer cites and at
     least one past the question's names, each named by its best passage's title. A comparison's
     items are parts, not hops; evidence without a bridge shows no hop to ask for."""
-    if not is_nested(question) or is_comparison(question):
+    if not is_bridge_question(question):
         return []
     levels = hop_levels(question, evidence)
     if not max(levels.values(), default=0):
