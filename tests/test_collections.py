@@ -31,6 +31,13 @@ POLICY = [Document("hr-leave", "Annual leave is 30 days for the HR team.", title
                    metadata={"groups": ["it"]})]
 
 
+def _saved(folder, documents) -> None:
+    """A knowledge base of `documents`, saved in `folder`."""
+    kb = KnowledgeBase()
+    kb.add_documents(documents)
+    kb.save(folder)
+
+
 def _entries():
     return [{"id": "acme", "sha256": digest(ACME), "read": ["docs", "sales"], "write": ["docs"],
              "filter": {"tenant": "acme"}},
@@ -46,9 +53,7 @@ def collections(tmp_path, pg_url):
     from agentic_rag.kb.backends._open import open_kb
 
     for name, documents in (("docs", DOCS), ("policy", POLICY)):
-        kb = KnowledgeBase()
-        kb.add_documents(documents)
-        kb.save(tmp_path / name)
+        _saved(tmp_path / name, documents)
     sales = open_kb(pg_url)
     sales.add_documents([Document("acme-sales", "Acme sold 12 Zephyr rockets in March.", metadata={"tenant": "acme"}),
                          Document("globex-sales", "Globex sold 40 Zephyr rockets in March.",
@@ -213,9 +218,7 @@ def test_metrics_are_for_an_operator_key_and_each_request_has_an_access_line(col
 
 
 def test_one_collection_keeps_the_paths_and_keys_of_one_knowledge_base(tmp_path):
-    kb = KnowledgeBase()
-    kb.add_documents(DOCS)
-    kb.save(tmp_path / "kb")
+    _saved(tmp_path / "kb", DOCS)
     app = create_collections(OfflineModel(), {"default": tmp_path / "kb"}, KeyRing(legacy_scopes([ACME], [])))
     server = Server(app)
     try:
@@ -240,9 +243,7 @@ def test_two_server_processes_share_collections_keys_and_conversations(tmp_path)
     from helpers import start_service
 
     for name, documents in (("docs", DOCS), ("policy", POLICY)):
-        kb = KnowledgeBase()
-        kb.add_documents(documents)
-        kb.save(tmp_path / name)
+        _saved(tmp_path / name, documents)
     (tmp_path / "collections.json").write_text(json.dumps({"collections": {"policy": "policy"}}))
     keys_file = tmp_path / "keys.json"
     write_keys_file(keys_file, [dict(_entries()[0], read=["docs"])])
@@ -340,9 +341,7 @@ def test_the_leak_check_finds_no_leak_and_would_find_one(pg_url, tmp_path):
     # the check is not blind: the same corpus read with a key that has no filter shows the other tenants
     planted = leak_check.Planted()
     documents = leak_check.corpus(3, 6, 7, planted)
-    kb = KnowledgeBase()
-    kb.add_documents(documents)
-    kb.save(tmp_path / "kb")
+    _saved(tmp_path / "kb", documents)
     app = create_collections(OfflineModel(), {"folder": tmp_path / "kb"}, KeyRing(legacy_scopes([OPERATOR], [])))
     server = Server(app)
     try:
