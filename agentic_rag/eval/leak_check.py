@@ -20,7 +20,6 @@ key may not read found anywhere in a reply's bytes.
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import random
 import sys
@@ -33,6 +32,7 @@ from pathlib import Path
 from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
 from ..models import OfflineModel
 from ._report import write_report
+from .service_load import http_call
 
 TOPICS = ("vault code", "launch date", "budget", "supplier", "project lead", "server name")
 PROJECTS = ("Falcon", "Heron", "Otter", "Lynx", "Badger", "Marten")
@@ -105,19 +105,15 @@ class Client:
 
     def call(self, method: str, path: str, body: dict | None, key: str, allowed: frozenset[str] | None,
              what: str) -> tuple[int, str]:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        connection.request(method, path, body=json.dumps(body).encode() if body is not None else None,
-                           headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"})
-        response = connection.getresponse()
-        text = response.read().decode("utf-8", "replace")
-        connection.close()
+        status, data = http_call(self.port, method, path, body, key)
+        text = data.decode("utf-8", "replace")
         with self._lock:
-            self.statuses[f"{what} {response.status}"] += 1
+            self.statuses[f"{what} {status}"] += 1
             if allowed is not None:
                 self.checked += 1
                 for token in self.planted.foreign(text, allowed):
                     self.leaks.append({"what": what, "path": path, "token": token, "allowed": sorted(allowed)})
-        return response.status, text
+        return status, text
 
 
 def _keys(scopes: int, collections: list[str]) -> list[dict]:

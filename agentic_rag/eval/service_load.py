@@ -67,16 +67,22 @@ def _start(served: dict[str, Path], clients: int, cache: bool, keys_file: Path |
     raise RuntimeError("the server did not start")
 
 
-def _call(port: int, method: str, path: str, body: dict | None = None, key: str | None = None) -> tuple[int, dict]:
+def http_call(port: int, method: str, path: str, body: dict | None = None, key: str | None = None) -> tuple[int, bytes]:
+    """One request to the server on 127.0.0.1:`port` (a JSON body, a bearer key): its status and bytes."""
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     headers = {"Content-Type": "application/json"} if body is not None else {}
     if key:
         headers["Authorization"] = f"Bearer {key}"
     connection.request(method, path, body=json.dumps(body).encode() if body is not None else None, headers=headers)
     response = connection.getresponse()
-    data = json.loads(response.read())
+    data = response.read()
     connection.close()
     return response.status, data
+
+
+def _call(port: int, method: str, path: str, body: dict | None = None, key: str | None = None) -> tuple[int, dict]:
+    status, data = http_call(port, method, path, body, key)
+    return status, json.loads(data)
 
 
 def questions_from(kb: KnowledgeBase) -> list[str]:
