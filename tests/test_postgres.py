@@ -39,8 +39,8 @@ def test_the_schema_version_and_settings_are_checked(pg_url):
     with pytest.raises(ConfigurationError, match="was chunked with size 800 and overlap 100, not 300 and 100"):
         PostgresKnowledgeBase(pg_url, config=Config(chunk_size=300))
     with psycopg.connect(pg_url, autocommit=True) as db:
-        db.execute("UPDATE ar_meta SET value = '3' WHERE key = 'schema_version'")
-    with pytest.raises(RetrievalError, match="schema 3; this agentic-rag reads schema 2 and older: upgrade"):
+        db.execute("UPDATE ar_meta SET value = '4' WHERE key = 'schema_version'")
+    with pytest.raises(RetrievalError, match="schema 4; this agentic-rag reads schema 3 and older: upgrade"):
         PostgresKnowledgeBase(pg_url)
 
 
@@ -186,25 +186,49 @@ def test_an_older_schema_is_migrated_step_by_step(pg_url, monkeypatch):
     from agentic_rag.kb.backends import _postgres
 
     PostgresKnowledgeBase(pg_url).add_documents(TINY[:2])
-    monkeypatch.setattr(_postgres, "SCHEMA_VERSION", 3)
-    monkeypatch.setitem(_postgres.MIGRATIONS, 3, lambda db: db.execute("ALTER TABLE ar_documents ADD COLUMN note text"))
+    monkeypatch.setattr(_postgres, "SCHEMA_VERSION", 4)
+    monkeypatch.setitem(_postgres.MIGRATIONS, 4, lambda db, embedder, config: db.execute(
+        "ALTER TABLE ar_documents ADD COLUMN note text"))
     assert PostgresKnowledgeBase(pg_url).document_count == 2
     with psycopg.connect(pg_url) as db:
-        assert db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version'").fetchone()[0] == 3
+        assert db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version'").fetchone()[0] == 4
         assert db.execute("SELECT count(note) FROM ar_documents").fetchone()[0] == 0   # the new column is there
 
 
-def test_a_schema_1_database_gets_the_index_of_edges_by_row(pg_url):
+def _restore_schema_2(url):
+    """The database schema 2's code wrote (TINY, hashing embedder), restored from its pg_dump."""
+    import subprocess
+
+    import pgserver
+
+    psql = os.path.join(os.path.dirname(pgserver.__file__), "pginstall", "bin", "psql")
+    subprocess.run([psql, "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-f",
+                    str(ROOT / "tests" / "fixtures" / "postgres" / "schema2.sql")], check=True, capture_output=True)
+
+
+def test_a_schema_2_database_is_migrated_and_searches_as_a_new_one(pg_url, pg_server):
     import psycopg
 
-    PostgresKnowledgeBase(pg_url).add_documents(TINY[:2])
-    with psycopg.connect(pg_url, autocommit=True) as db:   # as a database built before schema 2 is
-        db.execute("DROP INDEX ar_edges_row")
-        db.execute("UPDATE ar_meta SET value = '1' WHERE key = 'schema_version'")
-    assert PostgresKnowledgeBase(pg_url).document_count == 2
+    from agentic_rag.eval.postgres_parity import new_database
+
+    _restore_schema_2(pg_url)
+    old = PostgresKnowledgeBase(pg_url)
     with psycopg.connect(pg_url) as db:
-        assert db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version'").fetchone()[0] == 2
-        assert db.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'ar_edges_row'").fetchone()[0] == 1
+        assert db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version'").fetchone()[0] == 3
+        held = {row[0] for row in db.execute("SELECT indexname FROM pg_indexes WHERE indexname LIKE 'ar_%'")}
+        assert {"ar_postings_bound", "ar_sparse_dim", "ar_edges_row"} <= held
+        assert db.execute("SELECT count(*) FROM ar_sparse").fetchone()[0] > 0
+    new = PostgresKnowledgeBase(new_database(pg_server.get_uri(), "t"))
+    new.add_documents(TINY)
+    with psycopg.connect(pg_url) as db, psycopg.connect(new.url) as fresh:
+        sparse = "SELECT c.chunk_id, s.dim, s.weight FROM ar_sparse s JOIN ar_chunks c USING (row) ORDER BY 1, 2"
+        assert db.execute(sparse).fetchall() == fresh.execute(sparse).fetchall()
+    for query in QUERIES:
+        for mode in ("bm25", "vector", "hybrid"):
+            assert [(h.id, round(h.score, 5)) for h in old.search(query, k=5, mode=mode)] == \
+                [(h.id, round(h.score, 5)) for h in new.search(query, k=5, mode=mode)]
+    old.add_documents([Document(TINY[0].id, "A changed release note about timeouts.")])  # writes go on
+    assert old.search("changed timeouts", k=1, mode="bm25")[0].id == f"{TINY[0].id}#0"
 
 
 def test_text_postgresql_cannot_hold_is_refused_and_an_empty_write_keeps_the_generation(pg_url):

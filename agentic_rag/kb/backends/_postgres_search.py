@@ -11,10 +11,11 @@ from ..._config import Config, SearchConfig
 from ...text._names import names
 from ...text._tokenize import tokenize
 from .._hit import Hit
-from ..embedders._embedders import Embedder
+from ..embedders._embedders import Embedder, embedder_trait
 from ..indexes._bm25 import bm25_idf
 from ..indexes._graph import HUB_ROWS, node_key, walk
-from ._postgres_sql import indexed
+from ._postgres_pruned import pruned_top
+from ._postgres_sql import bound_sql, indexed
 from ._search import graph_ranking, pagerank_ranking
 
 _COLUMNS = {"doc_id": "c.doc_id", "source": "c.source", "title": "c.title"}
@@ -78,29 +79,86 @@ def _condition_sql(column: str, condition, field: str | None = None) -> tuple[st
 
 def bm25_rows(db, tokens: list[str], k: int, where: str, arguments: list,
               c: SearchConfig) -> list[tuple[int, float]]:
-    """BM25 in SQL: the embedded index's formula, k1 and b."""
-    terms = list(dict.fromkeys(tokens))
-    if not terms:
-        return []
-    n, total = db.execute("SELECT n, total_length FROM ar_stats").fetchone()
-    idf = idf_of(db, terms)
+    """BM25 in SQL: the embedded index's formula, k1 and b; the top k pruned (_postgres_pruned) where
+    the postings' index of bounds was made with these k1 and b, else every posting of the terms summed."""
+    idf = idf_of(db, tokens)
     if not idf:
         return []
+    formula, bound = _Formula.read(db, c)
+    if bound and (bound["k1"], bound["b"]) == (c.bm25_k1, c.bm25_b):
+        found = pruned_top(db, bm25_lists(idf, bound, formula, where, arguments), k,
+                           lambda rows: bm25_of_rows(db, idf, rows, formula), nonnegative=True)
+        if found is not None:
+            return found
     chunks = "JOIN ar_chunks c ON c.row = p.row" if where else ""  # the chunk is read only for filters
     rows = db.execute(
-        f"""SELECT p.row, sum(q.idf * p.tf * %s / (p.tf + %s * (1 - %s + %s * p.length / %s)))::float4 AS score
+        f"""SELECT p.row, sum({formula.score("q.idf")})::float4 AS score
         FROM ar_postings p JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) USING (term) {chunks}
         WHERE true {where} GROUP BY p.row ORDER BY score DESC, p.row LIMIT %s""",
-        [c.bm25_k1 + 1, c.bm25_k1, c.bm25_b, c.bm25_b, max(total / max(n, 1), 1e-9), list(idf),
-         list(idf.values()), *arguments, k]).fetchall()
+        [*formula.arguments, list(idf), list(idf.values()), *arguments, k]).fetchall()
     return [(int(r), float(s)) for r, s in rows if s > 0]
+
+
+class _Formula:
+    """BM25's term score of a posting p, as SQL, for the average length held now."""
+
+    def __init__(self, c: SearchConfig, average_length: float):
+        self.arguments = [c.bm25_k1 + 1, c.bm25_k1, c.bm25_b, c.bm25_b, average_length]
+        self.average_length = average_length
+
+    @classmethod
+    def read(cls, db, c: SearchConfig) -> tuple[_Formula, dict | None]:
+        """The formula for the stats held now, and the bound settings of the postings' index (ar_meta)."""
+        n, total, bound = db.execute("SELECT n, total_length, (SELECT value FROM ar_meta WHERE key = "
+                                     "'bm25_bound') FROM ar_stats").fetchone()
+        return cls(c, max(total / max(n, 1), 1e-9)), bound
+
+    @staticmethod
+    def score(idf: str) -> str:
+        """The term score for the idf `idf` (SQL), taking the arguments in order after any of `idf`."""
+        return f"({idf} * p.tf * %s / (p.tf + %s * (1 - %s + %s * p.length / %s)))"
+
+
+def bm25_lists(idf: dict[str, float], bound: dict, formula: _Formula, where: str, arguments: list) -> list:
+    """One posting list per query term for pruned_top: its postings in bound order, each with its
+    term score and the most any later posting scores (the stored bound scaled up to the average
+    length now, bound_sql)."""
+    scale = max(1.0, formula.average_length / float(bound["length"])) * (1 + 1e-6)
+    key = bound_sql(bound, "p.")
+    chunks = "JOIN ar_chunks c ON c.row = p.row" if where else ""
+    return [(f"SELECT p.row, {formula.score('%s')}, %s * {key} FROM ar_postings p {chunks} WHERE p.term = %s "
+             f"{where} ORDER BY {key} DESC", [weight, *formula.arguments, weight * scale, term, *arguments])
+            for term, weight in idf.items()]
+
+
+def bm25_of_rows(db, idf: dict[str, float], rows: list[int], formula: _Formula) -> dict[int, float]:
+    """The BM25 score of each given row holding a query term: each posting looked up by term and row
+    (LIMIT 1 keeps the planner from joining by a scan of every posting of the terms)."""
+    if not rows or not idf:
+        return {}
+    return {int(r): float(s) for r, s in db.execute(
+        f"""SELECT r.row, sum(p.score)::float4 FROM unnest(%s::bigint[]) AS r(row)
+        CROSS JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf)
+        CROSS JOIN LATERAL (SELECT {formula.score("q.idf")} AS score FROM ar_postings p
+                            WHERE p.term = q.term AND p.row = r.row LIMIT 1) p GROUP BY r.row""",
+        [rows, list(idf), list(idf.values()), *formula.arguments]).fetchall()}
+
+
+def bm25_given(db, tokens: list[str], rows: list[int], c: SearchConfig) -> dict[int, float]:
+    """The BM25 score of each given row holding a query term, for the stats held now."""
+    return bm25_of_rows(db, idf_of(db, tokens), rows, _Formula.read(db, c)[0])
 
 
 def vector_rows(db, vector: np.ndarray, k: int, where: str, arguments: list, filtered: bool,
                 embedder: Embedder, config: Config) -> list[tuple[int, float]]:
-    """Cosine similarity: the HNSW index when there is one, no filter and exact_search_below rows or
-    more (as the embedded index), else an exact scan of the rows the filter keeps (so a filter
-    keeping few rows still gives k hits)."""
+    """Cosine similarity: a sparse embedder's postings pruned (_postgres_pruned); else the HNSW index
+    when there is one, no filter and exact_search_below rows or more (as the embedded index), else an
+    exact scan of the rows the filter keeps (so a filter keeping few rows still gives k hits)."""
+    if embedder_trait(embedder, "sparse"):
+        found = pruned_top(db, sparse_lists(vector, where, arguments), k, lambda rows: sparse_of_rows(db, vector, rows),
+                           nonnegative=False)
+        if found is not None:
+            return found
     exact = filtered or not indexed(embedder) or \
         db.execute("SELECT n FROM ar_stats").fetchone()[0] < config.index.exact_search_below
     if exact:
@@ -111,6 +169,29 @@ def vector_rows(db, vector: np.ndarray, k: int, where: str, arguments: list, fil
                       f"ORDER BY c.embedding <=> %s{ties} LIMIT %s",
                       [vector, *arguments, vector, k]).fetchall()
     return [(int(r), float(s)) for r, s in rows]
+
+
+def sparse_lists(vector: np.ndarray, where: str, arguments: list) -> list:
+    """One posting list per non-zero dimension of the query for pruned_top: the rows holding it, the
+    weight times the query's read from the largest product down (weights ascending where the
+    query's is negative); a posting's product is the most any later one gives."""
+    chunks = "JOIN ar_chunks c ON c.row = s.row" if where else ""
+    return [(f"SELECT s.row, %s * s.weight, %s * s.weight FROM ar_sparse s {chunks} WHERE s.dim = %s {where} "
+             f"ORDER BY s.weight {'DESC' if vector[dim] > 0 else 'ASC'}",
+             [float(vector[dim]), float(vector[dim]), int(dim), *arguments]) for dim in np.flatnonzero(vector)]
+
+
+def sparse_of_rows(db, vector: np.ndarray, rows: list[int]) -> dict[int, float]:
+    """Each given row's dot product with the sparse vector, from its postings (each looked up by row
+    and dimension): its cosine similarity, since the hashing embedder's vectors are unit length."""
+    if not rows:
+        return {}
+    dims = np.flatnonzero(vector)
+    return {int(r): float(s) for r, s in db.execute(
+        """SELECT r.row, sum(q.weight * s.weight) FROM unnest(%s::bigint[]) AS r(row)
+        CROSS JOIN unnest(%s::integer[], %s::float8[]) AS q(dim, weight)
+        CROSS JOIN LATERAL (SELECT s.weight FROM ar_sparse s WHERE s.row = r.row AND s.dim = q.dim LIMIT 1) s
+        GROUP BY r.row""", (rows, dims.tolist(), vector[dims].astype(float).tolist())).fetchall()}
 
 
 def hits_of(db, fused: list) -> list[Hit]:
@@ -152,7 +233,7 @@ def graph_hits(db, query: str, k: int, hops: int, search: SearchConfig) -> list[
                  dict(zip(starts, path_names(db, [(None, key) for key in starts]), strict=True)), hops)
     rows = list(found)
     scores = dict.fromkeys(rows, 0.0)
-    scores.update(bm25_rows(db, tokenize(query), len(rows), "AND p.row = ANY(%s)", [rows], search) if rows else [])
+    scores.update(bm25_given(db, tokenize(query), rows, search))
     ranked = graph_ranking(found, scores, k)
     hits = hits_of(db, [(row, score, ranks) for row, score, ranks, _ in ranked])
     return [h.model_copy(update={"path": path}) for h, (_, _, _, path) in zip(hits, ranked, strict=True)]

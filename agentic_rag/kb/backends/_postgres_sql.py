@@ -1,8 +1,8 @@
 """The PostgreSQL knowledge base's schema and the SQL of its writes, as functions of a connection
 or cursor (the class in _postgres runs them inside its transactions): the tables, the HNSW index
-and the settings pgvector takes for it, the schema made with what it is built with, what ar_meta
-must hold, and a batch of chunks copied in (chunks, postings, document frequencies, graph edges)
-or documents removed."""
+and the settings pgvector takes for it, the index of BM25 bounds, the schema made with what it is
+built with and the migration to it, what ar_meta must hold, and a batch of chunks copied in
+(chunks, postings, sparse vectors, document frequencies, graph edges) or documents removed."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..._config import IndexConfig
+from ..._config import Config, IndexConfig, SearchConfig
 from ..._errors import ConfigurationError
 from ...text._tokenize import TOKENIZER_SETTINGS, tokenize
 from ..embedders._embedders import Embedder, EmbedProgress, embed_batches, embedder_trait
@@ -43,6 +43,10 @@ CREATE TABLE IF NOT EXISTS ar_edges (
 CREATE INDEX IF NOT EXISTS ar_edges_a ON ar_edges (a);
 CREATE INDEX IF NOT EXISTS ar_edges_b ON ar_edges (b);
 CREATE INDEX IF NOT EXISTS ar_edges_row ON ar_edges (row);
+CREATE TABLE IF NOT EXISTS ar_sparse (
+    dim integer NOT NULL, row bigint NOT NULL REFERENCES ar_chunks(row) ON DELETE CASCADE, weight real NOT NULL);
+CREATE INDEX IF NOT EXISTS ar_sparse_dim ON ar_sparse (dim, weight) INCLUDE (row);
+CREATE INDEX IF NOT EXISTS ar_sparse_row ON ar_sparse (row, dim) INCLUDE (weight);
 """
 
 
@@ -50,6 +54,41 @@ def hnsw_index(index: IndexConfig) -> str:
     """The HNSW index's definition, with the settings' m and ef_construction (a database that has one keeps it)."""
     return (f"CREATE INDEX IF NOT EXISTS ar_chunks_hnsw ON ar_chunks USING hnsw (embedding vector_cosine_ops) "
             f"WITH (m = {int(index.hnsw_m)}, ef_construction = {int(index.hnsw_ef_construction)})")
+
+
+def bound_sql(bound: dict, alias: str = "") -> str:
+    """A posting's BM25 term score without its idf, tf * (k1 + 1) / (tf + k1 * (1 - b + b * |d| / L)),
+    for the average length L, k1 and b in `bound` (ar_meta's bm25_bound): the key of the postings'
+    index by bound. For the average length A now, the score is at most max(1, A / L) times it, since
+    the score grows with A and the ratio of the two is below A / L (_postgres_search.bm25_lists)."""
+    k1, b, length = (float(bound[key]) for key in ("k1", "b", "length"))
+    tf, dl = f"{alias}tf", f"{alias}length"
+    return (f"({tf} * {k1 + 1!r}::float8 / ({tf} + {k1 * (1 - b)!r}::float8 + "
+            f"{k1 * b / max(length, 1e-9)!r}::float8 * {dl}))")
+
+
+def bound_index(bound: dict) -> list[str]:
+    """The statements that (re)make the postings' index in bound order and record its bound settings."""
+    return ["DROP INDEX IF EXISTS ar_postings_bound",
+            f"CREATE INDEX ar_postings_bound ON ar_postings (term, {bound_sql(bound)} DESC) INCLUDE (row, tf, length)",
+            f"INSERT INTO ar_meta VALUES ('bm25_bound', '{json.dumps(bound)}') ON CONFLICT (key) DO UPDATE "
+            f"SET value = EXCLUDED.value"]
+
+
+def bound_settings(db, search: SearchConfig) -> dict:
+    """The bound settings for the average length held now (the chunk size, if none is) and `search`'s k1 and b."""
+    n, total = db.execute("SELECT n, total_length FROM ar_stats").fetchone()
+    return {"k1": search.bm25_k1, "b": search.bm25_b, "length": total / n if n else 100.0}
+
+
+def to_schema_3(db, embedder: Embedder, config: Config) -> None:
+    """Schema 3: the index of BM25 bounds, and each sparse vector's non-zero weights as postings."""
+    db.execute(SCHEMA_SQL.format(dimension=embedder.dimension))  # makes ar_sparse, keeps the rest
+    for statement in bound_index(bound_settings(db, config.search)):
+        db.execute(statement)
+    if embedder_trait(embedder, "sparse"):
+        db.execute("INSERT INTO ar_sparse (dim, row, weight) SELECT d - 1, c.row, w FROM ar_chunks c, "
+                   "unnest(c.embedding::real[]) WITH ORDINALITY AS u(w, d) WHERE w <> 0")
 
 
 def check_index_settings(index: IndexConfig) -> None:
@@ -83,9 +122,11 @@ def meta_problem(meta: dict) -> str | None:
     return None
 
 
-def create_schema(db, embedder: Embedder, index: IndexConfig, version: int) -> None:
-    """Make the tables (and the HNSW index where pgvector allows one) and record what the knowledge
-    base is built with, in one transaction; a schema another process made meanwhile is kept."""
+def create_schema(db, embedder: Embedder, config: Config, version: int) -> None:
+    """Make the tables (and the HNSW index where pgvector allows one, and the index of BM25 bounds)
+    and record what the knowledge base is built with, in one transaction; a schema another process
+    made meanwhile is kept."""
+    index = config.index
     dimension = embedder.dimension
     with db.transaction():
         db.execute("SELECT pg_advisory_xact_lock(8711)")  # two processes creating it at once
@@ -94,6 +135,8 @@ def create_schema(db, embedder: Embedder, index: IndexConfig, version: int) -> N
         db.execute(SCHEMA_SQL.format(dimension=dimension))
         if indexed(embedder):
             db.execute(hnsw_index(index))
+        for statement in bound_index(bound_settings(db, config.search)):
+            db.execute(statement)
         meta = {"schema_version": version, "tokenizer": TOKENIZER_SETTINGS,
                 "embedder": {"name": embedder.name, "dimension": dimension},
                 "chunking": {"size": index.chunk_size, "overlap": index.chunk_overlap}}
@@ -129,6 +172,10 @@ def copy_batch(cursor, chunks: list[dict], embedder: Embedder, progress: bool | 
             for term, tf in counts.items():
                 copy.write_row((term, row, tf, len(words)))
     change_df(cursor, df)
+    if embedder_trait(embedder, "sparse"):
+        with cursor.copy("COPY ar_sparse (dim, row, weight) FROM STDIN") as copy:
+            for at, dim in zip(*np.nonzero(vectors), strict=True):
+                copy.write_row((int(dim), rows[at], float(vectors[at, dim])))
     with cursor.copy("COPY ar_edges (a, b, row, a_label, b_label) FROM STDIN") as copy:
         for row, chunk in zip(rows, chunks, strict=True):
             for edge in chunk_edges(row, chunk["title"], chunk["text"]):
