@@ -36,22 +36,25 @@ def test_a_connection_that_drops_again_on_its_retry_is_connection_lost(pg_url):
 
     from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
 
-    pg = PostgresKnowledgeBase(pg_url)
+    pg = PostgresKnowledgeBase(pg_url + "&pool_timeout=1")
     pg.add_documents(TINY)
     with pytest.raises(ConnectionLost, match=r"the connection to postgresql://.* dropped: .*check the server"):
         pg._read(_drop_own_connection)
     with pytest.raises(ConnectionLost, match="dropped during a write, before its commit: .*nothing of it was written"):
         pg._write(_drop_own_connection)
     assert pg.document_count == len(TINY)                  # it reconnects for the next call
-    with psycopg.connect(pg_url, autocommit=True) as db:  # drop it, then make the server unreachable
-        db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() "
-                   "AND pid <> pg_backend_pid()")
-    pg.url = "postgresql://nobody:secret@127.0.0.1:1/none"
-    with pytest.raises(ConnectionLost, match=r"cannot connect to postgresql://nobody:\*\*\*@127.0.0.1:1/"):
-        pg.search("Team plan", k=2)
-    with pytest.raises(ConnectionLost, match=r"again \(the connection was lost\): .*; nothing of the write was "
-                                             r"written: check the server and retry$"):
-        pg.delete_documents(["pricing"])  # a write that cannot connect again has written nothing, and says so
+    name = pg_url.partition("?")[0].rsplit("/", 1)[1]
+    with psycopg.connect(pg_url.replace(f"/{name}", "/postgres"), autocommit=True) as db:
+        db.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")  # drop it, and refuse it from now on
+        db.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))
+        try:
+            with pytest.raises(ConnectionLost, match=r"cannot connect to postgresql://postgres:\*\*\*@/.* again"):
+                pg.search("Team plan", k=2)
+            with pytest.raises(ConnectionLost, match=r"again \(the connection was lost\): .*; nothing of the write "
+                                                     r"was written: check the server and retry$"):
+                pg.delete_documents(["pricing"])  # a write that cannot connect again has written nothing, and says so
+        finally:
+            db.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
     with pytest.raises(RetrievalError, match="cannot connect to") as refused:  # never connected: not lost
         PostgresKnowledgeBase("postgresql://nobody:secret@127.0.0.1:1/none")
     assert not isinstance(refused.value, ConnectionLost)

@@ -811,7 +811,7 @@ def test_a_database_that_cannot_be_reached_is_503_with_retry_after_on_every_endp
     from agentic_rag.kb import Document
     from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
 
-    kb = PostgresKnowledgeBase(pg_url)
+    kb = PostgresKnowledgeBase(pg_url + "&pool_timeout=1")
     kb.add_documents([Document(id="a", text="Orders paid on weekends ship on Monday.")])
     server = Server(create_app(OfflineModel(), kb=kb))
     name = pg_url.partition("?")[0].rsplit("/", 1)[1]
@@ -866,7 +866,7 @@ def test_a_database_lost_during_a_run_is_503_on_ask_chat_and_their_streams(pg_ur
             allow(False)
             return super().search(*args, **kwargs)
 
-    kb = GoesDown(pg_url)
+    kb = GoesDown(pg_url + "&pool_timeout=1")  # the first request of each outage waits this long
     kb.add_documents([Document(id="a", text="Orders paid on weekends ship on Monday.")])
     server = Server(create_app(OfflineModel(), kb=kb, cache_size=0))
     question = "When do orders paid on weekends ship?"

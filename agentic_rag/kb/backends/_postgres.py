@@ -25,7 +25,7 @@ that had not reached its commit, are retried once on a new connection.
 from __future__ import annotations
 
 import json
-import threading
+import logging
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,8 +39,10 @@ from ..indexes._filters import check_filters
 from ..indexes._rerank import LexicalReranker, Reranker
 from ..ingestion._documents import Document
 from ._core import ADD_BATCH, AddResult, batches, check_built_with, chunk_records
+from ._postgres_connections import Servers, Unreachable, split_url
 from ._postgres_errors import data_error, first_line, foreign_schema, no_right, safe_url
 from ._postgres_search import (
+    bm25_given,
     bm25_rows,
     graph_hits,
     hits_of,
@@ -50,14 +52,28 @@ from ._postgres_search import (
     vector_rows,
     where_sql,
 )
-from ._postgres_sql import check_index_settings, copy_batch, create_schema, hnsw_index, indexed, meta_problem, remove
+from ._postgres_sql import (
+    bound_index,
+    bound_settings,
+    check_index_settings,
+    copy_batch,
+    create_schema,
+    hnsw_index,
+    indexed,
+    meta_problem,
+    remove,
+    to_schema_3,
+)
 from ._search import RestrictedView, Retrievers, check_graph_arguments, fusion_of, pagerank_seeds, search_with
 
-SCHEMA_VERSION = 2
-# version -> the function (given a connection in a transaction) that brings version - 1 up to it
+SCHEMA_VERSION = 3
+# version -> the function (given a connection in a transaction, the embedder and the settings)
+# that brings version - 1 up to it
 MIGRATIONS: dict = {
     # 2: PageRank search reads the names of given rows (nodes_in), which needs edges by row
-    2: lambda db: db.execute("CREATE INDEX IF NOT EXISTS ar_edges_row ON ar_edges (row)"),
+    2: lambda db, embedder, config: db.execute("CREATE INDEX IF NOT EXISTS ar_edges_row ON ar_edges (row)"),
+    # 3: BM25 and sparse vectors are searched by a pruned top k, which reads postings in bound order
+    3: to_schema_3,
 }
 BULK_ROWS = 5_000  # a batch this large (and larger than the rows held) rebuilds the HNSW index after it
 
@@ -65,6 +81,7 @@ BULK_ROWS = 5_000  # a batch this large (and larger than the rows held) rebuilds
 def _psycopg():
     try:
         import psycopg
+        import psycopg_pool  # noqa: F401  (the pools of connections, _postgres_connections)
         from pgvector.psycopg import register_vector
     except ImportError:
         raise ConfigurationError("a PostgreSQL knowledge base needs the postgres extra: "
@@ -81,40 +98,33 @@ class PostgresKnowledgeBase:
     def __init__(self, url: str, embedder: Embedder | None = None,
                  config: Config | IndexConfig | SearchConfig | None = None, reranker: Reranker | None = None):
         self._psycopg, self._register = _psycopg()
-        self.url, self.config = url, as_config(config)  # a layer alone: the others take their defaults
+        self.url, options = split_url(url)  # the primary's URL; read replicas and pool settings ride in it
+        self.config = as_config(config)  # a layer alone: the others take their defaults
         check_index_settings(self.config.index)
         self.reranker = reranker or LexicalReranker()
-        self._local = threading.local()
-        self._connected = False  # once any thread has connected, a failure to connect is a lost connection
-        with self._connection() as db:
+        try:
+            first = self._psycopg.connect(self.url, autocommit=False)
+        except (self._psycopg.OperationalError, self._psycopg.ProgrammingError) as exc:
+            raise RetrievalError(f"cannot connect to {safe_url(self.url)}: {first_line(exc)}") from None
+        with first as db:
             try:
                 meta = self._meta(db)
                 if meta is None:
                     self.embedder = embedder or make_embedder("hashing")
-                    create_schema(db, self.embedder, self.config.index, SCHEMA_VERSION)
+                    create_schema(db, self.embedder, self.config, SCHEMA_VERSION)
                 else:
-                    self.embedder = self._check(meta, embedder, config)
+                    self.embedder = self._check(db, meta, embedder, config)
             except self._psycopg.errors.InsufficientPrivilege as exc:
                 raise no_right(self.url, exc, "create or read") from None
+        self._servers = Servers(self.url, options, self._configure)
         self.graph_method = "names"
 
     # -- connections and the schema ----------------------------------------------------------------
 
-    def _connection(self, writing: bool = False):
-        """This thread's connection (opened on first use, and again after it dropped); `writing`: for
-        a write, which has written nothing when it cannot connect."""
-        connection = getattr(self._local, "connection", None)
-        if connection is None or connection.closed:
-            try:
-                connection = self._psycopg.connect(self.url, autocommit=False)
-            except (self._psycopg.OperationalError, self._psycopg.ProgrammingError) as exc:
-                if self._connected:  # reached before, by some thread: it dropped, and may come back
-                    nothing = "nothing of the write was written: " if writing else ""
-                    raise ConnectionLost(f"cannot connect to {safe_url(self.url)} again (the connection was "
-                                         f"lost): {first_line(exc)}; {nothing}check the server and retry") from None
-                raise RetrievalError(f"cannot connect to {safe_url(self.url)}: {first_line(exc)}") from None
-            self._local.connection, self._connected = connection, True
-        return connection
+    def _configure(self, db) -> None:
+        """A new pooled connection: pgvector's type registered, left idle."""
+        self._register(db)
+        db.commit()
 
     def _meta(self, db) -> dict | None:
         exists = db.execute("SELECT to_regclass('ar_meta') IS NOT NULL").fetchone()[0]
@@ -126,7 +136,7 @@ class PostgresKnowledgeBase:
         db.commit()
         return meta or None
 
-    def _check(self, meta: dict, embedder: Embedder | None, config) -> Embedder:
+    def _check(self, db, meta: dict, embedder: Embedder | None, config) -> Embedder:
         """The embedder the database was built with; a newer schema or other settings are clear errors."""
         version = meta.get("schema_version")
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
@@ -137,22 +147,21 @@ class PostgresKnowledgeBase:
         missing = meta_problem(meta)
         if missing:
             raise foreign_schema(self.url, missing)
-        if version < SCHEMA_VERSION:
-            self._migrate(version)
         embedder, self.config = check_built_with(safe_url(self.url), meta, embedder, config, "NEW_DATABASE_URL")
+        if version < SCHEMA_VERSION:
+            self._migrate(db, embedder)
         return embedder
 
-    def _migrate(self, version: int) -> None:
+    def _migrate(self, db, embedder: Embedder) -> None:
         """Bring an older schema up to this version, one step at a time, in one transaction."""
         import psycopg
 
-        db = self._connection()
         with db.transaction():
             db.execute("SELECT pg_advisory_xact_lock(8711)")
             found = db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version' FOR UPDATE").fetchone()[0]
             for step in range(found + 1, SCHEMA_VERSION + 1):
                 try:
-                    MIGRATIONS[step](db)
+                    MIGRATIONS[step](db, embedder, self.config)
                 except psycopg.errors.UndefinedTable as exc:  # a table the schema must have is gone
                     raise foreign_schema(self.url, first_line(exc)) from None
             db.execute("UPDATE ar_meta SET value = %s WHERE key = 'schema_version'", (json.dumps(SCHEMA_VERSION),))
@@ -174,41 +183,40 @@ class PostgresKnowledgeBase:
 
     def _read(self, work, given: str = "the query, the filters and the document ids"):
         """Run `work(connection)` in one read-only snapshot (REPEATABLE READ: every statement of a
-        search sees the same committed state, never one writer's change between two of them); a
-        dropped connection is retried once."""
+        search sees the same committed state, never one writer's change between two of them), on a
+        read replica where one can serve it (Servers.reader); a dropped connection is retried once."""
         for attempt in (1, 2):
-            db = self._connection()
             try:
-                with self._refusals(given, "read"):
-                    self._register(db)
-                    with db.transaction():
-                        db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                        return work(db)
+                with self._servers.reader() as db, self._refusals(given, "read"), db.transaction():
+                    db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    return work(db)
+            except self._pool_timeout() as exc:
+                raise self._unreachable(exc, writing=False) from None
             except self._psycopg.OperationalError as exc:
-                db.close()
                 if attempt == 2:
                     raise ConnectionLost(f"the connection to {safe_url(self.url)} dropped: {first_line(exc)}; "
                                          f"check the server and retry") from None
 
     def _write(self, work, given: str = "the documents (text, titles, metadata, ids)"):
-        """Run `work(connection)` in one write transaction, serialised with every other writer on the
-        stats row. A connection that dropped before the commit is retried once (nothing was written);
-        one that dropped during the commit is reported: the write may or may not have been saved.
-        A value PostgreSQL cannot hold is an error naming where it came from (`given`)."""
+        """Run `work(connection)` in one write transaction on the primary, serialised with every other
+        writer on the stats row. A connection that dropped before the commit is retried once (nothing
+        was written); one that dropped during the commit is reported: the write may or may not have
+        been saved. A value PostgreSQL cannot hold is an error naming where it came from (`given`)."""
         for attempt in (1, 2):
-            db, committing = self._connection(writing=True), False
+            committing = False
             try:
-                with self._refusals(given, "write"):
-                    self._register(db)
-                    with db.transaction():
+                with self._servers.primary() as db:
+                    with self._refusals(given, "write"), db.transaction():
                         db.execute("SELECT n FROM ar_stats WHERE id = 1 FOR UPDATE")  # one writer at a time
                         result = work(db)
                         if result != 0:  # a write that changed nothing (a delete of unknown ids) keeps the generation
                             db.execute("UPDATE ar_stats SET generation = generation + 1 WHERE id = 1")
                         committing = True
+                    self._servers.wrote(db)
                 return result
+            except self._pool_timeout() as exc:
+                raise self._unreachable(exc, writing=True) from None
             except self._psycopg.OperationalError as exc:
-                db.close()
                 if committing:
                     raise ConnectionLost(f"the connection to {safe_url(self.url)} dropped during a write's commit: "
                                          f"{first_line(exc)}; it may or may not have been saved: check, then "
@@ -217,6 +225,18 @@ class PostgresKnowledgeBase:
                     raise ConnectionLost(f"the connection to {safe_url(self.url)} dropped during a write, before "
                                          f"its commit: {first_line(exc)}; nothing of it was written: check the "
                                          f"server and retry") from None
+
+    @staticmethod
+    def _pool_timeout() -> tuple[type[Exception], ...]:
+        from psycopg_pool import PoolTimeout
+
+        return PoolTimeout, Unreachable
+
+    def _unreachable(self, exc: Exception, writing: bool) -> ConnectionLost:
+        """No connection to the primary within the pool's timeout: it was reached before, and may come back."""
+        nothing = "nothing of the write was written: " if writing else ""
+        return ConnectionLost(f"cannot connect to {safe_url(self.url)} again (the connection was lost): "
+                              f"{first_line(exc)}; {nothing}check the server and retry")
 
     # -- writes ------------------------------------------------------------------------------------
 
@@ -240,9 +260,10 @@ class PostgresKnowledgeBase:
             result.replaced, result.added = len(replaced), len(todo) - len(replaced)
             remove(db, replaced)
             held = db.execute("SELECT n FROM ar_stats").fetchone()[0]
-            rebuild = indexed(self.embedder) and total >= max(BULK_ROWS, held)
-            if rebuild:  # pgvector builds an index over many rows far faster than it inserts them one by one
+            rebuild = total >= max(BULK_ROWS, held)
+            if rebuild:  # an index is built over many rows far faster than rows are inserted into it one by one
                 db.execute("DROP INDEX IF EXISTS ar_chunks_hnsw")
+                db.execute("DROP INDEX IF EXISTS ar_postings_bound")
             with db.cursor() as cursor:
                 cursor.executemany("INSERT INTO ar_documents VALUES (%s, %s) ON CONFLICT (id) DO UPDATE SET "
                                    "hash = EXCLUDED.hash", [(d.id, d.content_hash()) for d in todo])
@@ -254,11 +275,30 @@ class PostgresKnowledgeBase:
                     shown.close()
                 cursor.execute("UPDATE ar_stats SET n = n + %s, total_length = total_length + %s WHERE id = 1",
                                (total, length))
-            if rebuild:
-                db.execute(hnsw_index(self.config.index))
+            if rebuild:  # the bounds are kept for the average length now, which keeps them tight
+                if indexed(self.embedder):
+                    db.execute(hnsw_index(self.config.index))
+                for statement in bound_index(bound_settings(db, self.config.search)):
+                    db.execute(statement)
             return result
 
-        return self._write(write) if todo else AddResult(unchanged=len(latest))
+        if not todo:
+            return AddResult(unchanged=len(latest))
+        result = self._write(write)
+        if total >= BULK_ROWS:
+            self._vacuum()
+        return result
+
+    def _vacuum(self) -> None:
+        """VACUUM (ANALYZE) the tables a bulk add filled, on a connection of its own (VACUUM runs outside
+        any transaction): the visibility map lets the pruned top k read its index alone, and the
+        planner's statistics follow the new sizes. Autovacuum comes to it later if this fails: a warning."""
+        try:
+            with self._psycopg.connect(self.url, autocommit=True) as db:
+                db.execute("VACUUM (ANALYZE) ar_postings, ar_sparse, ar_chunks")
+        except self._psycopg.Error as exc:
+            logging.getLogger(__name__).warning("could not VACUUM %s after a bulk add (%s): searches are slower "
+                                                "until autovacuum does", safe_url(self.url), first_line(exc))
 
     def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None,
                        every_member: bool = False) -> list[str]:
@@ -340,11 +380,10 @@ class PostgresKnowledgeBase:
             return {}
 
         def run(db):
-            rows = dict(bm25_rows(db, terms, len(chunk_ids) + 10 ** 9, "AND c.chunk_id = ANY(%s)", [list(chunk_ids)],
-                                  self.config.search))
             ids = dict(db.execute("SELECT row, chunk_id FROM ar_chunks WHERE chunk_id = ANY(%s)",
                                   (list(chunk_ids),)).fetchall())
-            return {ids[row]: rows.get(row, 0.0) for row in ids}
+            scores = bm25_given(db, terms, list(ids), self.config.search)
+            return {ids[row]: scores.get(row, 0.0) for row in ids}
 
         return self._read(run)
 
@@ -387,7 +426,6 @@ class PostgresKnowledgeBase:
         """Nothing to do: every write was committed in its own transaction."""
 
     def close(self) -> None:
-        connection = getattr(self._local, "connection", None)
-        if connection is not None:
-            connection.close()
+        """Close the pools' connections (and their threads)."""
+        self._servers.close()
 
