@@ -27,6 +27,7 @@ def _ranking(kb, query: str, k: int, mode: str, filters: dict | None) -> list[tu
 def test_the_pruned_top_k_ranks_as_the_exhaustive_sum_through_writes(pg_url, monkeypatch):
     monkeypatch.setattr(_postgres_pruned, "FIRST_BLOCK", 8)
     monkeypatch.setattr(_postgres_pruned, "DEEPEST", 512)
+    monkeypatch.setattr(_postgres_search, "SPARSE_DEEPEST", 128)
     answered = {"pruned": 0, "fell back": 0}
     real = _postgres_pruned.pruned_top
 
@@ -58,3 +59,14 @@ def test_the_pruned_top_k_ranks_as_the_exhaustive_sum_through_writes(pg_url, mon
                 if mode == "bm25":  # the embedded index ranks by the same formula
                     assert [i for i, _ in pruned] == [i for i, _ in _ranking(embedded, query, k, mode, filters)]
     assert answered["pruned"] > 100 and answered["fell back"] > 0, answered
+
+
+def test_a_query_of_no_known_token_ranks_as_the_embedded_knowledge_base(pg_url):
+    from helpers import TINY
+
+    pg, embedded = PostgresKnowledgeBase(pg_url), KnowledgeBase()
+    for kb in (pg, embedded):
+        kb.add_documents(TINY)
+    for query in ("!!!", "zzzzqqq"):  # no token at all (a zero vector); tokens no chunk holds
+        for mode in ("bm25", "vector", "hybrid"):
+            assert [h.id for h in pg.search(query, k=3, mode=mode)] == [h.id for h in embedded.search(query, k=3, mode=mode)]

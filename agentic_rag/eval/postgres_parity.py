@@ -13,9 +13,11 @@ and exact order (the same ids in the same order), averaged per set and per dev h
 (_bench.half_of); recall@5 and MRR@10 of hybrid search in each backend. Target: top-10 agreement
 >= 0.98 in every mode on every set. Sets sharing a corpus (conversations, off-topic sets) share
 one pair of knowledge bases.
-Speed (hashing embedder at 1,024 dimensions, which pgvector can index, so both backends use the
-same vectors): building, hybrid search p50/p95 on the Zipf query mix, and adding 100 documents
-(with the embedded save), per size.
+Speed, per size and embedder: the default hashing embedder (2,048 sparse dimensions: postings in
+both backends) and e5-sized dense vectors (DenseProjection: 384 dimensions, pgvector's HNSW and
+ours): building, BM25 and hybrid search p50/p95 on the Zipf query mix (k = 10), and adding 100
+documents (with the embedded save). The server it starts gets maintenance_work_mem 1GB, as
+docs/how-to/postgres.md advises for building HNSW indexes.
 """
 from __future__ import annotations
 
@@ -27,10 +29,12 @@ import time
 import uuid
 from pathlib import Path
 
+import numpy as np
+
 from .._config import IndexConfig
 from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
 from ..kb.backends._postgres import PostgresKnowledgeBase
-from ..kb.embedders._embedders import HashingEmbedder
+from ..kb.embedders._embedders import HashingEmbedder, SymmetricEmbedder, _l2_normalize
 from ..kb.ingestion._documents import load_documents
 from ._bench import half_of
 from ._datasets import Question, _read_jsonl, load_set
@@ -144,44 +148,107 @@ def parity(server_url: str, data: Path, names: list[str], max_docs: int, max_que
     return report
 
 
-def speed(server_url: str, size: int, query_count: int) -> dict:
-    config, embedder = IndexConfig(chunk_size=4000, chunk_overlap=0), HashingEmbedder(1024)
-    embedder.sparse = False  # as a dense embedder: pgvector's HNSW and ours index the same vectors
+class DenseProjection(SymmetricEmbedder):
+    """e5-sized dense vectors without e5's cost (it embeds a few chunks a second here): the hashing
+    embedder's 2,048 dimensions projected to 384 by a fixed Gaussian matrix (Johnson-Lindenstrauss:
+    similarities kept roughly), every dimension non-zero."""
+
+    name, dimension, fusion, batch_size = "dense-projection", 384, ("rrf", 1.0), 1024
+
+    def __init__(self):
+        self._hashing = HashingEmbedder()
+        self._projection = np.random.default_rng(11).standard_normal((2048, 384)).astype(np.float32)
+
+    def embed(self, texts):
+        return _l2_normalize(self._hashing.embed(texts) @ self._projection)
+
+
+def speed(server_url: str, size: int, query_count: int, embedders: tuple[str, ...] = ("hashing", "dense 384")) -> dict:
+    """Each embedder's building, search and add times in both backends at `size` synthetic chunks."""
+    config = IndexConfig(chunk_size=4000, chunk_overlap=0)
     documents = [Document(f"c{i}", text) for i, text in enumerate(texts(size))]
     extra = [Document(f"new{i}", text) for i, text in enumerate(texts(100, seed=99))]
     asked = queries("zipf", query_count)
-    report = {}
-    with tempfile.TemporaryDirectory() as folder:
+    report: dict = {}
+    made = {"hashing": HashingEmbedder, "dense 384": DenseProjection}
+    for name in embedders:
+        embedder = made[name]()
         for backend in ("embedded", "postgres"):
-            start = time.perf_counter()
-            kb: KnowledgeBase | PostgresKnowledgeBase
-            if backend == "embedded":
-                kb = KnowledgeBase(embedder, config)
-                kb.add_documents(documents)
-                kb.save(folder)
-            else:
-                kb = PostgresKnowledgeBase(new_database(server_url), embedder, config)
-                kb.add_documents(documents)
-            build = time.perf_counter() - start
-            ms = []
-            for q in asked:
+            with tempfile.TemporaryDirectory() as folder:
                 start = time.perf_counter()
-                kb.search(q, k=10)
-                ms.append((time.perf_counter() - start) * 1000)
-            start = time.perf_counter()
-            kb.add_documents(extra)
-            kb.save(folder)
-            report[backend] = {"build_s": round(build, 2), "hybrid_p50_ms": round(percentile(ms, 50), 3),
-                               "hybrid_p95_ms": round(percentile(ms, 95), 3),
-                               "add_100_s": round(time.perf_counter() - start, 3)}
+                kb: KnowledgeBase | PostgresKnowledgeBase
+                if backend == "embedded":
+                    kb = KnowledgeBase(embedder, config)
+                    kb.add_documents(documents)
+                    kb.save(folder)
+                else:
+                    kb = PostgresKnowledgeBase(new_database(server_url), embedder, config)
+                    kb.add_documents(documents)
+                entry = {"build_s": round(time.perf_counter() - start, 2)}
+                entry.update(_search_times(kb, asked))
+                start = time.perf_counter()
+                kb.add_documents(extra)
+                kb.save(folder)
+                entry["add_100_s"] = round(time.perf_counter() - start, 3)
+                if isinstance(kb, PostgresKnowledgeBase):
+                    kb.close()
+                report.setdefault(name, {})[backend] = entry
+                print(f"{size} {name} {backend}: {entry}", file=sys.stderr)
     return report
+
+
+def _search_times(kb, asked: list[str]) -> dict:
+    """BM25 and hybrid search's p50 and p95 (ms, k = 10) over the queries, each timed alone."""
+    times = {}
+    for mode in ("bm25", "hybrid"):
+        ms = []
+        for q in asked:
+            start = time.perf_counter()
+            kb.search(q, k=10, mode=mode)
+            ms.append((time.perf_counter() - start) * 1000)
+        times.update({f"{mode}_p50_ms": round(percentile(ms, 50), 3), f"{mode}_p95_ms": round(percentile(ms, 95), 3)})
+    return times
+
+
+def large(server_url: str, size: int, query_count: int, cap_minutes: float, cap_gb: float) -> dict:
+    """PostgreSQL alone at up to `size` synthetic chunks with e5-sized dense vectors (DenseProjection),
+    built in doubling steps (each step at least as large as what is held, so each one rebuilds the
+    HNSW index after its load, as a bulk add does): after each step, the database's size, BM25 and
+    hybrid p50/p95; at the end, adding 100 documents. A step that would start past `cap_minutes` of
+    building, or a database past `cap_gb`, ends the run: the report says which, at what size."""
+    config, embedder = IndexConfig(chunk_size=4000, chunk_overlap=0), DenseProjection()
+    kb = PostgresKnowledgeBase(new_database(server_url, "large"), embedder, config)
+    steps = [size >> n for n in range(5, -1, -1)]  # 1/32 of it, then doubling to all of it
+    asked, report, held, building = queries("zipf", query_count), {"steps": [], "stopped": None}, 0, 0.0
+    for target in steps:
+        if building > cap_minutes * 60:
+            report["stopped"] = f"the build reached {building / 60:.0f} minutes (cap {cap_minutes:g})"
+            break
+        start = time.perf_counter()
+        kb.add_documents(Document(f"c{i}", text) for i, text in enumerate(texts(target - held, seed=held), held))
+        building, held = building + time.perf_counter() - start, target
+        step = {"chunks": held, "build_s_total": round(building, 1), "database_gb": round(_gigabytes(kb), 2)}
+        step.update(_search_times(kb, asked))
+        report["steps"].append(step)
+        print(f"large: {step}", file=sys.stderr)
+        if step["database_gb"] > cap_gb:
+            report["stopped"] = f"the database reached {step['database_gb']} GB (cap {cap_gb:g})"
+            break
+    start = time.perf_counter()
+    kb.add_documents(Document(f"new{i}", text) for i, text in enumerate(texts(100, seed=99)))
+    report["add_100_s"] = round(time.perf_counter() - start, 3)
+    kb.close()
+    return report
+
+
+def _gigabytes(kb: PostgresKnowledgeBase) -> float:
+    return kb._read(lambda db: db.execute("SELECT pg_database_size(current_database())").fetchone()[0]) / 1e9
 
 
 def floor(server_url: str, size: int, query_count: int, dimension: int = 384) -> dict:
     """What no search in PostgreSQL can beat on this machine: one round trip (SELECT 1) and one pgvector
     HNSW query (m 16, ef_construction 64, ef_search 40, k 10) over `size` random unit vectors of
     `dimension`, each timed `query_count` times from this process; and the index's build time."""
-    import numpy as np
     import psycopg
     from pgvector.psycopg import register_vector
 
@@ -240,7 +307,19 @@ def markdown(report: dict) -> str:
                   f"| {f['round_trip_p50_ms']} | {f['hnsw_p50_ms']} | {f['hnsw_p95_ms']} | {f['hnsw_build_s']} |"]
     if report["speed"]:
         lines += _speed_lines(report)
+    if report.get("large"):
+        lines += _large_lines(report["large"])
     return "\n".join(lines) + "\n"
+
+
+def _large_lines(large: dict) -> list[str]:
+    lines = ["", "## PostgreSQL alone, built in doubling steps (384-dimensional dense vectors, k = 10)", "",
+             "| chunks | build s (all steps) | database GB | BM25 p50 / p95 ms | hybrid p50 / p95 ms |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {s['chunks']:,} | {s['build_s_total']} | {s['database_gb']} | {s['bm25_p50_ms']} / "
+              f"{s['bm25_p95_ms']} | {s['hybrid_p50_ms']} / {s['hybrid_p95_ms']} |" for s in large["steps"]]
+    return lines + ["", f"Adding 100 documents at the end: {large['add_100_s']} s. "
+                        + (f"Stopped early: {large['stopped']}." if large["stopped"] else "Every step was built.")]
 
 
 def _parity_lines(report: dict, capped: str) -> list[str]:
@@ -266,15 +345,16 @@ def _parity_lines(report: dict, capped: str) -> list[str]:
 
 
 def _speed_lines(report: dict) -> list[str]:
-    lines = ["", "## Speed on synthetic chunks (hashing embedder at 1,024 dimensions), embedded / postgres: "
-             "seconds, ms", "",
-             "| chunks | build s embedded / postgres | hybrid p50 ms | hybrid p95 ms | add 100 docs s |",
-             "|---|---|---|---|---|"]
-    for size, r in report["speed"].items():
-        e, p = r["embedded"], r["postgres"]
-        lines.append(f"| {int(size):,} | {e['build_s']} / {p['build_s']} | {e['hybrid_p50_ms']} / "
-                     f"{p['hybrid_p50_ms']} | {e['hybrid_p95_ms']} / {p['hybrid_p95_ms']} | {e['add_100_s']} / "
-                     f"{p['add_100_s']} |")
+    lines = ["", "## Speed on synthetic chunks, embedded / postgres: seconds, ms (k = 10, the Zipf query mix)", "",
+             "| chunks | embedder | build s | BM25 p50 ms | hybrid p50 ms | hybrid p95 ms | postgres / embedded "
+             "hybrid p50 | add 100 docs s |", "|---|---|---|---|---|---|---|---|"]
+    for size, by_embedder in report["speed"].items():
+        for name, r in by_embedder.items():
+            e, p = r["embedded"], r["postgres"]
+            lines.append(f"| {int(size):,} | {name} | {e['build_s']} / {p['build_s']} | {e['bm25_p50_ms']} / "
+                         f"{p['bm25_p50_ms']} | {e['hybrid_p50_ms']} / {p['hybrid_p50_ms']} | {e['hybrid_p95_ms']} / "
+                         f"{p['hybrid_p95_ms']} | {p['hybrid_p50_ms'] / max(e['hybrid_p50_ms'], 1e-9):.1f}x | "
+                         f"{e['add_100_s']} / {p['add_100_s']} |")
     return lines
 
 
@@ -287,9 +367,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-questions", type=int, default=200, help="questions asked a set (0: all)")
     parser.add_argument("--sizes", default="", help="comma-separated chunk counts for the speed part (none: skip)")
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--embedders", default="hashing,dense 384", help="the speed part's: hashing, dense 384 or both")
     parser.add_argument("--floor", type=int, default=0, metavar="ROWS",
                         help="also time one round trip and one pgvector HNSW query over ROWS random 384-dimensional "
                              "vectors: the floor no search can beat (0: skip)")
+    parser.add_argument("--large", type=int, default=0, metavar="ROWS",
+                        help="also a PostgreSQL-only run up to ROWS chunks with 384-dimensional vectors, built in "
+                             "doubling steps (0: skip)")
+    parser.add_argument("--cap-minutes", type=float, default=60, help="the large run's building time cap")
+    parser.add_argument("--cap-gb", type=float, default=30, help="the large run's database size cap")
     parser.add_argument("--url", help="a PostgreSQL server's URL (default: start one with pgserver)")
     parser.add_argument("--out", default="reports/postgres")
     args = parser.parse_args(argv)
@@ -302,12 +388,17 @@ def main(argv: list[str] | None = None) -> int:
 
             server = pgserver.get_server(pgdata, cleanup_mode="stop")
             url = server.get_uri()
+            server.psql(f"ALTER SYSTEM SET maintenance_work_mem = '{'4GB' if args.large else '1GB'}'; "
+                        "SELECT pg_reload_conf();")
         try:
             report = {"target": {"top10_agreement": TARGET},
                       "caps": {"documents": args.max_docs, "questions": args.max_questions},
                       "parity": parity(url, data, names, args.max_docs, args.max_questions),
-                      "speed": {int(s): speed(url, int(s), args.queries) for s in args.sizes.split(",") if s},
-                      "floor": floor(url, args.floor, args.queries) if args.floor else None}
+                      "speed": {int(s): speed(url, int(s), args.queries, tuple(args.embedders.split(",")))
+                                for s in args.sizes.split(",") if s},
+                      "floor": floor(url, args.floor, args.queries) if args.floor else None,
+                      "large": large(url, args.large, args.queries, args.cap_minutes, args.cap_gb) if args.large
+                      else None}
         finally:
             if server is not None:
                 server.cleanup()

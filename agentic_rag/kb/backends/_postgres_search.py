@@ -14,7 +14,7 @@ from .._hit import Hit
 from ..embedders._embedders import Embedder, embedder_trait
 from ..indexes._bm25 import bm25_idf
 from ..indexes._graph import HUB_ROWS, node_key, walk
-from ._postgres_pruned import pruned_top
+from ._postgres_pruned import SPARSE_DEEPEST, pruned_top
 from ._postgres_sql import bound_sql, indexed
 from ._search import graph_ranking, pagerank_ranking
 
@@ -91,12 +91,19 @@ def bm25_rows(db, tokens: list[str], k: int, where: str, arguments: list,
         if found is not None:
             return found
     chunks = "JOIN ar_chunks c ON c.row = p.row" if where else ""  # the chunk is read only for filters
+    _roomy(db)
     rows = db.execute(
         f"""SELECT p.row, sum({formula.score("q.idf")})::float4 AS score
         FROM ar_postings p JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) USING (term) {chunks}
         WHERE true {where} GROUP BY p.row ORDER BY score DESC, p.row LIMIT %s""",
         [*formula.arguments, list(idf), list(idf.values()), *arguments, k]).fetchall()
     return [(int(r), float(s)) for r, s in rows if s > 0]
+
+
+def _roomy(db) -> None:
+    """Room for an exhaustive sum's score per row in memory (work_mem, for this transaction alone):
+    PostgreSQL's default 4MB spills it to disk at 100,000 chunks."""
+    db.execute("SET LOCAL work_mem = '64MB'")
 
 
 class _Formula:
@@ -156,7 +163,7 @@ def vector_rows(db, vector: np.ndarray, k: int, where: str, arguments: list, fil
     exact scan of the rows the filter keeps (so a filter keeping few rows still gives k hits)."""
     if embedder_trait(embedder, "sparse"):
         found = pruned_top(db, sparse_lists(vector, where, arguments), k, lambda rows: sparse_of_rows(db, vector, rows),
-                           nonnegative=False)
+                           nonnegative=False, deepest=SPARSE_DEEPEST) or sparse_sum(db, vector, k, where, arguments)
         if found is not None:
             return found
     exact = filtered or not indexed(embedder) or \
@@ -179,6 +186,20 @@ def sparse_lists(vector: np.ndarray, where: str, arguments: list) -> list:
     return [(f"SELECT s.row, %s * s.weight, %s * s.weight FROM ar_sparse s {chunks} WHERE s.dim = %s {where} "
              f"ORDER BY s.weight {'DESC' if vector[dim] > 0 else 'ASC'}",
              [float(vector[dim]), float(vector[dim]), int(dim), *arguments]) for dim in np.flatnonzero(vector)]
+
+
+def sparse_sum(db, vector: np.ndarray, k: int, where: str, arguments: list) -> list[tuple[int, float]] | None:
+    """The k rows of best dot product with the sparse vector, every posting of its dimensions summed;
+    None when fewer than k are above 0 (rows at 0 and below rank next: the exact scan orders them)."""
+    dims = np.flatnonzero(vector)
+    chunks = "JOIN ar_chunks c ON c.row = s.row" if where else ""
+    _roomy(db)
+    rows = db.execute(f"""SELECT s.row, sum(q.weight * s.weight) AS score FROM ar_sparse s
+        JOIN unnest(%s::integer[], %s::float8[]) AS q(dim, weight) USING (dim) {chunks} WHERE true {where}
+        GROUP BY s.row ORDER BY score DESC, s.row LIMIT %s""",
+                      [dims.tolist(), vector[dims].astype(float).tolist(), *arguments, k]).fetchall()
+    found = [(int(r), float(score)) for r, score in rows if score > 0]
+    return found if len(found) == k else None
 
 
 def sparse_of_rows(db, vector: np.ndarray, rows: list[int]) -> dict[int, float]:
