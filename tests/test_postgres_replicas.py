@@ -120,19 +120,11 @@ def test_prepare_threshold_none_never_prepares(pg_url):
     kb.close()
 
 
-def test_the_leak_check_holds_with_searches_on_the_replica(pg_url, replica):
+def test_the_leak_check_holds_with_searches_on_the_replica(pg_url):
     from agentic_rag.eval import leak_check
 
-    with psycopg.connect(replica.url(), autocommit=True) as db:
-        before = db.execute("SELECT coalesce(sum(xact_commit), 0) FROM pg_stat_database").fetchone()[0]
-    report = leak_check.run(scopes=3, docs=6, count=2, backends=("postgres",),
-                            postgres_url=_with_replica(pg_url, replica))
+    report = leak_check.run(scopes=3, docs=6, count=2, backends=("postgres",), postgres_url=pg_url, replica=True)
     assert report["leaks"] == 0, report["runs"]["cache_on"]["leak_examples"]
     for run in report["runs"].values():
         assert {s.rsplit(" ", 1)[1] for s in run["statuses"]} == {"200"}, run["statuses"]
-    import time
-
-    time.sleep(1.2)  # a standby's statistics are flushed within a second
-    with psycopg.connect(replica.url(), autocommit=True) as db:
-        after = db.execute("SELECT coalesce(sum(xact_commit), 0) FROM pg_stat_database").fetchone()[0]
-    assert after - before > 100  # the searches ran on the replica
+    assert report["replica_transactions"] > 100  # the searches ran on the replica

@@ -15,7 +15,9 @@ about another tenant's (naming it), near-duplicates naming no tenant, each throu
 twice, and off), ask streamed, search (three modes, and with a request filter naming another
 tenant), chat (whole and streamed) and a conversation's follow-up, while a writer adds documents
 with new secrets through the tenants' keys. A leak is a secret or a document id of a tenant the
-key may not read found anywhere in a reply's bytes.
+key may not read found anywhere in a reply's bytes. With --replica, the PostgreSQL collection's
+searches go to a streaming replica of its server (eval/_replica), started for the run; the report
+counts the transactions the replica served.
 """
 from __future__ import annotations
 
@@ -28,9 +30,11 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import quote
 
 from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
 from ..models import OfflineModel
+from ._replica import StreamingReplica
 from ._report import write_report
 from .service_load import http_call
 
@@ -130,7 +134,7 @@ def _keys(scopes: int, collections: list[str]) -> list[dict]:
 
 
 def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, ...] = ("embedded", "postgres"),
-        postgres_url: str | None = None, seed: int = 7) -> dict:
+        postgres_url: str | None = None, seed: int = 7, replica: bool = False) -> dict:
     from ..service import KeyRing, create_collections
     from ..service._keys import digest, write_keys_file
     from ..service._server import create_server
@@ -139,7 +143,7 @@ def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, .
     documents = corpus(scopes, docs, seed, planted)
     with tempfile.TemporaryDirectory() as scratch:
         collections: dict[str, Path | KnowledgeBaseBackend] = {}
-        server_pg, opened = None, []
+        server_pg, opened, standby = None, [], None
         if "embedded" in backends:
             kb = KnowledgeBase()
             kb.add_documents(documents)
@@ -154,6 +158,9 @@ def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, .
 
                 server_pg = pgserver.get_server(Path(scratch) / "pgdata", cleanup_mode="stop")
                 url = server_pg.get_uri()
+            if replica:
+                standby = StreamingReplica(url, Path(scratch) / "replica")
+                url = f"{url}{'&' if '?' in url else '?'}read={quote(standby.url(), safe='')}"
             database = open_kb(url)
             opened.append(database)
             database.delete_documents([d.id for d in documents])  # the corpus's documents as planted now
@@ -178,11 +185,15 @@ def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, .
                 thread.join(30)
         for database in opened:
             database.close()
+        served = None
+        if standby is not None:
+            served = _transactions(standby)
+            standby.stop()
         if server_pg is not None:
             server_pg.cleanup()
     leaks = sum(f["leaks"] for f in figures.values())
     return {"scopes": scopes, "documents_per_scope": docs, "questions_per_key": count, "backends": list(backends),
-            "keys": len(keys), "leaks": leaks, "runs": figures}
+            "keys": len(keys), "leaks": leaks, "runs": figures, "replica_transactions": served}
 
 
 def _rounds(client: Client, keys: list[dict], collections: list[str], scopes: int, count: int,
@@ -241,6 +252,15 @@ def _ask_every_way(client: Client, key: dict, where: str, question: str, others:
             {"role": "user", "content": "And what is its budget?"}]}, k, allowed, "chat follow-up")
 
 
+def _transactions(standby: StreamingReplica) -> int:
+    """The transactions committed on the replica (its own statistics: the reads it served, and ours)."""
+    import psycopg
+
+    time.sleep(1.2)  # a standby's statistics are flushed within a second
+    with psycopg.connect(standby.url(), autocommit=True) as db:
+        return int((db.execute("SELECT sum(xact_commit) FROM pg_stat_database").fetchone() or [0])[0] or 0)
+
+
 def markdown(report: dict) -> str:
     lines = [f"# Leak check: {report['leaks']} leaks", "",
              f"{report['scopes']} tenants, {report['documents_per_scope']} documents each (and one shared by each "
@@ -250,6 +270,8 @@ def markdown(report: dict) -> str:
     for name, run in report["runs"].items():
         lines.append(f"| {name} | {run['requests']} | {run['checked']} | {run['leaks']} | {run['writes']} | "
                      f"{run['seconds']} |")
+    if report.get("replica_transactions") is not None:
+        lines += ["", f"Searches on a streaming replica: it committed {report['replica_transactions']:,} transactions."]
     return "\n".join(lines) + "\n"
 
 
@@ -262,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", default="embedded,postgres", help="embedded, postgres or both (default "
                                                                         "%(default)s)")
     parser.add_argument("--postgres-url", help="a PostgreSQL database to use (default: start one with pgserver)")
+    parser.add_argument("--replica", action="store_true", help="search the PostgreSQL collection on a streaming "
+                                                                "replica of its server, started for the run")
     parser.add_argument("--out", default="reports/leak-check")
     args = parser.parse_args(argv)
     if args.scopes < 2:
@@ -269,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     backends = tuple(b for b in args.backends.split(",") if b)
     if not backends or set(backends) - {"embedded", "postgres"}:
         parser.error("--backends: embedded, postgres or embedded,postgres")
-    report = run(args.scopes, args.docs, args.questions, backends, args.postgres_url)
+    report = run(args.scopes, args.docs, args.questions, backends, args.postgres_url, replica=args.replica)
     write_report(args.out, report, markdown(report))
     return 1 if report["leaks"] else 0
 

@@ -219,7 +219,8 @@ def large(server_url: str, size: int, query_count: int, cap_minutes: float, cap_
     config, embedder = IndexConfig(chunk_size=4000, chunk_overlap=0), DenseProjection()
     kb = PostgresKnowledgeBase(new_database(server_url, "large"), embedder, config)
     steps = [size >> n for n in range(5, -1, -1)]  # 1/32 of it, then doubling to all of it
-    asked, report, held, building = queries("zipf", query_count), {"steps": [], "stopped": None}, 0, 0.0
+    asked, held, building = queries("zipf", query_count), 0, 0.0
+    report: dict = {"steps": [], "stopped": None}
     for target in steps:
         if building > cap_minutes * 60:
             report["stopped"] = f"the build reached {building / 60:.0f} minutes (cap {cap_minutes:g})"
