@@ -128,3 +128,13 @@ def test_the_leak_check_holds_with_searches_on_the_replica(pg_url):
     for run in report["runs"].values():
         assert {s.rsplit(" ", 1)[1] for s in run["statuses"]} == {"200"}, run["statuses"]
     assert report["replica_transactions"] > 100  # the searches ran on the replica
+
+
+def test_the_url_keeps_libpqs_parameters_as_written_and_takes_ours_out():
+    from agentic_rag.kb.backends._postgres_connections import split_url
+
+    url, options = split_url("postgresql://rag@db/kb?options=-c%20search_path%3Dkb&read=postgresql%3A%2F%2Frag%40r1%2Fkb"
+                             "&pool_size=3&sslmode=require&prepare_threshold=none&read=postgres%3A%2F%2Fr2%2Fkb")
+    assert url == "postgresql://rag@db/kb?options=-c%20search_path%3Dkb&sslmode=require"
+    assert options["read"] == ["postgresql://rag@r1/kb", "postgres://r2/kb"]
+    assert (options["pool_size"], options["prepare_threshold"], options["pool_timeout"]) == (3, None, 5.0)

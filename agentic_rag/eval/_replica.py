@@ -4,7 +4,7 @@ pgserver wheel ships, listening on a Unix socket in its own folder only.
 
     replica = StreamingReplica(primary_url, folder)      # started; replays the primary's WAL
     replica.url("kb")                                    # the replica's URL of a database
-    replica.caught_up(primary_url)                       # wait until it has replayed all written so far
+    replica.caught_up()                                  # wait until it has replayed all written so far
     replica.stop(); replica.kill()
 
 As root (pgserver runs its server as the system user pgserver then), the replica runs as that user too.

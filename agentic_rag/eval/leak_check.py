@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 from urllib.parse import quote
 
@@ -141,7 +142,7 @@ def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, .
 
     planted, rng = Planted(), random.Random(seed + 1)  # the questions' and the writer's, apart from the corpus's
     documents = corpus(scopes, docs, seed, planted)
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, ExitStack() as cleanup:
         collections: dict[str, Path | KnowledgeBaseBackend] = {}
         server_pg, opened, standby = None, [], None
         if "embedded" in backends:
@@ -158,8 +159,9 @@ def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, .
 
                 server_pg = pgserver.get_server(Path(scratch) / "pgdata", cleanup_mode="stop")
                 url = server_pg.get_uri()
-            if replica:
+            if replica:  # stopped with the server: its folder goes with the scratch folder
                 standby = StreamingReplica(url, Path(scratch) / "replica")
+                cleanup.callback(standby.stop)
                 url = f"{url}{'&' if '?' in url else '?'}read={quote(standby.url(), safe='')}"
             database = open_kb(url)
             opened.append(database)
@@ -188,7 +190,6 @@ def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, .
         served = None
         if standby is not None:
             served = _transactions(standby)
-            standby.stop()
         if server_pg is not None:
             server_pg.cleanup()
     leaks = sum(f["leaks"] for f in figures.values())

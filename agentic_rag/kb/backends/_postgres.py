@@ -39,7 +39,7 @@ from ..indexes._filters import check_filters
 from ..indexes._rerank import LexicalReranker, Reranker
 from ..ingestion._documents import Document
 from ._core import ADD_BATCH, AddResult, batches, check_built_with, chunk_records
-from ._postgres_connections import Servers, Unreachable, split_url
+from ._postgres_connections import Busy, Servers, Unreachable, split_url
 from ._postgres_errors import data_error, first_line, foreign_schema, no_right, safe_url
 from ._postgres_search import (
     bm25_given,
@@ -116,7 +116,8 @@ class PostgresKnowledgeBase:
                     self.embedder = self._check(db, meta, embedder, config)
             except self._psycopg.errors.InsufficientPrivilege as exc:
                 raise no_right(self.url, exc, "create or read") from None
-        self._servers = Servers(self.url, options, self._configure)
+            self._servers = Servers(self.url, options, self._configure)
+            self._servers.wrote(db)  # the schema as made or migrated: replicas serve once they have it
         self.graph_method = "names"
 
     # -- connections and the schema ----------------------------------------------------------------
@@ -230,11 +231,14 @@ class PostgresKnowledgeBase:
     def _pool_timeout() -> tuple[type[Exception], ...]:
         from psycopg_pool import PoolTimeout
 
-        return PoolTimeout, Unreachable
+        return PoolTimeout, Unreachable, Busy
 
     def _unreachable(self, exc: Exception, writing: bool) -> ConnectionLost:
-        """No connection to the primary within the pool's timeout: it was reached before, and may come back."""
+        """No connection to the primary within the pool's timeout: it was reached before, and may come back
+        (or every connection stayed busy: Busy says so)."""
         nothing = "nothing of the write was written: " if writing else ""
+        if isinstance(exc, Busy):
+            return ConnectionLost(f"{exc}; {nothing}raise pool_size or pool_timeout in the URL, or retry")
         return ConnectionLost(f"cannot connect to {safe_url(self.url)} again (the connection was lost): "
                               f"{first_line(exc)}; {nothing}check the server and retry")
 

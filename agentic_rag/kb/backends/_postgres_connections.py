@@ -19,17 +19,19 @@ A replica that cannot be reached, or lags, is skipped with a warning and rested 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
 from ..._errors import ConfigurationError
 from ._postgres_errors import first_line, safe_url
 
 OPTIONS = ("read", "pool_size", "pool_timeout", "prepare_threshold", "max_lag_s")
 RESTING_S = 30.0  # a replica skipped is not tried again for this long
+_NEVER = "FFFFFFFF/FFFFFFFF"  # a WAL position no replica reaches
 _LOG = logging.getLogger("agentic_rag.postgres")
 
 
@@ -37,6 +39,7 @@ def split_url(url: str) -> tuple[str, dict]:
     """The URL without our options, and the options (read: a list of URLs; numbers checked)."""
     parts = urlsplit(url)
     pairs = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [raw for raw in parts.query.split("&") if raw and unquote_plus(raw.partition("=")[0]) not in OPTIONS]
     options: dict = {"read": [], "pool_size": 10, "pool_timeout": 5.0, "prepare_threshold": 5, "max_lag_s": 10.0}
     for key, value in pairs:
         if key == "read":
@@ -46,8 +49,7 @@ def split_url(url: str) -> tuple[str, dict]:
             options["read"].append(value)
         elif key in OPTIONS:
             options[key] = _number(key, value, url)
-    rest = urlencode([(k, v) for k, v in pairs if k not in OPTIONS])
-    return urlunsplit(parts._replace(query=rest)), options
+    return urlunsplit(parts._replace(query="&".join(kept))), options  # libpq's parameters as they were written
 
 
 def _number(key: str, value: str, url: str):
@@ -57,15 +59,25 @@ def _number(key: str, value: str, url: str):
         number = int(value) if key in ("pool_size", "prepare_threshold") else float(value)
     except ValueError:
         number = -1
-    if not number >= (1 if key == "pool_size" else 0):
+    if not (math.isfinite(number) and number >= (1 if key == "pool_size" else 0)):
         raise ConfigurationError(f"{key}={value!r} in {safe_url(url)}: give a number "
                                  f"({'a whole number >= 1' if key == 'pool_size' else '>= 0'}"
                                  f"{', or none' if key == 'prepare_threshold' else ''})")
     return number
 
 
+def _lsn(position: str) -> int:
+    """A WAL position ("16/B374D848") as a number, to compare."""
+    high, _, low = position.partition("/")
+    return (int(high, 16) << 32) | int(low, 16)
+
+
 class Unreachable(Exception):
     """No connection to a server came: the pool's wait ran out and a direct connection failed (why)."""
+
+
+class Busy(Exception):
+    """Every connection of a pool stayed in use for its whole wait: the server is up, and loaded."""
 
 
 class Servers:
@@ -76,6 +88,7 @@ class Servers:
         self._pools: dict[str, object] = {}
         self._resting: dict[str, float] = {}  # replica URL -> when it may be tried again
         self._down: set[str] = set()  # servers whose last direct connection failed
+        self._out: dict[str, int] = {}  # connections each pool has handed out and not had back
         self._lock = threading.Lock()
         self._turn = 0
         self.written: str | None = None  # the primary's WAL position after this knowledge base's last write
@@ -108,14 +121,25 @@ class Servers:
 
         if url in self._down:
             self._probe(url)
+        held = ExitStack()
         try:
-            held = ExitStack()
             db = held.enter_context(self._pool(url).connection(timeout=timeout))
         except PoolTimeout:
+            if self._out.get(url, 0) >= self.options["pool_size"]:  # every connection is at work: busy, not down
+                raise Busy(f"all {self.options['pool_size']} connections to {safe_url(url)} stayed busy for "
+                           f"{timeout:g} s") from None
             self._probe(url)
             db = held.enter_context(self._pool(url).connection(timeout=timeout))
         with held:
-            yield db
+            self._count(url, 1)
+            try:
+                yield db
+            finally:
+                self._count(url, -1)
+
+    def _count(self, url: str, change: int) -> None:
+        with self._lock:
+            self._out[url] = self._out.get(url, 0) + change
 
     def _probe(self, url: str) -> None:
         """Connect to `url` directly: Unreachable if that fails, else its pool made anew."""
@@ -143,14 +167,19 @@ class Servers:
             try:
                 db = held.enter_context(self._connection(url, min(1.0, self.options["pool_timeout"])))
                 problem = self._behind(db)
+            except Busy:
+                problem = ""  # loaded, not failing: the primary serves this read, and the replica the next
             except (psycopg.OperationalError, PoolTimeout, Unreachable) as exc:
                 problem = f"cannot be reached ({first_line(exc)})"
+            except BaseException:
+                held.close()
+                raise
             if problem is None:
                 with held:
                     yield db
                 return
             held.close()
-            if problem:  # lags or is down: rested; one that has not replayed our last write yet is not
+            if problem:  # lags or is down: rested; one that is busy or has not replayed our last write yet is not
                 self._rest(url, problem)
         with self.primary() as db:
             yield db
@@ -167,11 +196,15 @@ class Servers:
     def _behind(self, db) -> str | None:
         """Why this replica cannot serve a read now, or None: how it lags, or "" when it only lacks this
         knowledge base's last write (the primary serves that read)."""
-        lag, replayed = db.execute(
-            "SELECT CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 ELSE "
+        written = self.written
+        streaming, lag, replayed = db.execute(
+            "SELECT coalesce((SELECT status = 'streaming' FROM pg_stat_wal_receiver), false), "
+            "CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0 ELSE "
             "coalesce(extract(epoch FROM now() - pg_last_xact_replay_timestamp()), 0) END, "
-            "%s::pg_lsn IS NULL OR pg_last_wal_replay_lsn() >= %s::pg_lsn", (self.written, self.written)).fetchone()
+            "%s::pg_lsn IS NULL OR pg_last_wal_replay_lsn() >= %s::pg_lsn", (written, written)).fetchone()
         db.commit()
+        if not streaming:  # its WAL receiver stopped: it may be any distance behind, and would not say so
+            return "is not streaming from its primary"
         if float(lag) > self.options["max_lag_s"]:
             return f"lags {float(lag):.1f} s behind the primary (max_lag_s={self.options['max_lag_s']:g})"
         return None if replayed else ""
@@ -183,10 +216,19 @@ class Servers:
             self._resting[url] = time.monotonic() + RESTING_S
 
     def wrote(self, db) -> None:
-        """Note the primary's WAL position after a write committed on `db`: reads must see it."""
-        if self.options["read"]:
-            self.written = db.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
+        """Note the primary's WAL insert position after a write committed on `db` (or on opening): reads
+        must see it. Kept as the largest seen, since threads note theirs in any order; one that cannot be
+        read sends reads to the primary until the next write is noted."""
+        if not self.options["read"]:
+            return
+        try:
+            position = (db.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone() or [_NEVER])[0]
             db.commit()
+        except Exception:  # the write is committed whatever happens here
+            position = _NEVER
+        with self._lock:
+            if position == _NEVER or self.written in (None, _NEVER) or _lsn(position) > _lsn(self.written):
+                self.written = position
 
     def close(self) -> None:
         with self._lock:

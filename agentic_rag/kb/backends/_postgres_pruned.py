@@ -26,7 +26,7 @@ DEEPEST = 16_384  # postings read from one list, at most; deeper, the exhaustive
 # the hashing embedder's weights carry no idf and vary little from row to row, so its bounds fall
 # slowly: at 100,000 chunks, reading to 16,384 took twice the exhaustive sum's time (docs/benchmarks.md)
 SPARSE_DEEPEST = 1_024
-SLACK = 1e-5      # bounds and exact scores are summed in different orders and precisions
+SLACK = 1e-5      # bounds and exact scores are summed in different orders and precisions: _slack
 
 
 def pruned_top(db, lists: list[tuple[str, list]], k: int, exact: Callable[[list[int]], dict[int, float]],
@@ -36,14 +36,14 @@ def pruned_top(db, lists: list[tuple[str, list]], k: int, exact: Callable[[list[
     takes its LIMIT as one more argument; a bound is the most any posting after it contributes.
     `exact(rows)` scores rows exactly. With `nonnegative`, contributions are never negative, so the
     sum of those read is a lower bound too."""
-    block, scored = max(FIRST_BLOCK, 4 * k), {}
-    while lists and block <= deepest:
+    block, scored = min(max(FIRST_BLOCK, 4 * k), deepest), {}
+    while lists:
         which, rows, gained, bounds = _read(db, lists, block)
         frontier = np.zeros(len(lists))
         for i in range(len(lists)):
             in_list = bounds[which == i]
             if len(in_list) == block:  # not read to its end: what comes after gives at most the last bound
-                frontier[i] = max(0.0, float(in_list[-1]))
+                frontier[i] = max(0.0, float(in_list.min()))
         unique, at = np.unique(rows, return_inverse=True)
         known = np.bincount(at, gained, len(unique))
         most = known + frontier.sum() - np.bincount(at, frontier[which], len(unique))  # lists not read it in
@@ -51,9 +51,11 @@ def pruned_top(db, lists: list[tuple[str, list]], k: int, exact: Callable[[list[
         unique, most = unique[order], most[order]  # the most-possible score, descending
         scored.update(exact([int(r) for r in unique[:k] if int(r) not in scored]))  # a bound of the k-th best
         kth = max(_kth(np.fromiter(scored.values(), float, len(scored)), k), _kth(known, k) if nonnegative else 0.0)
-        if not frontier.any() or (kth > 0 and frontier.sum() < kth - SLACK):
+        if not frontier.any() or (kth > 0 and frontier.sum() < kth - _slack(kth)):
             return _ranked(unique, most, scored, kth, k, exact, nonnegative)
-        block *= 4
+        if block >= deepest:
+            return None
+        block = min(4 * block, deepest)
     return None
 
 
@@ -62,7 +64,7 @@ def _ranked(rows: np.ndarray, most: np.ndarray, scored: dict[int, float], kth: f
     """The k best of the candidate rows (most-possible score `most`, descending), scored exactly a
     chunk at a time, best-possible first, until no row left can reach the k-th best score found."""
     at, step = 0, max(2 * k, 128)
-    while at < len(rows) and most[at] >= kth - SLACK:
+    while at < len(rows) and most[at] >= kth - _slack(kth):
         chunk = [int(r) for r in rows[at:at + step] if int(r) not in scored]
         scored.update(exact(chunk))
         kth, at = max(kth, _kth(np.fromiter(scored.values(), float, len(scored)), k)), at + step
@@ -80,6 +82,12 @@ def _read(db, lists: list[tuple[str, list]], block: int) -> tuple[np.ndarray, ..
     which, rows, gained, bounds = zip(*found, strict=True)
     return (np.asarray(which, np.int64), np.asarray(rows, np.int64), np.asarray(gained, float),
             np.asarray(bounds, float))
+
+
+def _slack(score: float) -> float:
+    """How far a bound may fall short of an exact score of this size: they are summed in other orders
+    and precisions (exact scores are rounded to float4, a step of 6e-8 of the score)."""
+    return SLACK * max(1.0, abs(score))
 
 
 def _kth(values: np.ndarray, k: int) -> float:

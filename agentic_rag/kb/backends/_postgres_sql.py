@@ -76,7 +76,8 @@ def bound_index(bound: dict) -> list[str]:
 
 
 def bound_settings(db, search: SearchConfig) -> dict:
-    """The bound settings for the average length held now (the chunk size, if none is) and `search`'s k1 and b."""
+    """The bound settings for the average length held now (100 tokens while nothing is held) and `search`'s
+    k1 and b. Only a bulk add makes them anew: until then a drifting average length loosens the bounds."""
     n, total = db.execute("SELECT n, total_length FROM ar_stats").fetchone()
     return {"k1": search.bm25_k1, "b": search.bm25_b, "length": total / n if n else 100.0}
 
