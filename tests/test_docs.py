@@ -92,7 +92,7 @@ def test_every_kb_folder_the_docs_make_is_git_ignored():
         text = page.read_text(encoding="utf-8")
         words = text.split()
         named = (after.split("=", 1)[1] if re.match(r"\w+=", after) else after  # a collection's NAME=DIR
-                 for before, after in pairwise(words) if before == "--kb")
+                 for before, after in ((b, a.strip("'\"")) for b, a in pairwise(words)) if before == "--kb")
         folders |= {after for after in named if not after[0].isupper()  # not a placeholder such as DIR
                     and not after.startswith("postgresql://")}          # nor a database
         folders |= {part.split('"')[0] for part in text.split('.save("')[1:]}
