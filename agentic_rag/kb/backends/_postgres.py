@@ -39,7 +39,7 @@ from ..indexes._filters import check_filters
 from ..indexes._rerank import LexicalReranker, Reranker
 from ..ingestion._documents import Document
 from ._core import ADD_BATCH, AddResult, batches, check_built_with, chunk_records
-from ._postgres_connections import Busy, Servers, Unreachable, split_url
+from ._postgres_connections import Busy, NoConnection, Servers, split_url
 from ._postgres_errors import data_error, first_line, foreign_schema, no_right, safe_url
 from ._postgres_search import (
     bm25_given,
@@ -53,13 +53,12 @@ from ._postgres_search import (
     where_sql,
 )
 from ._postgres_sql import (
-    bound_index,
-    bound_settings,
     check_index_settings,
     copy_batch,
     create_schema,
     hnsw_index,
     indexed,
+    make_bound_index,
     meta_problem,
     remove,
     to_schema_3,
@@ -191,7 +190,7 @@ class PostgresKnowledgeBase:
                 with self._servers.reader() as db, self._refusals(given, "read"), db.transaction():
                     db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                     return work(db)
-            except self._pool_timeout() as exc:
+            except NoConnection as exc:
                 raise self._unreachable(exc, writing=False) from None
             except self._psycopg.OperationalError as exc:
                 if attempt == 2:
@@ -215,7 +214,7 @@ class PostgresKnowledgeBase:
                         committing = True
                     self._servers.wrote(db)
                 return result
-            except self._pool_timeout() as exc:
+            except NoConnection as exc:
                 raise self._unreachable(exc, writing=True) from None
             except self._psycopg.OperationalError as exc:
                 if committing:
@@ -227,13 +226,7 @@ class PostgresKnowledgeBase:
                                          f"its commit: {first_line(exc)}; nothing of it was written: check the "
                                          f"server and retry") from None
 
-    @staticmethod
-    def _pool_timeout() -> tuple[type[Exception], ...]:
-        from psycopg_pool import PoolTimeout
-
-        return PoolTimeout, Unreachable, Busy
-
-    def _unreachable(self, exc: Exception, writing: bool) -> ConnectionLost:
+    def _unreachable(self, exc: NoConnection, writing: bool) -> ConnectionLost:
         """No connection to the primary within the pool's timeout: it was reached before, and may come back
         (or every connection stayed busy: Busy says so)."""
         nothing = "nothing of the write was written: " if writing else ""
@@ -282,8 +275,7 @@ class PostgresKnowledgeBase:
             if rebuild:  # the bounds are kept for the average length now, which keeps them tight
                 if indexed(self.embedder):
                     db.execute(hnsw_index(self.config.index))
-                for statement in bound_index(bound_settings(db, self.config.search)):
-                    db.execute(statement)
+                make_bound_index(db, self.config.search)
             return result
 
         if not todo:

@@ -72,11 +72,15 @@ def _lsn(position: str) -> int:
     return (int(high, 16) << 32) | int(low, 16)
 
 
-class Unreachable(Exception):
-    """No connection to a server came: the pool's wait ran out and a direct connection failed (why)."""
+class NoConnection(Exception):
+    """No connection to a server came within the pool's wait: Unreachable or Busy."""
 
 
-class Busy(Exception):
+class Unreachable(NoConnection):
+    """The pool's wait ran out and a direct connection failed too (its message says why)."""
+
+
+class Busy(NoConnection):
     """Every connection of a pool stayed in use for its whole wait: the server is up, and loaded."""
 
 
@@ -107,7 +111,7 @@ class Servers:
 
     @contextmanager
     def primary(self) -> Iterator:
-        """A connection to the primary, from its pool; Unreachable (with libpq's reason) when none comes."""
+        """A connection to the primary, from its pool; NoConnection when none comes."""
         with self._connection(self.url, self.options["pool_timeout"]) as db:
             yield db
 
@@ -129,7 +133,10 @@ class Servers:
                 raise Busy(f"all {self.options['pool_size']} connections to {safe_url(url)} stayed busy for "
                            f"{timeout:g} s") from None
             self._probe(url)
-            db = held.enter_context(self._pool(url).connection(timeout=timeout))
+            try:
+                db = held.enter_context(self._pool(url).connection(timeout=timeout))
+            except PoolTimeout as exc:  # up when probed, and still no connection came
+                raise Unreachable(first_line(exc)) from None
         with held:
             self._count(url, 1)
             try:
@@ -160,7 +167,6 @@ class Servers:
     def reader(self) -> Iterator:
         """A connection to a read replica able to serve this knowledge base's reads, else the primary's."""
         import psycopg
-        from psycopg_pool import PoolTimeout
 
         for url in self._replicas():
             held = ExitStack()
@@ -169,7 +175,7 @@ class Servers:
                 problem = self._behind(db)
             except Busy:
                 problem = ""  # loaded, not failing: the primary serves this read, and the replica the next
-            except (psycopg.OperationalError, PoolTimeout, Unreachable) as exc:
+            except (psycopg.OperationalError, Unreachable) as exc:
                 problem = f"cannot be reached ({first_line(exc)})"
             except BaseException:
                 held.close()

@@ -81,23 +81,27 @@ def bm25_rows(db, tokens: list[str], k: int, where: str, arguments: list,
               c: SearchConfig) -> list[tuple[int, float]]:
     """BM25 in SQL: the embedded index's formula, k1 and b; the top k pruned (_postgres_pruned) where
     the postings' index of bounds was made with these k1 and b, else every posting of the terms summed."""
-    idf = idf_of(db, tokens)
+    formula, bound = _Formula.read(db, c)
+    idf = idf_of(db, tokens, formula.n)
     if not idf:
         return []
-    formula, bound = _Formula.read(db, c)
     if bound and (bound["k1"], bound["b"]) == (c.bm25_k1, c.bm25_b):
         found = pruned_top(db, bm25_lists(idf, bound, formula, where, arguments), k,
                            lambda rows: bm25_of_rows(db, idf, rows, formula), nonnegative=True)
         if found is not None:
             return found
-    chunks = "JOIN ar_chunks c ON c.row = p.row" if where else ""  # the chunk is read only for filters
     _roomy(db)
     rows = db.execute(
         f"""SELECT p.row, sum({formula.score("q.idf")})::float4 AS score
-        FROM ar_postings p JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) USING (term) {chunks}
-        WHERE true {where} GROUP BY p.row ORDER BY score DESC, p.row LIMIT %s""",
+        FROM ar_postings p JOIN unnest(%s::text[], %s::float8[]) AS q(term, idf) USING (term)
+        {_chunks_for(where, "p")} WHERE true {where} GROUP BY p.row ORDER BY score DESC, p.row LIMIT %s""",
         [*formula.arguments, list(idf), list(idf.values()), *arguments, k]).fetchall()
     return [(int(r), float(s)) for r, s in rows if s > 0]
+
+
+def _chunks_for(where: str, postings: str) -> str:
+    """The join to ar_chunks c that filter conditions on it need (the chunk is read only for filters)."""
+    return f"JOIN ar_chunks c ON c.row = {postings}.row" if where else ""
 
 
 def _roomy(db) -> None:
@@ -109,16 +113,16 @@ def _roomy(db) -> None:
 class _Formula:
     """BM25's term score of a posting p, as SQL, for the average length held now."""
 
-    def __init__(self, c: SearchConfig, average_length: float):
+    def __init__(self, c: SearchConfig, n: int, average_length: float):
         self.arguments = [c.bm25_k1 + 1, c.bm25_k1, c.bm25_b, c.bm25_b, average_length]
-        self.average_length = average_length
+        self.n, self.average_length = n, average_length
 
     @classmethod
     def read(cls, db, c: SearchConfig) -> tuple[_Formula, dict | None]:
         """The formula for the stats held now, and the bound settings of the postings' index (ar_meta)."""
         n, total, bound = db.execute("SELECT n, total_length, (SELECT value FROM ar_meta WHERE key = "
                                      "'bm25_bound') FROM ar_stats").fetchone()
-        return cls(c, max(total / max(n, 1), 1e-9)), bound
+        return cls(c, n, max(total / max(n, 1), 1e-9)), bound
 
     @staticmethod
     def score(idf: str) -> str:
@@ -132,8 +136,8 @@ def bm25_lists(idf: dict[str, float], bound: dict, formula: _Formula, where: str
     length now, bound_sql)."""
     scale = max(1.0, formula.average_length / float(bound["length"])) * (1 + 1e-6)
     key = bound_sql(bound, "p.")
-    chunks = "JOIN ar_chunks c ON c.row = p.row" if where else ""
-    return [(f"SELECT p.row, {formula.score('%s')}, %s * {key} FROM ar_postings p {chunks} WHERE p.term = %s "
+    return [(f"SELECT p.row, {formula.score('%s')}, %s * {key} FROM ar_postings p {_chunks_for(where, 'p')} "
+             f"WHERE p.term = %s "
              f"{where} ORDER BY {key} DESC", [weight, *formula.arguments, weight * scale, term, *arguments])
             for term, weight in idf.items()]
 
@@ -153,7 +157,8 @@ def bm25_of_rows(db, idf: dict[str, float], rows: list[int], formula: _Formula) 
 
 def bm25_given(db, tokens: list[str], rows: list[int], c: SearchConfig) -> dict[int, float]:
     """The BM25 score of each given row holding a query term, for the stats held now."""
-    return bm25_of_rows(db, idf_of(db, tokens), rows, _Formula.read(db, c)[0])
+    formula = _Formula.read(db, c)[0]
+    return bm25_of_rows(db, idf_of(db, tokens, formula.n), rows, formula)
 
 
 def vector_rows(db, vector: np.ndarray, k: int, where: str, arguments: list, filtered: bool,
@@ -182,22 +187,25 @@ def sparse_lists(vector: np.ndarray, where: str, arguments: list) -> list:
     """One posting list per non-zero dimension of the query for pruned_top: the rows holding it, the
     weight times the query's read from the largest product down (weights ascending where the
     query's is negative); a posting's product is the most any later one gives."""
-    chunks = "JOIN ar_chunks c ON c.row = s.row" if where else ""
-    return [(f"SELECT s.row, %s * s.weight, %s * s.weight FROM ar_sparse s {chunks} WHERE s.dim = %s {where} "
-             f"ORDER BY s.weight {'DESC' if vector[dim] > 0 else 'ASC'}",
-             [float(vector[dim]), float(vector[dim]), int(dim), *arguments]) for dim in np.flatnonzero(vector)]
+    return [(f"SELECT s.row, %s * s.weight, %s * s.weight FROM ar_sparse s {_chunks_for(where, 's')} "
+             f"WHERE s.dim = %s {where} ORDER BY s.weight {'DESC' if weight > 0 else 'ASC'}",
+             [weight, weight, dim, *arguments]) for dim, weight in zip(*_nonzero(vector), strict=True)]
+
+
+def _nonzero(vector: np.ndarray) -> tuple[list[int], list[float]]:
+    """A sparse vector's non-zero dimensions and their weights."""
+    dims = np.flatnonzero(vector)
+    return dims.tolist(), vector[dims].astype(float).tolist()
 
 
 def sparse_sum(db, vector: np.ndarray, k: int, where: str, arguments: list) -> list[tuple[int, float]] | None:
     """The k rows of best dot product with the sparse vector, every posting of its dimensions summed;
     None when fewer than k are above 0 (rows at 0 and below rank next: the exact scan orders them)."""
-    dims = np.flatnonzero(vector)
-    chunks = "JOIN ar_chunks c ON c.row = s.row" if where else ""
     _roomy(db)
     rows = db.execute(f"""SELECT s.row, sum(q.weight * s.weight) AS score FROM ar_sparse s
-        JOIN unnest(%s::integer[], %s::float8[]) AS q(dim, weight) USING (dim) {chunks} WHERE true {where}
-        GROUP BY s.row ORDER BY score DESC, s.row LIMIT %s""",
-                      [dims.tolist(), vector[dims].astype(float).tolist(), *arguments, k]).fetchall()
+        JOIN unnest(%s::integer[], %s::float8[]) AS q(dim, weight) USING (dim) {_chunks_for(where, "s")}
+        WHERE true {where} GROUP BY s.row ORDER BY score DESC, s.row LIMIT %s""",
+                      [*_nonzero(vector), *arguments, k]).fetchall()
     found = [(int(r), float(score)) for r, score in rows if score > 0]
     return found if len(found) == k else None
 
@@ -207,12 +215,11 @@ def sparse_of_rows(db, vector: np.ndarray, rows: list[int]) -> dict[int, float]:
     and dimension): its cosine similarity, since the hashing embedder's vectors are unit length."""
     if not rows:
         return {}
-    dims = np.flatnonzero(vector)
     return {int(r): float(s) for r, s in db.execute(
         """SELECT r.row, sum(q.weight * s.weight) FROM unnest(%s::bigint[]) AS r(row)
         CROSS JOIN unnest(%s::integer[], %s::float8[]) AS q(dim, weight)
         CROSS JOIN LATERAL (SELECT s.weight FROM ar_sparse s WHERE s.row = r.row AND s.dim = q.dim LIMIT 1) s
-        GROUP BY r.row""", (rows, dims.tolist(), vector[dims].astype(float).tolist())).fetchall()}
+        GROUP BY r.row""", (rows, *_nonzero(vector))).fetchall()}
 
 
 def hits_of(db, fused: list) -> list[Hit]:
@@ -227,10 +234,11 @@ def hits_of(db, fused: list) -> list[Hit]:
             for row, score, ranks in fused if row in found]
 
 
-def idf_of(db, tokens: list[str]) -> dict[str, float]:
-    """BM25 idf (bm25_idf, as the embedded index) of each distinct token some chunk holds."""
+def idf_of(db, tokens: list[str], n: int | None = None) -> dict[str, float]:
+    """BM25 idf (bm25_idf, as the embedded index) of each distinct token some chunk holds, for `n`
+    chunks (read from ar_stats if not given)."""
     terms = list(dict.fromkeys(tokens))
-    n = db.execute("SELECT n FROM ar_stats").fetchone()[0]
+    n = db.execute("SELECT n FROM ar_stats").fetchone()[0] if n is None else n
     rows = db.execute("SELECT term, df FROM ar_terms WHERE term = ANY(%s)", (terms,)).fetchall()
     return {term: float(bm25_idf(n, df)) for term, df in rows}
 

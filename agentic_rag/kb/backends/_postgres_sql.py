@@ -67,26 +67,23 @@ def bound_sql(bound: dict, alias: str = "") -> str:
             f"{k1 * b / max(length, 1e-9)!r}::float8 * {dl}))")
 
 
-def bound_index(bound: dict) -> list[str]:
-    """The statements that (re)make the postings' index in bound order and record its bound settings."""
-    return ["DROP INDEX IF EXISTS ar_postings_bound",
-            f"CREATE INDEX ar_postings_bound ON ar_postings (term, {bound_sql(bound)} DESC) INCLUDE (row, tf, length)",
-            f"INSERT INTO ar_meta VALUES ('bm25_bound', '{json.dumps(bound)}') ON CONFLICT (key) DO UPDATE "
-            f"SET value = EXCLUDED.value"]
-
-
-def bound_settings(db, search: SearchConfig) -> dict:
-    """The bound settings for the average length held now (100 tokens while nothing is held) and `search`'s
-    k1 and b. Only a bulk add makes them anew: until then a drifting average length loosens the bounds."""
+def make_bound_index(db, search: SearchConfig) -> None:
+    """(Re)make the postings' index in bound order, for the average length held now (100 tokens while
+    nothing is held) and `search`'s k1 and b, and record those settings in ar_meta. Only a bulk add
+    makes it anew: until then a drifting average length loosens the bounds."""
     n, total = db.execute("SELECT n, total_length FROM ar_stats").fetchone()
-    return {"k1": search.bm25_k1, "b": search.bm25_b, "length": total / n if n else 100.0}
+    bound = {"k1": search.bm25_k1, "b": search.bm25_b, "length": total / n if n else 100.0}
+    db.execute("DROP INDEX IF EXISTS ar_postings_bound")
+    db.execute(f"CREATE INDEX ar_postings_bound ON ar_postings (term, {bound_sql(bound)} DESC) "
+               f"INCLUDE (row, tf, length)")
+    db.execute("INSERT INTO ar_meta VALUES ('bm25_bound', %s) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+               (json.dumps(bound),))
 
 
 def to_schema_3(db, embedder: Embedder, config: Config) -> None:
     """Schema 3: the index of BM25 bounds, and each sparse vector's non-zero weights as postings."""
     db.execute(SCHEMA_SQL.format(dimension=embedder.dimension))  # makes ar_sparse, keeps the rest
-    for statement in bound_index(bound_settings(db, config.search)):
-        db.execute(statement)
+    make_bound_index(db, config.search)
     if embedder_trait(embedder, "sparse"):
         db.execute("INSERT INTO ar_sparse (dim, row, weight) SELECT d - 1, c.row, w FROM ar_chunks c, "
                    "unnest(c.embedding::real[]) WITH ORDINALITY AS u(w, d) WHERE w <> 0")
@@ -136,8 +133,7 @@ def create_schema(db, embedder: Embedder, config: Config, version: int) -> None:
         db.execute(SCHEMA_SQL.format(dimension=dimension))
         if indexed(embedder):
             db.execute(hnsw_index(index))
-        for statement in bound_index(bound_settings(db, config.search)):
-            db.execute(statement)
+        make_bound_index(db, config.search)
         meta = {"schema_version": version, "tokenizer": TOKENIZER_SETTINGS,
                 "embedder": {"name": embedder.name, "dimension": dimension},
                 "chunking": {"size": index.chunk_size, "overlap": index.chunk_overlap}}
