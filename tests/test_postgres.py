@@ -195,6 +195,19 @@ def test_an_older_schema_is_migrated_step_by_step(pg_url, monkeypatch):
         assert db.execute("SELECT count(note) FROM ar_documents").fetchone()[0] == 0   # the new column is there
 
 
+def test_a_schema_1_database_gets_the_index_of_edges_by_row(pg_url):
+    import psycopg
+
+    PostgresKnowledgeBase(pg_url).add_documents(TINY[:2])
+    with psycopg.connect(pg_url, autocommit=True) as db:   # as a database built before schema 2 is
+        db.execute("DROP INDEX ar_edges_row")
+        db.execute("UPDATE ar_meta SET value = '1' WHERE key = 'schema_version'")
+    assert PostgresKnowledgeBase(pg_url).document_count == 2   # migrated through schema 2 to 3
+    with psycopg.connect(pg_url) as db:
+        assert db.execute("SELECT value FROM ar_meta WHERE key = 'schema_version'").fetchone()[0] == 3
+        assert db.execute("SELECT count(*) FROM pg_indexes WHERE indexname = 'ar_edges_row'").fetchone()[0] == 1
+
+
 def _restore_schema_2(url):
     """The database schema 2's code wrote (TINY, hashing embedder), restored from its pg_dump."""
     import subprocess
