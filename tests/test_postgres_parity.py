@@ -100,3 +100,23 @@ def test_the_floor_times_a_round_trip_and_an_hnsw_query(tmp_path, pg_server):
     assert report["parity"] == {} and floor["rows"] == 300 and floor["dimension"] == 384
     assert 0 < floor["round_trip_p50_ms"] and 0 < floor["hnsw_p50_ms"] <= floor["hnsw_p95_ms"]
     assert "## The floor" in (tmp_path / "report.md").read_text()
+
+
+def test_the_speed_and_large_parts_measure_both_embedders_and_every_step(tmp_path, pg_server):
+    assert postgres_parity.main(["--sets", "none", "--sizes", "200", "--large", "320", "--queries", "3",
+                                 "--url", pg_server.get_uri(), "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    speed = report["speed"]["200"]
+    assert set(speed) == {"hashing", "dense 384"} and all(set(s) == {"embedded", "postgres"} for s in speed.values())
+    for entry in (e for s in speed.values() for e in s.values()):
+        assert 0 < entry["bm25_p50_ms"] <= entry["bm25_p95_ms"] and 0 < entry["hybrid_p50_ms"] <= entry["hybrid_p95_ms"]
+    large = report["large"]
+    assert [s["chunks"] for s in large["steps"]] == [10, 20, 40, 80, 160, 320] and large["stopped"] is None
+    assert all(s["database_gb"] > 0 for s in large["steps"]) and large["add_100_s"] > 0
+    assert "## PostgreSQL alone" in (tmp_path / "report.md").read_text()
+
+
+def test_the_large_run_stops_at_its_cap_and_says_why(pg_server):
+    report = postgres_parity.large(pg_server.get_uri(), 64, 2, cap_minutes=60, cap_gb=0)
+    assert [s["chunks"] for s in report["steps"]] == [2]
+    assert report["stopped"].startswith("the database reached") and "(cap 0)" in report["stopped"]

@@ -218,7 +218,7 @@ def large(server_url: str, size: int, query_count: int, cap_minutes: float, cap_
     building, or a database past `cap_gb`, ends the run: the report says which, at what size."""
     config, embedder = IndexConfig(chunk_size=4000, chunk_overlap=0), DenseProjection()
     kb = PostgresKnowledgeBase(new_database(server_url, "large"), embedder, config)
-    steps = [size >> n for n in range(5, -1, -1)]  # 1/32 of it, then doubling to all of it
+    steps = [size >> n for n in range(5, -1, -1) if size >> n]  # 1/32 of it, then doubling to all of it
     asked, held, building = queries("zipf", query_count), 0, 0.0
     report: dict = {"steps": [], "stopped": None}
     for target in steps:
