@@ -159,7 +159,7 @@ def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, .
 
                 server_pg = pgserver.get_server(Path(scratch) / "pgdata", cleanup_mode="stop")
                 url = server_pg.get_uri()
-            if replica:  # stopped with the server: its folder goes with the scratch folder
+            if replica:  # stopped as the run ends, before the scratch folder holding it is removed
                 standby = StreamingReplica(url, Path(scratch) / "replica")
                 cleanup.callback(standby.stop)
                 url = f"{url}{'&' if '?' in url else '?'}read={quote(standby.url(), safe='')}"
