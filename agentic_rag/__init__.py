@@ -10,9 +10,8 @@ Everything public is imported from here (docs/reference/api.md lists it); module
 with an underscore are internal and may change. The subpackages kb, models, steps, tools and eval
 are public namespaces too.
 """
-from ._config import Config, IndexConfig, RunConfig, SearchConfig
-from ._conversation import Conversation
-from ._errors import (
+from .core._config import Config, IndexConfig, RunConfig, SearchConfig
+from .core._errors import (
     AccessDenied,
     AgenticRAGError,
     BudgetExceeded,
@@ -26,8 +25,8 @@ from ._errors import (
     ToolError,
     WriteConflict,
 )
-from ._loop import run_agentic_rag
-from ._schemas import (
+from .core._evidence import Evidence, cited_as, new_evidence
+from .core._schemas import (
     Answer,
     Condensed,
     Decomposition,
@@ -40,7 +39,6 @@ from ._schemas import (
     Triple,
     Triples,
 )
-from ._state import STOP_REASONS, AgentState, Evidence, Round, cited_as, format_trace, new_evidence, new_state
 from .kb import (
     AddResult,
     Document,
@@ -63,6 +61,9 @@ from .kb import (
     tokenize,
     writer_lock,
 )
+from .loop._conversation import Conversation
+from .loop._driver import run_agentic_rag
+from .loop._state import STOP_REASONS, AgentState, Round, format_trace, new_state
 from .models import (
     Endpoint,
     ImageDescriber,

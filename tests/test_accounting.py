@@ -1,6 +1,6 @@
 import pytest
 
-from agentic_rag import _accounting as accounting
+from agentic_rag.core import _accounting as accounting
 
 
 def test_counts_with_the_offline_cl100k_encoding():

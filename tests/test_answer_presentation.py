@@ -18,7 +18,7 @@ from agentic_rag import (
     run_agentic_rag,
     shop_tools,
 )
-from agentic_rag._display import _after_stream
+from agentic_rag.cli._display import _after_stream
 from agentic_rag.kb import Document
 from agentic_rag.steps import route_query
 from agentic_rag.steps._answer import number_citations

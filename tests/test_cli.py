@@ -94,7 +94,7 @@ def test_index_into_a_file_fails_at_once_in_one_line(capsys, tmp_path, monkeypat
     def never(*args, **kwargs):
         raise AssertionError("documents were read before the --kb target was checked")
 
-    monkeypatch.setattr("agentic_rag.cli.load_documents", never)
+    monkeypatch.setattr("agentic_rag.cli._main.load_documents", never)
     code, _, err = run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA), "--kb", str(kb))
     assert code == 1 and err.count("\n") == 1 and "not a folder; give a new or existing folder" in err
     code, _, err = run(capsys, "delete", "contract-a.md", "--kb", str(kb))
@@ -276,7 +276,7 @@ def test_ask_at_max_rounds_answers_from_the_floor_the_loop_page_names(capsys, ex
             "route": {"route": "vector"}, "grade": {"score": grade, "sufficient": False, "missing": ["the hour"]},
             "generate": {"answer": "截单时间：工作日 15:00（北京时间）之前确认付款的订单，当天发货。 [1]"},
             "judge": {"score": 1.0, "complete": True}})
-        monkeypatch.setattr("agentic_rag.cli.make_model", lambda settings, model=model: model)
+        monkeypatch.setattr("agentic_rag.cli._main.make_model", lambda settings, model=model: model)
         code, out, err = run(capsys, "ask", "仓库的截单时间是几点？", "--kb", example_kb_dir,
                              "--max-rounds", "1", "--json")
         result = json.loads(out)
@@ -395,7 +395,7 @@ def test_an_os_error_says_the_fix_its_errno_names_or_only_what_failed(capsys, tm
     def fail(args):
         make_error(tmp_path)
 
-    monkeypatch.setattr("agentic_rag.cli.cmd_compact", fail)  # a command meeting a real OS failure
+    monkeypatch.setattr("agentic_rag.cli._main.cmd_compact", fail)  # a command meeting a real OS failure
     assert main(["compact", "--kb", str(tmp_path / "kb")]) == 1
     err = capsys.readouterr().err
     assert err.startswith("agentic-rag: error: ") and err.count("\n") == 1

@@ -99,7 +99,7 @@ def test_the_guard_flags_defaults_are_the_servers():
     pytest.importorskip("waitress")
     from dataclasses import asdict
 
-    from agentic_rag._cli_flags import SERVER_DEFAULTS
+    from agentic_rag.cli._flags import SERVER_DEFAULTS
     from agentic_rag.service._server import ServerLimits
 
     assert vars(SERVER_DEFAULTS) == asdict(ServerLimits())
@@ -196,7 +196,7 @@ def test_ctrl_c_on_a_read_only_command_says_only_interrupted(capsys, example_kb_
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("agentic_rag.cli.run_agentic_rag", interrupted)
+    monkeypatch.setattr("agentic_rag.cli._main.run_agentic_rag", interrupted)
     code, _, err = run(capsys, "ask", "q", "--kb", example_kb_dir)
     assert code == 130 and err == "agentic-rag: interrupted\n", err
 
@@ -219,7 +219,7 @@ def test_ctrl_c_stops_serve_with_130_and_a_message(example_kb_dir):
 
 
 READER_GONE = """import os, sys
-from agentic_rag import cli
+from agentic_rag.cli import _main as cli
 read, write = os.pipe()
 os.dup2(write, 1)
 
@@ -254,7 +254,7 @@ def test_progress_written_to_a_file_is_whole_lines(tmp_path):
 
 
 ONE_TERMINAL = """import sys
-from agentic_rag import cli
+from agentic_rag.cli import _main as cli
 
 def draft_then_interrupt(question, kb, model, tools, config, on_token=None):
     on_token("The draft so")
@@ -288,7 +288,7 @@ def test_one_terminal_for_both_streams_gets_one_newline(example_kb_dir):
 def test_only_the_progress_stream_is_written_as_whole_lines_when_not_a_terminal():
     import io
 
-    from agentic_rag._display import LineTracker
+    from agentic_rag.cli._display import LineTracker
 
     out = io.StringIO()
     LineTracker(out).write("\rdraft piece")  # an answer streamed to a pipe keeps its bytes

@@ -147,7 +147,7 @@ def test_ctrl_c_after_whole_lines_adds_no_blank_line(capsys, tmp_path, monkeypat
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("agentic_rag.cli.load_documents", interrupted)
+    monkeypatch.setattr("agentic_rag.cli._main.load_documents", interrupted)
     code, _, err = run(capsys, "index", "--embedder", "hashing",
                                str(EXAMPLE_DATA / "contracts"), "--kb", str(tmp_path / "kb"))
     assert code == 130 and err.endswith(" ...\nagentic-rag: interrupted; the saved knowledge base is unchanged\n")
@@ -158,7 +158,7 @@ def test_ctrl_c_during_a_streamed_draft_ends_its_line_first(capsys, example_kb_d
         on_token("The draft so")
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("agentic_rag.cli.run_agentic_rag", draft_then_interrupt)
+    monkeypatch.setattr("agentic_rag.cli._main.run_agentic_rag", draft_then_interrupt)
     code, out, err = run(capsys, "ask", QUESTION, "--kb", example_kb_dir, "--stream")
     assert code == 130 and out == "The draft so\n" and err.startswith("agentic-rag: interrupted"), (out, err)
 
@@ -225,7 +225,7 @@ def test_ask_runs_with_its_own_settings_not_the_knowledge_bases(capsys, tmp_path
     kb_dir = str(tmp_path / "kb")
     assert run(capsys, "index", "--embedder", "hashing",
                        str(EXAMPLE_DATA / "contracts"), "--kb", kb_dir, "--chunk-size", "300")[0] == 0
-    from agentic_rag import cli
+    from agentic_rag.cli import _main as cli
 
     given, real = [], cli.run_agentic_rag
 
@@ -254,7 +254,7 @@ def test_only_the_settings_module_reads_the_environment():
     package = ROOT / "agentic_rag"
     readers = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
                      if _reads_the_environment(p.read_text(encoding="utf-8")))
-    assert readers == ["_settings.py"], readers
+    assert readers == ["cli/_settings.py"], readers
 
 
 def test_serve_refuses_a_metrics_folder_that_is_not_one(capsys, example_kb_dir, tmp_path, monkeypatch):
@@ -265,7 +265,7 @@ def test_serve_refuses_a_metrics_folder_that_is_not_one(capsys, example_kb_dir, 
 
 
 def test_the_modules_docstring_names_every_command():
-    from agentic_rag import cli
+    from agentic_rag.cli import _main as cli
 
     commands = re.search(r"\{([\w,-]+)\}", cli.build_parser().format_usage()).group(1).split(",")
     assert all(re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", cli.__doc__) for name in commands), cli.__doc__

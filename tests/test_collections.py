@@ -283,8 +283,8 @@ def test_two_server_processes_share_collections_keys_and_conversations(tmp_path)
 def test_serve_flags_name_collections_and_refuse_bad_ones(tmp_path):
     from types import SimpleNamespace
 
-    from agentic_rag._errors import ConfigurationError
-    from agentic_rag._settings import serve_collections
+    from agentic_rag.cli._settings import serve_collections
+    from agentic_rag.core._errors import ConfigurationError
 
     def named(kb=None, collections=None):
         return serve_collections(SimpleNamespace(kb=kb, collections=collections))
@@ -308,7 +308,7 @@ def test_serve_flags_name_collections_and_refuse_bad_ones(tmp_path):
 
 
 def test_a_keys_file_entry_that_is_wrong_is_one_line_naming_it(tmp_path):
-    from agentic_rag._errors import ConfigurationError
+    from agentic_rag.core._errors import ConfigurationError
     from agentic_rag.service._keys import read_keys_file
 
     good = {"id": "a", "sha256": digest(ACME), "read": ["docs"]}

@@ -7,7 +7,7 @@ from dataclasses import FrozenInstanceError, asdict, fields, replace
 
 import pytest
 
-import agentic_rag._config
+import agentic_rag.core._config
 from agentic_rag import Config, ConfigurationError, IndexConfig, KnowledgeBase, RunConfig, SearchConfig
 
 
@@ -185,7 +185,7 @@ def test_sources_given_as_a_list_are_kept_as_a_tuple():
 
 def test_the_front_is_declared_in_its_module_as_type_checkers_read_it():
     # a class statement with one annotated line a field, in the saved order: what mypy and editors see
-    tree = ast.parse(inspect.getsource(agentic_rag._config))
+    tree = ast.parse(inspect.getsource(agentic_rag.core._config))
     front = next(node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == "Config")
     declared = [line.target.id for line in front.body if isinstance(line, ast.AnnAssign)]
     assert declared == list(asdict(Config())) == [f.name for f in fields(Config)]

@@ -19,8 +19,8 @@ from agentic_rag import (
     format_trace,
     run_agentic_rag,
 )
-from agentic_rag._history import MAX_TURNS, history_messages
 from agentic_rag.kb import Document
+from agentic_rag.loop._history import MAX_TURNS, history_messages
 from openai_server import FakeOpenAI
 
 LOGIN = "登录报错的问题在 2.3.1 版本里修复了吗？"

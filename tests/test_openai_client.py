@@ -449,7 +449,7 @@ def test_a_reply_that_dribbles_past_the_deadline_is_closed(server):
 
 
 def _readers() -> set:
-    """The threads reading model replies (agentic_rag._openai_api names them)."""
+    """The threads reading model replies (agentic_rag.core._openai_api names them)."""
     import threading
 
     return {t for t in threading.enumerate() if t.name == "agentic-rag-model-call"}

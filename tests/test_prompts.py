@@ -1,5 +1,5 @@
 from agentic_rag import Grade
-from agentic_rag._prompts import TEMPLATES, format_evidence, render
+from agentic_rag.steps._prompts import TEMPLATES, format_evidence, render
 
 
 def test_evidence_is_numbered_as_it_must_be_cited():
@@ -23,7 +23,7 @@ HEADING_RULE = "a heading, a table-of-contents line"
 
 def test_the_grade_prompts_say_headings_and_restatements_answer_nothing():
     from agentic_rag import GradedAnswer
-    from agentic_rag._prompts import GRADING
+    from agentic_rag.steps._prompts import GRADING
 
     grade = render("grade", Grade.model_json_schema(), question="Q?", evidence=[{"text": "1. Overview"}])[1]["content"]
     assert HEADING_RULE in grade.lower() and "only restates the question" in grade

@@ -22,7 +22,7 @@ from agentic_rag import (
     Tool,
     run_agentic_rag,
 )
-from agentic_rag._accounting import count_tokens
+from agentic_rag.core._accounting import count_tokens
 from helpers import TINY
 
 # derandomized, so a run can never fail by luck; AGENTIC_RAG_EXPLORE=1 searches new random examples instead

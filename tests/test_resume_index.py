@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from agentic_rag import KnowledgeBase
-from agentic_rag._cli_kb import CACHE_FOLDER
+from agentic_rag.cli._kb import CACHE_FOLDER
 from agentic_rag.kb.backends._open import saved_embedder
 from agentic_rag.kb.embedders._cache import EmbeddingCache
 from agentic_rag.kb.embedders._embedders import HashingEmbedder

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from agentic_rag import Config, ConfigurationError, KnowledgeBase, OfflineModel, run_agentic_rag
-from agentic_rag._state import format_trace
+from agentic_rag.loop._state import format_trace
 from helpers import ROOT
 
 SAVED = ROOT / "tests" / "fixtures" / "saved"

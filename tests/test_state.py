@@ -44,7 +44,7 @@ def test_new_evidence_has_the_required_keys_and_only_the_optional_ones_given():
 def test_a_state_key_is_checked_only_against_classes():
     from typing import Literal
 
-    from agentic_rag._state import _runtime_types
+    from agentic_rag.loop._state import _runtime_types
 
     assert _runtime_types(float | None) == (int, float, type(None))
     with pytest.raises(TypeError, match="names no class"):  # isinstance could not check a value against it
@@ -69,9 +69,9 @@ def test_state_depends_on_no_part_above_it():
 
     from helpers import ROOT
 
-    tree = ast.parse((ROOT / "agentic_rag" / "_state.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "agentic_rag" / "loop" / "_state.py").read_text(encoding="utf-8"))
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level}
-    assert imported <= {"_accounting", "_config", "_errors"}, imported   # not models, steps or the loop
+    assert imported <= {"core._accounting", "core._config", "core._errors", "core._evidence"}, imported
 
 
 def _saved(name):
@@ -81,7 +81,7 @@ def _saved(name):
 
 
 def test_upgrade_turns_the_old_round_markers_into_typed_keys():
-    from agentic_rag._state import upgrade_state
+    from agentic_rag.loop._state import upgrade_state
 
     pending = _saved("loop-pending-grade")
     assert pending["rounds"][-1]["grade"] is None and "grade_pending" not in pending   # the old marker
@@ -97,7 +97,7 @@ def test_upgrade_turns_the_old_round_markers_into_typed_keys():
 
 
 def test_upgrade_keeps_the_latest_kept_draft_and_leaves_a_current_state_alone():
-    from agentic_rag._state import upgrade_state
+    from agentic_rag.loop._state import upgrade_state
 
     old = {k: v for k, v in new_state("q").items() if k not in ("grade_pending", "draft_for", "draft_reply")}
     old["rounds"] = [{"round": 1, "route": "vector", "grade": 0.4, "drafted": ["a"]},
@@ -108,7 +108,7 @@ def test_upgrade_keeps_the_latest_kept_draft_and_leaves_a_current_state_alone():
 
 
 def test_upgrade_takes_the_error_type_from_an_older_states_error():
-    from agentic_rag._state import upgrade_state
+    from agentic_rag.loop._state import upgrade_state
 
     for error, kind in ((None, None), ("ModelError: the server answered 500", "ModelError"),
                         ("the on_step hook raised ValueError: the hook's own bug", "ValueError"),
@@ -187,7 +187,7 @@ def test_a_malformed_state_is_one_clear_error_before_the_run(tiny_kb, spoil, nam
 
 
 def test_every_saved_state_of_the_earlier_version_passes_the_check():
-    from agentic_rag._state import check_state
+    from agentic_rag.loop._state import check_state
     from helpers import ROOT
 
     saved = json.loads((ROOT / "tests" / "fixtures" / "saved" / "states.json").read_text(encoding="utf-8"))
@@ -199,7 +199,7 @@ def test_every_saved_state_of_the_earlier_version_passes_the_check():
 
 
 def test_upgrade_reads_from_the_trace_whether_grading_had_gone_apart():
-    from agentic_rag._state import upgrade_state
+    from agentic_rag.loop._state import upgrade_state
 
     def old(*events):
         state = {k: v for k, v in new_state("q").items() if k != "fold_grades"}

@@ -87,7 +87,7 @@ def test_a_second_index_waits_for_the_writer_and_keeps_both_changes(kb_dir, smal
 
 @pytest.mark.parametrize("argv", [["index", "SMALL"], ["delete", "contract-a.md"]])
 def test_a_writer_that_cannot_get_the_lock_is_refused_in_one_line(kb_dir, small_folder, capsys, monkeypatch, argv):
-    monkeypatch.setattr("agentic_rag.cli.LOCK_WAIT_S", 0.0)  # refuse at once rather than wait
+    monkeypatch.setattr("agentic_rag.cli._main.LOCK_WAIT_S", 0.0)  # refuse at once rather than wait
     writer = _start_writer(kb_dir, locked=True)
     try:
         before = (kb_dir / "manifest.json").read_text()

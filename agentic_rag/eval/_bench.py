@@ -10,12 +10,12 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from .._config import Config
-from .._errors import ConfigurationError
-from .._loop import run_agentic_rag
-from .._state import format_trace
+from ..core._config import Config
+from ..core._errors import ConfigurationError
 from ..kb import Embedder, KnowledgeBase, ingestion, make_embedder
 from ..kb.backends._store import FORMAT_VERSION
+from ..loop._driver import run_agentic_rag
+from ..loop._state import format_trace
 from ..models._meter import Meter
 from ..models._protocol import Model
 from ..steps import check_faithfulness, generate_answer, verify_citations

@@ -3,12 +3,12 @@ them agentic runs, so that what the history gives (and what a wrong earlier turn
 off one report. The scoring is the single-question bench's (summarize), on the last turn only."""
 from __future__ import annotations
 
-from .._config import Config
-from .._conversation import Conversation
-from .._errors import ConfigurationError
-from .._loop import run_agentic_rag
-from .._state import format_trace
+from ..core._config import Config
+from ..core._errors import ConfigurationError
 from ..kb import KnowledgeBase
+from ..loop._conversation import Conversation
+from ..loop._driver import run_agentic_rag
+from ..loop._state import format_trace
 from ..models._protocol import Model
 from ._answers import answer_correct
 from ._datasets import Question

@@ -8,10 +8,10 @@ import random
 import sys
 from pathlib import Path
 
-from .._config import Config, IndexConfig, RunConfig
-from .._errors import ConfigurationError
-from .._loop import run_agentic_rag
+from ..core._config import Config, IndexConfig, RunConfig
+from ..core._errors import ConfigurationError
 from ..kb import Document, KnowledgeBase
+from ..loop._driver import run_agentic_rag
 from ..models._protocol import Model
 from ._answers import answer_correct
 from ._bench import answer_linear

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._config import IndexConfig
+from ..core._config import IndexConfig
 from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
 from ..kb.backends._postgres import PostgresKnowledgeBase
 from ..kb.embedders._embedders import HashingEmbedder, SymmetricEmbedder, _l2_normalize

@@ -18,7 +18,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from .._config import Config
+from ..core._config import Config
 from ..kb import KnowledgeBase, make_embedder
 from ..kb.embedders._embedders import embedder_trait
 from ..kb.indexes._fusion import FUSIONS

@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from .._config import IndexConfig, SearchConfig
-from .._errors import ConfigurationError
+from ..core._config import IndexConfig, SearchConfig
+from ..core._errors import ConfigurationError
 from ..kb import Document, KnowledgeBase
 from ..kb.backends._store import read_generation
 from ..kb.embedders._embedders import HashingEmbedder

@@ -34,8 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .._loop import run_agentic_rag
 from ..kb import KnowledgeBase
+from ..loop._driver import run_agentic_rag
 from ..models import OfflineModel
 from ._metrics import percentile
 from ._report import write_report

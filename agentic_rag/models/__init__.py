@@ -1,6 +1,6 @@
 """Models: the protocol, the offline model, the scripted model, the OpenAI-compatible client, model
 sets and the per-run meter."""
-from .._openai_api import Endpoint, endpoint_from_env
+from ..core._openai_api import Endpoint, endpoint_from_env
 from ._meter import BudgetExceeded, Meter, new_usage
 from ._model_set import ModelSet
 from ._offline import OfflineModel

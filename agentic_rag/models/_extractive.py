@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from .._schemas import Answer, Faithfulness, Grade
+from ..core._schemas import Answer, Faithfulness, Grade
 from ..kb.embedders._embedders import embedder_trait
 from ..text._candidates import FRAMING, answer_windows, candidates, restates
 from ..text._lexical import (

@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .._errors import ConfigurationError
-from .._openai_api import Endpoint
+from ..core._errors import ConfigurationError
+from ..core._openai_api import Endpoint
 from ._model_set import ModelSet
 from ._offline import OfflineModel
 from ._openai_client import OpenAIChatModel

@@ -8,10 +8,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .. import _otel
-from .._accounting import cost_usd, new_usage
-from .._config import Config
-from .._errors import BudgetExceeded
+from ..core import _otel
+from ..core._accounting import cost_usd, new_usage
+from ..core._config import Config
+from ..core._errors import BudgetExceeded
 from ._protocol import (
     Model,
     ModelRequest,

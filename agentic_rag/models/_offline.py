@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from .._errors import ModelError
-from .._schemas import GradedAnswer, Triples
+from ..core._errors import ModelError
+from ..core._schemas import GradedAnswer, Triples
 from ..text._names import names
 from ..text._sentences import split_sentences
 from . import _extractive as extractive

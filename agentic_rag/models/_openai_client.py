@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .._accounting import cost_usd
-from .._errors import ConfigurationError, DeadlineExceeded, ModelError
-from .._openai_api import Endpoint, bounded, call_error, make_client, send
+from ..core._accounting import cost_usd
+from ..core._errors import ConfigurationError, DeadlineExceeded, ModelError
+from ..core._openai_api import Endpoint, bounded, call_error, make_client, send
 from ._protocol import (
     ModelRequest,
     budget_tokens,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from .._schemas import Condensed, Decomposition, Rewrite, RouteDecision, SubQuery
+from ..core._schemas import Condensed, Decomposition, Rewrite, RouteDecision, SubQuery
 from ..text._lexical import (
     COMPARISON,
     bridge_entities,

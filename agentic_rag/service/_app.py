@@ -20,10 +20,10 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .. import _otel
-from .._config import Config, as_config
-from .._display import result_json
-from .._errors import (
+from ..cli._display import result_json
+from ..core import _otel
+from ..core._config import Config, as_config
+from ..core._errors import (
     AccessDenied,
     AgenticRAGError,
     ConfigurationError,
@@ -32,8 +32,6 @@ from .._errors import (
     StorageError,
     WriteConflict,
 )
-from .._loop import run_agentic_rag
-from .._state import new_state
 from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
 from ..kb.backends._store import writer_lock
 from ..kb.indexes._filters import matches
@@ -41,6 +39,8 @@ from ..kb.ingestion._documents import read_file
 from ..kb.ingestion._files import MAX_UPLOAD_BYTES
 from ..kb.ingestion._gzip import gunzip
 from ..kb.ingestion._loaders import IMAGE_SUFFIXES, Unreadable, unpacked_size
+from ..loop._driver import run_agentic_rag
+from ..loop._state import new_state
 from ._cache import AnswerCache, cache_key
 from ._conversations import ConversationStore
 from ._keys import Scope

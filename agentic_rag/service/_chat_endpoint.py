@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from .._history import history_messages
-from .._state import cited_as
+from ..core._evidence import cited_as
+from ..loop._history import history_messages
 from ._app import _RETRY, MODEL_ID, SCOPE, ServiceError, log
 from ._chat import Asked, answer_reason, read_messages
 from ._conversations import Claim, ConversationError

@@ -25,8 +25,8 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from .. import _otel
-from .._errors import ConfigurationError
+from ..core import _otel
+from ..core._errors import ConfigurationError
 from ..kb import KnowledgeBaseBackend
 from ._app import (
     COLLECTION_ENDPOINTS,

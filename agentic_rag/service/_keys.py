@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._errors import ConfigurationError
-from .._files import write_text_atomic
+from ..core._errors import ConfigurationError
+from ..core._files import write_text_atomic
 from ..kb.indexes._filters import check_filters
 
 log = logging.getLogger("agentic_rag.service")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
 
-from .._state import AgentState
+from ..loop._state import AgentState
 
 
 class Metrics:

@@ -19,7 +19,7 @@ from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher
 
-from .._errors import ConfigurationError
+from ..core._errors import ConfigurationError
 
 log = logging.getLogger("agentic_rag.service")
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import json
 
-from .._errors import ToolError
-from .._schemas import RouteDecision
-from .._state import Evidence, new_evidence
+from ..core._errors import ToolError
+from ..core._evidence import Evidence, new_evidence
+from ..core._schemas import RouteDecision
 from ..tools._registry import ToolRegistry
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from .._errors import ModelOutputError
-from .._prompts import GRADING
-from .._schemas import Answer, GradedAnswer
-from .._state import Evidence
+from ..core._errors import ModelOutputError
+from ..core._evidence import Evidence
+from ..core._schemas import Answer, GradedAnswer
 from ..kb.embedders._embedders import Embedder
 from ..models._protocol import Model
 from ._ask import ask
+from ._prompts import GRADING
 
 _CITATION = re.compile(r"\s?\[(\d+)\]")
 

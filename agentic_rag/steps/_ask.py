@@ -6,8 +6,8 @@ from typing import TypeVar, cast
 
 from pydantic import BaseModel
 
-from .._prompts import render
 from ..models._protocol import Model, ModelRequest, answer_text, has_capability
+from ._prompts import render
 
 Reply = TypeVar("Reply", bound=BaseModel)
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .._schemas import SubQuery
-from .._state import Evidence
+from ..core._evidence import Evidence
+from ..core._schemas import SubQuery
 from ..kb import KnowledgeBaseBackend
 from ..text._lexical import bridge_entities
 from ._search import SearchOutcome, vector_search

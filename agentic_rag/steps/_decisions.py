@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .._config import RunConfig
-from .._schemas import Faithfulness
+from ..core._config import RunConfig
+from ..core._schemas import Faithfulness
 
 
 def count_low_rounds(score: float, low_rounds: int, floor: float) -> int:

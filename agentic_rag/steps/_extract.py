@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .._errors import ModelOutputError
-from .._schemas import Triples
+from ..core._errors import ModelOutputError
+from ..core._schemas import Triples
 from ..models._protocol import Model
 from ._ask import ask
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._errors import ModelOutputError
-from .._schemas import Answer, Faithfulness
-from .._state import Evidence
+from ..core._errors import ModelOutputError
+from ..core._evidence import Evidence
+from ..core._schemas import Answer, Faithfulness
 from ..models._protocol import Model
 from ..text._lexical import cited_support, evidence_texts, missing_hops, missing_parts, sentences
 from ._ask import ask

@@ -1,7 +1,7 @@
 """detect_convergence and detect_stall: whether a round moved the evidence on, from its ids and texts alone."""
 from __future__ import annotations
 
-from .._state import Evidence
+from ..core._evidence import Evidence
 from ..text._lexical import adds_needed
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._errors import ModelOutputError
-from .._schemas import Condensed, Decomposition, Rewrite, SubQuery
-from .._state import Evidence
+from ..core._errors import ModelOutputError
+from ..core._evidence import Evidence
+from ..core._schemas import Condensed, Decomposition, Rewrite, SubQuery
 from ..kb import KnowledgeBaseBackend
 from ..models._protocol import Model
 from ..text._lexical import coverage, key_terms, same_text

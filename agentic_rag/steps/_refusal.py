@@ -1,7 +1,7 @@
 """refusal_reason and refusal_text: whether a run that stopped short abstains, and what its refusal says."""
 from __future__ import annotations
 
-from .._config import RunConfig
+from ..core._config import RunConfig
 from ..text._tokenize import has_cjk
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from .._errors import ModelOutputError
-from .._schemas import RouteDecision
-from .._state import Evidence
+from ..core._errors import ModelOutputError
+from ..core._evidence import Evidence
+from ..core._schemas import RouteDecision
 from ..models._protocol import Model
 from ..text._lexical import entities, has_content, is_comparison, is_direct, is_nested, key_terms
 from ..tools._registry import ToolRegistry

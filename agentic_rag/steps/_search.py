@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from .._errors import ConfigurationError
-from .._schemas import SubQuery
-from .._state import Evidence, new_evidence
+from ..core._errors import ConfigurationError
+from ..core._evidence import Evidence, new_evidence
+from ..core._schemas import SubQuery
 from ..kb import KnowledgeBaseBackend
 from ..kb._hit import Hit
 from ..kb.indexes._filters import MAX_FILTER_VALUES, check_filters

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .._errors import ModelOutputError
-from .._schemas import Grade, GradedAnswer
-from .._state import Evidence
+from ..core._errors import ModelOutputError
+from ..core._evidence import Evidence
+from ..core._schemas import Grade, GradedAnswer
 from ..models._protocol import Model
 from ..text._candidates import answer_windows
 from ..text._lexical import (

@@ -7,8 +7,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from .._errors import ToolError
-from .._state import Evidence
+from ..core._errors import ToolError
+from ..core._evidence import Evidence
 from ._registry import Tool
 
 _OPERATORS: dict[type, Callable[..., Any]] = {

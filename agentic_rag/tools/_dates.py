@@ -8,8 +8,8 @@ from datetime import date, datetime, time, timedelta
 
 from pydantic import BaseModel
 
-from .._errors import ToolError
-from .._state import Evidence
+from ..core._errors import ToolError
+from ..core._evidence import Evidence
 from ._registry import Tool
 
 _WEEKDAYS_ZH = "一二三四五六日"

@@ -14,8 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError, create_model
 
-from .._errors import ConfigurationError, ToolError
-from .._state import Evidence
+from ..core._errors import ConfigurationError, ToolError
+from ..core._evidence import Evidence
 from ..text._tokenize import has_cjk
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from .._errors import ConfigurationError, ToolError
-from .._state import Evidence
+from ..core._errors import ConfigurationError, ToolError
+from ..core._evidence import Evidence
 from ._registry import Tool
 
 # a recursive WITH can double a string past any size in a few steps; only a length cap (setlimit, Python

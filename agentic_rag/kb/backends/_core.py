@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ..._config import Config, IndexConfig, as_config
-from ..._errors import ConfigurationError, RetrievalError
+from ...core._config import Config, IndexConfig, as_config
+from ...core._errors import ConfigurationError, RetrievalError
 from ...text._tokenize import TOKENIZER_SETTINGS
 from ..embedders._embedders import REMOVED, Embedder, make_embedder
 from ..ingestion._chunking import document_chunks

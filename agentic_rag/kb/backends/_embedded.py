@@ -11,8 +11,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..._config import Config, IndexConfig, SearchConfig, as_config
-from ..._errors import ConfigurationError
+from ...core._config import Config, IndexConfig, SearchConfig, as_config
+from ...core._errors import ConfigurationError
 from ...text._tokenize import tokenize
 from .._hit import Hit
 from ..embedders._cache import EmbeddingCache

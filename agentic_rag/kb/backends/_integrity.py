@@ -17,7 +17,7 @@ import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..._errors import RetrievalError
+from ...core._errors import RetrievalError
 from ..indexes._checks import require
 
 # what a damaged file raises while it is parsed (RecursionError: JSON nested past Python's stack)

@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeGuard
 
-from ..._config import Config, IndexConfig, SearchConfig
-from ..._errors import ConfigurationError, RetrievalError
+from ...core._config import Config, IndexConfig, SearchConfig
+from ...core._errors import ConfigurationError, RetrievalError
 from .._layout import MANIFEST
 from ..embedders._embedders import Embedder
 from ._embedded import KnowledgeBase

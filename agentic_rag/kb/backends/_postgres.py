@@ -30,8 +30,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..._config import Config, IndexConfig, SearchConfig, as_config
-from ..._errors import ConfigurationError, ConnectionLost, RetrievalError
+from ...core._config import Config, IndexConfig, SearchConfig, as_config
+from ...core._errors import ConfigurationError, ConnectionLost, RetrievalError
 from ...text._tokenize import tokenize
 from .._hit import Hit
 from ..embedders._embedders import Embedder, EmbedProgress, embed_query, embedder_trait, make_embedder

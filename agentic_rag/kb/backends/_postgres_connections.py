@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
-from ..._errors import ConfigurationError
+from ...core._errors import ConfigurationError
 from ._postgres_errors import first_line, safe_url
 
 OPTIONS = ("read", "pool_size", "pool_timeout", "prepare_threshold", "max_lag_s")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..._config import Config, SearchConfig
+from ...core._config import Config, SearchConfig
 from ...text._names import names
 from ...text._tokenize import tokenize
 from .._hit import Hit

@@ -10,8 +10,8 @@ from collections import Counter
 
 import numpy as np
 
-from ..._config import Config, IndexConfig, SearchConfig
-from ..._errors import ConfigurationError
+from ...core._config import Config, IndexConfig, SearchConfig
+from ...core._errors import ConfigurationError
 from ...text._tokenize import TOKENIZER_SETTINGS, tokenize
 from ..embedders._embedders import Embedder, EmbedProgress, embed_batches, embedder_trait
 from ..indexes._graph import KnowledgeGraph

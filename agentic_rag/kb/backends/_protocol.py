@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ..._config import Config
+from ...core._config import Config
 from .._hit import Hit
 from ..embedders._embedders import Embedder
 from ..ingestion._documents import Document

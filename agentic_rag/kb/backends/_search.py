@@ -7,8 +7,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..._config import SEARCH_MODES, SearchConfig
-from ..._errors import ConfigurationError, RetrievalError
+from ...core._config import SEARCH_MODES, SearchConfig
+from ...core._errors import ConfigurationError, RetrievalError
 from ...text._tokenize import tokenize
 from .._hit import Hit
 from ..embedders._embedders import Embedder, embed_query, embedder_trait

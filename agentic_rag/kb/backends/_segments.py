@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from ..._config import Config, IndexConfig, SearchConfig
-from ..._errors import ConfigurationError, RetrievalError
+from ...core._config import Config, IndexConfig, SearchConfig
+from ...core._errors import ConfigurationError, RetrievalError
 from ...text._tokenize import TOKENIZER_SETTINGS, tokenize
 from ..embedders._embedders import Embedder, content_key, embedder_trait
 from ..indexes._bm25 import BM25

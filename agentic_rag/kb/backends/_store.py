@@ -26,7 +26,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..._errors import ConfigurationError, RetrievalError, StorageError, WriteConflict
+from ...core._errors import ConfigurationError, RetrievalError, StorageError, WriteConflict
 from .._layout import GENERATION, MANIFEST, SEGMENT_LIKE, check_not_in_segment, segment_names, segment_parent
 from . import _lock
 

@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..._errors import ConfigurationError
+from ...core._errors import ConfigurationError
 from ...text._tokenize import tokenize
 
 

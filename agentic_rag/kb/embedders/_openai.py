@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..._errors import ConfigurationError, DeadlineExceeded, ModelError
-from ..._openai_api import Endpoint, call_error, make_client, send
+from ...core._errors import ConfigurationError, DeadlineExceeded, ModelError
+from ...core._openai_api import Endpoint, call_error, make_client, send
 from ._embedders import _l2_normalize
 
 

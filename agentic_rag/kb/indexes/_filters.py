@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..._errors import ConfigurationError
+from ...core._errors import ConfigurationError
 
 _RANGE = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le}
 _LISTS = (list, tuple, set, frozenset)

@@ -13,7 +13,7 @@ import stat
 import sys
 from pathlib import Path
 
-from ..._errors import ConfigurationError
+from ...core._errors import ConfigurationError
 from .._layout import is_segment_folder
 from ._gzip import inner_suffix, is_gzip_name
 from ._loaders import Unreadable, too_large

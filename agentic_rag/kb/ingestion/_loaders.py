@@ -11,7 +11,7 @@ import re
 import zipfile
 from collections.abc import Iterator
 
-from ..._errors import AgenticRAGError
+from ...core._errors import AgenticRAGError
 
 log = logging.getLogger("agentic_rag")
 DOCS_EXTRA = "pip install 'agentic-rag[docs]'"

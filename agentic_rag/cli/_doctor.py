@@ -1,15 +1,15 @@
 """`agentic-rag doctor`: check the model configuration and say what is wrong and how to fix it."""
 from __future__ import annotations
 
+from ..core._errors import AgenticRAGError
+from ..core._openai_api import call_error, make_client
+from ..core._schemas import Answer
+from ..kb.backends._open import open_kb, saved_embedder
+from ..kb.backends._postgres_errors import safe_url
+from ..kb.embedders._openai import OpenAIEmbedder
+from ..models._openai_client import OpenAIChatModel
+from ..models._protocol import ModelRequest
 from ._display import counted
-from ._errors import AgenticRAGError
-from ._openai_api import call_error, make_client
-from ._schemas import Answer
-from .kb.backends._open import open_kb, saved_embedder
-from .kb.backends._postgres_errors import safe_url
-from .kb.embedders._openai import OpenAIEmbedder
-from .models._openai_client import OpenAIChatModel
-from .models._protocol import ModelRequest
 
 
 def run_doctor(settings: dict, kb: str | None = None) -> int:

@@ -2,14 +2,14 @@
 routed source, and take what the round found into the state, or find that it stalled."""
 from __future__ import annotations
 
+from ..core._schemas import RouteDecision, SubQuery
+from ..steps import call_tool, decompose_query, graph_search, pagerank_search, rewrite_query, vector_search
+from ..steps._bridge import bridge_names, bridge_search
+from ..steps._plan import first_hop_plan, plan_strategy
+from ..steps._progress import detect_convergence, detect_stall
+from ..steps._search import SearchOutcome, merge_into_pool, usable_filters
 from ._phases import Run, present, record, traced
-from ._schemas import RouteDecision, SubQuery
 from ._state import AgentState, Round
-from .steps import call_tool, decompose_query, graph_search, pagerank_search, rewrite_query, vector_search
-from .steps._bridge import bridge_names, bridge_search
-from .steps._plan import first_hop_plan, plan_strategy
-from .steps._progress import detect_convergence, detect_stall
-from .steps._search import SearchOutcome, merge_into_pool, usable_filters
 
 
 def _plan(state: AgentState, run: Run) -> list[SubQuery]:

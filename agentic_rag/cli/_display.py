@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from ._phases import tool_notes
-from ._state import cited_as, format_trace
-from .kb.backends._store import os_cause
+from ..core._evidence import cited_as
+from ..kb.backends._store import os_cause
+from ..loop._phases import tool_notes
+from ..loop._state import format_trace
 
 
 def counted(n: int, noun: str) -> str:

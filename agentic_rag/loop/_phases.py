@@ -1,7 +1,7 @@
 """The loop's shared phase machinery and its retrieval-side handlers: route, tool and verify. A
 handler calls its step functions, writes their results into the state, records a trace event per
 step and returns the next phase; with run_agentic_rag, the only code that changes a state. Which
-phase may follow which is declared in _loop.py (EDGES); search is in _phase_search.py, generate,
+phase may follow which is declared in _driver.py (EDGES); search is in _phase_search.py, generate,
 grade and check in _phase_answer.py."""
 from __future__ import annotations
 
@@ -11,20 +11,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from . import _otel
-from ._config import Config
+from ..core import _otel
+from ..core._config import Config
+from ..core._schemas import Grade, RouteDecision
+from ..kb import KnowledgeBaseBackend
+from ..models._meter import Meter
+from ..steps import call_tool, condense_query, route_query, verify_sufficiency
+from ..steps._answer import number_citations
+from ..steps._decisions import count_low_rounds, wants_tool_first
+from ..steps._refusal import refusal_reason, refusal_text
+from ..steps._search import merge_into_pool
+from ..steps._verify import question_weights, unseen_terms
+from ..tools._registry import ToolRegistry
 from ._history import carried_evidence, history_lines
-from ._schemas import Grade, RouteDecision
 from ._state import AgentState, Evidence, Round
-from .kb import KnowledgeBaseBackend
-from .models._meter import Meter
-from .steps import call_tool, condense_query, route_query, verify_sufficiency
-from .steps._answer import number_citations
-from .steps._decisions import count_low_rounds, wants_tool_first
-from .steps._refusal import refusal_reason, refusal_text
-from .steps._search import merge_into_pool
-from .steps._verify import question_weights, unseen_terms
-from .tools._registry import ToolRegistry
 
 
 @dataclass

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ._errors import ConfigurationError
-from ._openai_api import endpoint_from_env
-from .kb import make_embedder
-from .kb.backends._open import open_kb, saved_embedder
-from .models._factory import build_model, read_models_file
-from .tools import CALCULATOR, shop_tools
+from ..core._errors import ConfigurationError
+from ..core._openai_api import endpoint_from_env
+from ..kb import make_embedder
+from ..kb.backends._open import open_kb, saved_embedder
+from ..models._factory import build_model, read_models_file
+from ..tools import CALCULATOR, shop_tools
 
 
 def model_settings(args) -> dict:
@@ -39,7 +39,7 @@ def make_describer(model: str | None, settings: dict, cache_dir: str | None = No
     descriptions are cached in cache_dir, by default under XDG_CACHE_HOME (~/.cache)."""
     if not model:
         return None
-    from .models import ImageDescriber
+    from ..models import ImageDescriber
 
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentic-rag" / "image-descriptions"
     return ImageDescriber(model, settings["endpoint"], cache_dir or cache)
@@ -55,7 +55,7 @@ def make_cli_embedder(name: str, settings: dict):
     """An embedder by name; `openai` calls the configured endpoint with the embedding settings, and a
     saved `openai:MODEL[+input_type][+query=NAME]` with the options it was built with."""
     if name == "openai" or name.startswith("openai:"):
-        from .kb.embedders._openai import OpenAIEmbedder, parse_openai_embedder_name
+        from ..kb.embedders._openai import OpenAIEmbedder, parse_openai_embedder_name
 
         options = parse_openai_embedder_name(name) if name.startswith("openai:") else {
             "model": settings["embedding_model"], "query_model": settings.get("embedding_query_model"),
@@ -84,7 +84,7 @@ def ask_tools(args) -> list:
     a question that wants one is told how to turn them on); web search only with --web-search."""
     from datetime import datetime
 
-    from .tools import SQLDatabase, date_tools, shop_tools_off, sql_tool, web_search_tool
+    from ..tools import SQLDatabase, date_tools, shop_tools_off, sql_tool, web_search_tool
 
     if args.now:
         try:
@@ -109,7 +109,7 @@ def ask_tools(args) -> list:
 def tracing_from_environment():
     """`serve`'s OpenTelemetry tracer provider, set up from the standard OTEL_* variables when they
     ask for traces (_otel.configure_from_environment), else None."""
-    from ._otel import configure_from_environment
+    from ..core._otel import configure_from_environment
 
     return configure_from_environment(os.environ)
 
@@ -119,7 +119,7 @@ def serve_collections(args) -> dict[str, str]:
     "default"; `--kb NAME=DIR` (repeated) and `--collections FILE` name them."""
     import json
 
-    from .service._collections import NAME
+    from ..service._collections import NAME
 
     given: dict[str, str] = {}
 
@@ -162,7 +162,7 @@ def serve_settings(args, collections: list[str]) -> dict:
     """`serve`'s keys (--keys-file: JSON keys with scopes, read again when it changes, or lines of plain
     keys; AGENTIC_RAG_READ_KEYS, AGENTIC_RAG_WRITE_KEYS) as a KeyRing over `collections`, and the folder
     prometheus_client shares between worker processes (PROMETHEUS_MULTIPROC_DIR), checked."""
-    from .service import KeyRing, keys_from, legacy_scopes
+    from ..service import KeyRing, keys_from, legacy_scopes
 
     scoped = bool(args.keys_file) and _is_json(args.keys_file)
     reads, writes = keys_from(os.environ, None if scoped else args.keys_file)

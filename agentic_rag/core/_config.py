@@ -63,7 +63,7 @@ def _type_problem(declared: str, value, default) -> str | None:
         fits = isinstance(value, (tuple, list)) and all(isinstance(item, str) for item in value)
         problem, fix = "is not a tuple of str", "a tuple of str"
     else:  # a field declared with a type this module has no check for: a mistake here, not in the caller's value
-        raise TypeError(f"agentic_rag._config has no check for fields declared {declared}")
+        raise TypeError(f"agentic_rag.core._config has no check for fields declared {declared}")
     return None if fits else f"{problem}; give {fix}{or_none}{example}"
 
 

@@ -9,8 +9,11 @@ import re
 import sys
 from collections.abc import Callable
 
-from . import __version__
-from ._cli_flags import (
+from .. import __version__
+from ..core._config import SEARCH_MODES
+from ..kb import EMBEDDERS
+from ..kb.ingestion._files import MAX_FILE_BYTES, MAX_UPLOAD_BYTES
+from ._flags import (
     at_least,
     connection_flags,
     filter_flag,
@@ -22,9 +25,6 @@ from ._cli_flags import (
     rate,
     tool_flags,
 )
-from ._config import SEARCH_MODES
-from .kb import EMBEDDERS
-from .kb.ingestion._files import MAX_FILE_BYTES, MAX_UPLOAD_BYTES
 
 
 class _Parser(argparse.ArgumentParser):

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..core._schemas import Answer, Faithfulness, GradedAnswer
+from ..steps import check_faithfulness, generate_answer, repair_answer, verify_citations
+from ..steps._decisions import after_faithfulness
+from ..steps._verify import folded_grade, question_weights
 from ._phases import Run, abstain, after_grade, grade_evidence, present, record, traced
-from ._schemas import Answer, Faithfulness, GradedAnswer
 from ._state import AgentState, Evidence
-from .steps import check_faithfulness, generate_answer, repair_answer, verify_citations
-from .steps._decisions import after_faithfulness
-from .steps._verify import folded_grade, question_weights
 
 
 def _shown(state: AgentState, run: Run) -> list[Evidence]:

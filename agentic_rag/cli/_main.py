@@ -11,14 +11,22 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import _cli_parser
-from ._cli_chat import chat
-from ._cli_kb import CACHE_FOLDER, check_kb_path, embedder_line, glibc_memory, open_or_create, skipped
-from ._config import Config, RunConfig
-from ._conversation import Conversation
+from ..core._config import Config, RunConfig
+from ..core._errors import AgenticRAGError, ConfigurationError
+from ..kb import load_documents
+from ..kb._layout import MANIFEST
+from ..kb.backends import _store as store
+from ..kb.backends._open import check_address, writing
+from ..kb.backends._postgres_errors import safe_url
+from ..kb.backends._store import os_cause
+from ..kb.embedders._cache import EmbeddingCache
+from ..loop._conversation import Conversation
+from ..loop._driver import run_agentic_rag
+from ..models import OfflineModel
+from . import _parser
+from ._chat import chat
 from ._display import counted, discard, os_error_line, print_result, result_json, tracked_lines
-from ._errors import AgenticRAGError, ConfigurationError
-from ._loop import run_agentic_rag
+from ._kb import CACHE_FOLDER, check_kb_path, embedder_line, glibc_memory, open_or_create, skipped
 from ._settings import (
     ask_tools,
     load_kb,
@@ -30,14 +38,6 @@ from ._settings import (
     serve_settings,
     tracing_from_environment,
 )
-from .kb import load_documents
-from .kb._layout import MANIFEST
-from .kb.backends import _store as store
-from .kb.backends._open import check_address, writing
-from .kb.backends._postgres_errors import safe_url
-from .kb.backends._store import os_cause
-from .kb.embedders._cache import EmbeddingCache
-from .models import OfflineModel
 
 LOCK_WAIT_S = 10.0  # how long index or delete waits for another writer on the same --kb before giving up
 
@@ -207,8 +207,8 @@ def cmd_chat(args) -> int:
 
 def cmd_serve(args) -> int:
     try:
-        from .service import ServiceLimits, create_collections
-        from .service._server import ServerLimits, create_server
+        from ..service import ServiceLimits, create_collections
+        from ..service._server import ServerLimits, create_server
     except ImportError:
         raise ConfigurationError("agentic-rag serve needs the serve extra: pip install 'agentic-rag[serve]'") from None
     guards = ServerLimits(header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout,
@@ -265,7 +265,7 @@ def cmd_keys(args) -> int:
     remove one; a running server reads the file again by itself."""
     import secrets
 
-    from .service._keys import change_keys_file, digest
+    from ..service._keys import change_keys_file, digest
 
     file = Path(args.file)
     if args.action == "remove":
@@ -305,7 +305,7 @@ def _noting_ctrl_c():
 
 
 def cmd_bench(args) -> int:
-    from .eval._bench import MODES, run_bench
+    from ..eval._bench import MODES, run_bench
 
     modes = list(MODES) if args.mode == "both" else [args.mode]
     settings = model_settings(args)
@@ -325,7 +325,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_bench_rgb(args) -> int:
-    from .eval._rgb import run_rgb
+    from ..eval._rgb import run_rgb
 
     model = make_model(model_settings(args))
     report = run_rgb(Path(args.file), args.noise_rate, args.passages, model, args.limit,
@@ -342,7 +342,7 @@ def cmd_doctor(args) -> int:
 
 def build_parser():
     """The command-line parser (exposed for tests and docs)."""
-    return _cli_parser.build_parser({"index": cmd_index, "search": cmd_search, "delete": cmd_delete,
+    return _parser.build_parser({"index": cmd_index, "search": cmd_search, "delete": cmd_delete,
                                      "serve": cmd_serve, "keys": cmd_keys, "compact": cmd_compact, "ask": cmd_ask,
                                      "chat": cmd_chat, "bench": cmd_bench,
                                      "bench-rgb": cmd_bench_rgb, "doctor": cmd_doctor})
@@ -351,7 +351,7 @@ def build_parser():
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `agentic-rag` command."""
     args = build_parser().parse_args(argv)
-    _cli_parser.refuse_clashes(args)  # the same one line as any bad flag
+    _parser.refuse_clashes(args)  # the same one line as any bad flag
     with tracked_lines() as end_open_lines:
         try:
             if isinstance(kb := getattr(args, "kb", None), str):  # serve's are checked with its collections
@@ -379,6 +379,3 @@ def _fail(end_open_lines, message: str, code: int = 1, kind: str = "error: ") ->
     print(f"agentic-rag: {kind}{message}", file=sys.stderr)
     return code
 
-
-if __name__ == "__main__":
-    sys.exit(main())

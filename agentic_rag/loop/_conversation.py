@@ -7,14 +7,14 @@ import json
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 
-from ._config import Config, RunConfig
-from ._errors import ConfigurationError
+from ..core._config import Config, RunConfig
+from ..core._errors import ConfigurationError
+from ..kb import KnowledgeBaseBackend
+from ..models._protocol import Model
+from ..tools._registry import OffTool, Tool
+from ._driver import run_agentic_rag
 from ._history import history_messages
-from ._loop import run_agentic_rag
 from ._state import AgentState
-from .kb import KnowledgeBaseBackend
-from .models._protocol import Model
-from .tools._registry import OffTool, Tool
 
 FORMAT = 1  # the version of to_json's object
 

@@ -25,16 +25,17 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import cast
 
-from . import _otel, _phase_answer, _phase_search, _phases
-from ._config import Config, RunConfig
-from ._errors import BudgetExceeded, ConfigurationError, DeadlineExceeded, RetrievalError
+from ..core import _otel
+from ..core._config import Config, RunConfig
+from ..core._errors import BudgetExceeded, ConfigurationError, DeadlineExceeded, RetrievalError
+from ..core._openai_api import RUN_DEADLINE
+from ..kb import KnowledgeBaseBackend
+from ..models._meter import Meter
+from ..models._protocol import Model
+from ..tools._registry import OffTool, Tool, ToolRegistry
+from . import _phase_answer, _phase_search, _phases
 from ._history import MAX_TOKENS, MAX_TURNS, history_messages
-from ._openai_api import RUN_DEADLINE
 from ._state import AgentState, check_state, config_from_saved, new_state, saved_config, upgrade_state
-from .kb import KnowledgeBaseBackend
-from .models._meter import Meter
-from .models._protocol import Model
-from .tools._registry import OffTool, Tool, ToolRegistry
 
 # phase -> its handler, and the step functions each calls
 GRAPH: dict[str, Callable[[AgentState, _phases.Run], str]] = {

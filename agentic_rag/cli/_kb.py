@@ -7,14 +7,14 @@ import importlib.util
 import shlex
 from pathlib import Path
 
-from ._config import Config
-from ._errors import ConfigurationError
+from ..core._config import Config
+from ..core._errors import ConfigurationError
+from ..kb import KnowledgeBaseBackend
+from ..kb._layout import MANIFEST, check_not_in_segment
+from ..kb.backends._open import check_address, open_kb, saved_embedder
+from ..kb.ingestion._documents import SUFFIXES
+from ..kb.ingestion._loaders import IMAGE_SUFFIXES
 from ._settings import make_cli_embedder, make_model, model_settings, saved_cli_embedder
-from .kb import KnowledgeBaseBackend
-from .kb._layout import MANIFEST, check_not_in_segment
-from .kb.backends._open import check_address, open_kb, saved_embedder
-from .kb.ingestion._documents import SUFFIXES
-from .kb.ingestion._loaders import IMAGE_SUFFIXES
 
 # where a folder's `index` keeps the embeddings it has made until the knowledge base is saved (a
 # hidden folder: no segment, never read as documents; removed once the save is done)
@@ -79,7 +79,7 @@ def open_or_create(kb_dir, args) -> KnowledgeBaseBackend:
     settings = model_settings(args)
     extract, method = None, "names"
     if args.graph_model:  # a language model reads each chunk into triples for the graph
-        from .steps import triple_extractor
+        from ..steps import triple_extractor
 
         extract, method = triple_extractor(make_model(dict(settings, name=args.graph_model, per_task={}))), \
             f"model:{args.graph_model}"

@@ -8,8 +8,8 @@ import math
 from types import SimpleNamespace
 from typing import Any
 
-from ._errors import ConfigurationError
-from .kb.indexes._filters import check_filters
+from ..core._errors import ConfigurationError
+from ..kb.indexes._filters import check_filters
 
 
 def _whole(text: str) -> int:
@@ -123,7 +123,7 @@ SERVER_DEFAULTS = SimpleNamespace(header_timeout_s=10.0, body_timeout_s=60.0, id
 def connection_flags(parser):
     """serve's guards against slow clients, with ServerLimits' defaults (the same without the serve extra)."""
     try:
-        from .service._server import ServerLimits
+        from ..service._server import ServerLimits
     except ImportError:
         given: Any = SERVER_DEFAULTS  # the same fields as ServerLimits, without the serve extra
     else:
@@ -191,9 +191,9 @@ def history_file(text: str) -> dict:
     such object, or the object Conversation.to_json (chat --save) wrote. `turns` is the list as the
     file holds it (the run bounds it, and its trace says what was dropped); a file that cannot be
     used is one line."""
-    from ._conversation import FORMAT
-    from ._history import history_messages
-    from .kb.backends._store import os_cause
+    from ..kb.backends._store import os_cause
+    from ..loop._conversation import FORMAT
+    from ..loop._history import history_messages
 
     try:
         with open(text, encoding="utf-8") as file:
