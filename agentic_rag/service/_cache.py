@@ -6,9 +6,11 @@ import threading
 import time
 import unicodedata
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
 
 
-def cache_key(question: str, *parts) -> str:
+def cache_key(question: str, *parts: Any) -> str:
     """The normalised question (Unicode NFC, spaces collapsed: only what cannot change the answer;
     not NFKC or case-folding, which make "3²" "32") and everything else an answer depends on
     (filters, settings, model names, the knowledge base's generation)."""
@@ -19,7 +21,7 @@ def cache_key(question: str, *parts) -> str:
 class AnswerCache:
     """A thread-safe LRU map with a time to live; size 0 keeps nothing."""
 
-    def __init__(self, size: int = 1024, ttl_s: float = 300.0, clock=time.monotonic):
+    def __init__(self, size: int = 1024, ttl_s: float = 300.0, clock: Callable[[], float] = time.monotonic):
         self.size, self.ttl_s, self._clock = size, ttl_s, clock
         self._items: OrderedDict[str, tuple[float, dict]] = OrderedDict()
         self._lock = threading.Lock()
