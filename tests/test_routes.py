@@ -51,6 +51,10 @@ def test_a_collections_endpoints_and_the_labels_come_from_the_table():
     assert COLLECTION_ENDPOINTS == {"ask": ("/v1/ask", "read"), "search": ("/v1/search", "read"),
                                     "documents": ("/v1/documents", "write"), "healthz": ("/healthz", "read")}
     assert COLLECTION_HAS == "ask, search, documents, documents/{id} and healthz"
+    for route in COLLECTION_ROUTES:  # documents and documents/{id}: one Service path, one grant, whatever the method
+        if route.forwards is not None:
+            head = route.path.split("/")[4]
+            assert COLLECTION_ENDPOINTS[head] == (route.forwards.path.removesuffix("/{id}"), route.need), route
     labels = {"/v1/ask": "/v1/ask", "/v1/documents/a/b": "/v1/documents/{id}", "/v1/documents": "/v1/documents",
               "/v1/collections": "/v1/collections", "/v1/collections/hr/ask": "/v1/collections/{name}/ask",
               "/v1/collections/hr/documents/x": "/v1/collections/{name}/documents/{id}",

@@ -27,6 +27,7 @@ class AnswerCache:
         self._lock = threading.Lock()
 
     def get(self, key: str) -> dict | None:
+        """The answer kept under `key`, unless there is none or it is older than ttl_s."""
         with self._lock:
             found = self._items.get(key)
             if found is None or self._clock() - found[0] > self.ttl_s:
@@ -36,6 +37,7 @@ class AnswerCache:
             return found[1]
 
     def put(self, key: str, value: dict) -> None:
+        """Keep `value` under `key`; past `size` answers, the least recently used goes."""
         if self.size <= 0:
             return
         with self._lock:
@@ -45,6 +47,7 @@ class AnswerCache:
                 self._items.popitem(last=False)
 
     def clear(self) -> None:
+        """Forget every answer."""
         with self._lock:
             self._items.clear()
 

@@ -34,6 +34,7 @@ class JSONErrorTask(ErrorTask):
     response_headers: list[tuple[str, str]]
 
     def execute(self) -> None:
+        """Send the error as the service's JSON error, and close the connection after it."""
         status, kind, message = self._described()
         body = json.dumps({"error": {"type": kind, "message": message}}).encode("utf-8")
         self.status = f"{status} {_REASONS[status]}"
@@ -74,6 +75,7 @@ class Channel(HTTPChannel):
         super().__init__(server, sock, addr, adj, map=map)
 
     def received(self, data: bytes) -> bool:
+        """waitress's parsing of `data`, noting when a request began, its headers ended and its bytes."""
         before, now = self.request, time.monotonic()
         result = super().received(data)
         if self.request is None:  # blank lines between requests earn nothing
@@ -89,10 +91,12 @@ class Channel(HTTPChannel):
         return result
 
     def service(self) -> None:
+        """Answer the requests read, then wait for the next from now."""
         super().service()
         self.waiting_since = time.monotonic()
 
     def handle_write(self) -> None:
+        """Send what waits to go out; all of it sent, the client is reading its replies."""
         super().handle_write()
         if not self.total_outbufs_len:  # everything sent: the client reads its replies
             self.output_since = None

@@ -89,8 +89,7 @@ def _collection_endpoints() -> dict[str, tuple[str, Need]]:
         if route.forwards is not None:
             head = route.path.split("/")[4]
             inner = route.forwards.path.removesuffix("/{id}")
-            if endpoints.setdefault(head, (inner, route.need)) != (inner, route.need):
-                raise AssertionError(f"the routes of a collection's {head} differ in path or grant")
+            endpoints.setdefault(head, (inner, route.need))  # documents and documents/{id} agree (a test says so)
     return endpoints
 
 

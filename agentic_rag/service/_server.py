@@ -111,6 +111,7 @@ class GuardedServer(TcpWSGIServer):
             super().close()
 
     def handle_accept(self) -> None:
+        """Take a connection, unless its address holds max_per_address already; then make room."""
         try:
             pair = self.accept()
             if pair is None:
