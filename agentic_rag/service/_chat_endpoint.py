@@ -82,7 +82,7 @@ class ChatEndpoint:
             raise self._store_failed(exc) from None
 
     def _turn(self, ready: dict, claim: Claim | None) -> dict:
-        """The turn's reply (see _finish), kept in its conversation before it is sent; the
+        """The turn's reply (see Asking.finish), kept in its conversation before it is sent; the
         conversation is freed whatever happens."""
         try:
             reply = self.asking.finish(ready)
