@@ -12,7 +12,8 @@ from agentic_rag import (
     WriteConflict,
 )
 from agentic_rag.kb.ingestion._loaders import Unreadable
-from agentic_rag.service._app import ServiceError, _NotJSON
+from agentic_rag.service import ServiceError
+from agentic_rag.service._http import NotJSON as _NotJSON
 from helpers import TINY
 
 

@@ -172,7 +172,7 @@ def test_uploads_are_read_one_request_at_a_time(served):
     server.app.limits = ServiceLimits(write_wait_s=0.2)
     upload = {"documents": [{"id": "one.md", "file": base64.b64encode(b"# One\n\nSent meanwhile.").decode()}]}
     text = {"documents": [{"id": "two", "text": "a text document: no file to read"}]}
-    with server.app._reading:  # what another request's files being read holds
+    with server.app.documents.reading:  # what another request's files being read holds
         status, headers, reply = server.request("POST", "/v1/documents", upload, key=WRITE)
         assert server.request("POST", "/v1/documents", text, key=WRITE)[2]["added"] == 1  # text waits for nothing
     assert (status, reply["error"]["type"], headers["Retry-After"]) == (503, "unavailable", "5"), reply
@@ -313,7 +313,7 @@ def test_a_failure_inside_the_server_is_a_plain_500(kb_dir):
             raise ZeroDivisionError("boom")
 
     app = create_app(model, kb=KnowledgeBase.load(kb_dir))
-    app._kb = type("Half", (), {"search": Broken().search})()
+    app.served.kb = type("Half", (), {"search": Broken().search})()
     server = Server(app)
     try:
         status, _, reply = server.request("POST", "/v1/search", {"query": "x"})
@@ -426,10 +426,10 @@ def test_a_write_conflict_is_known_by_its_class_not_by_its_words(kb_dir, tmp_pat
         raise RetrievalError(f"{folder}/gen-000001/bm25.npz is corrupted")
 
     with pytest.raises(ServiceError) as refused:
-        app._write(conflict)
+        app.served.write(conflict, app.limits.write_wait_s)
     assert (refused.value.status, refused.value.kind) == (409, "conflict")
     with pytest.raises(RetrievalError, match="is corrupted"):  # not a conflict, though it says "changed since"
-        app._write(damaged)
+        app.served.write(damaged, app.limits.write_wait_s)
 
 
 def test_the_services_own_errors_joined_the_tree_and_reply_as_before(served):
@@ -438,7 +438,7 @@ def test_the_services_own_errors_joined_the_tree_and_reply_as_before(served):
     from agentic_rag import AgenticRAGError, ConfigurationError
     from agentic_rag.kb.ingestion._loaders import Unreadable
     from agentic_rag.service import ServiceError
-    from agentic_rag.service._app import _NotJSON
+    from agentic_rag.service._http import NotJSON as _NotJSON
 
     assert issubclass(ServiceError, AgenticRAGError) and issubclass(Unreadable, AgenticRAGError)
     assert issubclass(_NotJSON, ConfigurationError)
@@ -574,10 +574,10 @@ def test_a_failed_run_is_a_502_and_a_stream_is_refused_before_it_starts(kb_dir):
         assert "provider is down" in reply["error"]["message"]
         chat = {"model": "agentic-rag", "messages": [{"role": "user", "content": QUESTION}]}
         assert server.request("POST", "/v1/chat/completions", chat)[0] == 502
-        server.app._runs.acquire()                          # every run slot taken
+        server.app.asking.slots.acquire()                          # every run slot taken
         assert server.request("POST", "/v1/ask", {"question": QUESTION, "stream": True})[0] == 429
         assert server.request("POST", "/v1/chat/completions", dict(chat, stream=True))[0] == 429
-        server.app._runs.release()
+        server.app.asking.slots.release()
     finally:
         server.close()
 
@@ -599,8 +599,8 @@ def test_a_deadline_answers_against_a_hanging_model_and_frees_its_run_slot(kb_di
             status, _, reply = server.request("POST", "/v1/ask", {"question": QUESTION, "settings": {"deadline_s": 2}})
             assert status == 200 and reply["stop_reason"] == "deadline" and reply["abstained"]
             assert len(fake.chat_requests()) <= 1                  # one try at most, cut to the time left: no retry
-            assert server.app._runs.acquire(blocking=False)        # the run's slot is free again
-            server.app._runs.release()
+            assert server.app.asking.slots.acquire(blocking=False)        # the run's slot is free again
+            server.app.asking.slots.release()
         finally:
             server.close()
 
@@ -801,7 +801,7 @@ def test_a_requests_settings_keep_the_services_config_and_its_class(kb_dir):
 
     config = Tuned(chunk_size=300, fusion="score", max_rounds=2)
     app = create_app(OfflineModel(), kb=KnowledgeBase.load(kb_dir), config=config)
-    given = app._settings(AskRequest(question=QUESTION, settings={"max_rounds": 3, "token_budget": 9000}))
+    given = app.asking.settings(AskRequest(question=QUESTION, settings={"max_rounds": 3, "token_budget": 9000}))
     assert type(given) is Tuned and given == replace(config, token_budget=9000) and given.max_rounds == 2
 
 

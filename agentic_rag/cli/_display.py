@@ -1,4 +1,4 @@
-"""What the command line shows: the `ask --json` object, the printed answer with its sources, an
+"""What the command line shows: the printed answer with its sources, an
 OS error in one line, and its output streams, which remember whether a line is left open (a
 progress line, a streamed draft) so that a closing message starts on a line of its own."""
 from __future__ import annotations
@@ -23,17 +23,6 @@ from ..loop._state import format_trace
 def counted(n: int, noun: str) -> str:
     """'1 document', '2 documents', '0 chunks'."""
     return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def result_json(state: Mapping[str, Any], model_name: str) -> dict:
-    """The `ask --json` object: the answer, its citations, why it stopped, the trace, usage and timings."""
-    keep = ("n", "id", "doc_id", "source", "title", "text", "kind", "page", "page_label", "section", "media")
-    return {"question": state["question"], "standalone": state["standalone"], "answer": state["answer"],
-            "abstained": state["abstained"], "abstain_reason": state["abstain_reason"],
-            "citations": [{k: c.get(k) for k in keep} for c in state["citations"]],
-            "stop_reason": state["stop_reason"], "rounds": state["round"], "trace_line": format_trace(state),
-            "trace": state["trace"], "usage": state["usage"], "timings_ms": state["timings_ms"],
-            "model": model_name, "error": state["error"]}
 
 
 _MARKER = re.compile(r"\s?\[\d+\]")

@@ -25,7 +25,7 @@ from ..loop._driver import run_agentic_rag
 from ..models import OfflineModel
 from . import _parser
 from ._chat import chat
-from ._display import counted, discard, os_error_line, print_result, result_json, tracked_lines
+from ._display import counted, discard, os_error_line, print_result, tracked_lines
 from ._kb import CACHE_FOLDER, check_kb_path, embedder_line, glibc_memory, open_or_create, skipped
 from ._settings import (
     ask_tools,
@@ -178,6 +178,8 @@ def cmd_ask(args) -> int:
         if args.history else {}
     state = run_agentic_rag(args.question, view, model, tools, config, on_token=stream, **follow_up)
     if args.json:
+        from ..service import result_json  # the service's reply shape; the rest of the service is not loaded
+
         print(json.dumps(result_json(state, settings["name"]), ensure_ascii=False, indent=2))
     else:
         print_result(state, args.trace, streamed=stream is not None)

@@ -9,38 +9,37 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Any
 
 from ..core._evidence import cited_as
 from ..loop._history import history_messages
-from ._app import _RETRY, MODEL_ID, SCOPE, ServiceError, log
+from ._ask import Asking, streamed
 from ._chat import Asked, answer_reason, read_messages
-from ._conversations import Claim, ConversationError
+from ._conversations import Claim, ConversationError, ConversationStore
+from ._http import MODEL_ID, RETRY, SCOPE, Reply, ServiceError, log, read_json
+from ._parts import Parts
 from ._schemas import AskRequest, ChatRequest, RunSettings
-
-if TYPE_CHECKING:
-    from ._app import Service
 
 
 class ChatEndpoint:
-    """The chat endpoint of one service: its runs, cache and limits are the service's; the
+    """The chat endpoint of one service: its runs (`asking`), cache and limits are the service's; the
     conversations it keeps are in `conversations`."""
 
-    def __init__(self, service: Service):
-        self.service = service
-        self.conversations = service.conversations
+    def __init__(self, parts: Parts, asking: Asking, conversations: ConversationStore):
+        self.parts, self.asking, self.conversations = parts, asking, conversations
 
-    def reply(self, environ: dict):
+    def reply(self, environ: dict) -> Reply:
         """OpenAI-compatible: `messages` is the conversation (the last user message is the question,
         the user and assistant turns before it its history, system messages its instructions), or
         `conversation_id` names a conversation the service keeps (`"conversation": true` starts one);
         `max_tokens` lowers the completion limit. The reply text ends with the sources, which also come
         as `citations`; `agentic_rag` holds the stop reason, the standalone question and the
         conversation's id. Streaming sends only the checked answer."""
-        service, data = self.service, self.service._json(environ)
-        asked = read_messages(data.get("messages"), service.limits.max_messages, service.limits.max_instruction_chars)
+        parts, bounds = self.parts, self.parts.limits
+        data = read_json(environ, bounds.max_body_bytes)
+        asked = read_messages(data.get("messages"), bounds.max_messages, bounds.max_instruction_chars)
         request = ChatRequest.model_validate(data)
-        if request.model not in (MODEL_ID, service.name if SCOPE in environ else MODEL_ID):
+        if request.model not in (MODEL_ID, parts.access.name if SCOPE in environ else MODEL_ID):
             raise ServiceError(404, "model_not_found", f"model {request.model!r} does not exist; use {MODEL_ID!r}")
         if not asked.question.strip():
             raise ServiceError(400, "invalid_request", "the last user message has no text: it is the question")
@@ -50,7 +49,7 @@ class ChatEndpoint:
         try:
             history = claim.turns if claim else history_messages(asked.history)[0]
             question = AskRequest(question=asked.question, settings=settings)
-            ready = service._prepare(question, history, asked.instructions, service.scope_filter(environ))
+            ready = self.asking.prepare(question, history, asked.instructions, parts.access.scope_filter(environ))
         except BaseException:
             self._release(claim)
             raise
@@ -67,7 +66,7 @@ class ChatEndpoint:
         """The conversation this turn belongs to, held for it (None: a conversation of its messages
         alone). Bound to the request's key ("no key" when the service has none): another key's is
         not found. With conversation_id the service holds the history, so the request holds none."""
-        key = self.service.owner_key(environ)
+        key = self.parts.access.owner_key(environ)
         if request.conversation_id is None:
             return self.conversations.new(key, history_messages(asked.history)[0]) if request.conversation else None
         if asked.history:
@@ -75,7 +74,7 @@ class ChatEndpoint:
                                                        "any system message): the service keeps the history; or "
                                                        "send the whole conversation without conversation_id")
         try:
-            return self.conversations.claim(request.conversation_id, key, self.service.config.deadline_s + 30)
+            return self.conversations.claim(request.conversation_id, key, self.parts.config.deadline_s + 30)
         except ConversationError as exc:
             retry = [("Retry-After", "1")] if exc.status == 409 else []
             raise ServiceError(exc.status, exc.kind, str(exc), retry) from None
@@ -83,10 +82,10 @@ class ChatEndpoint:
             raise self._store_failed(exc) from None
 
     def _turn(self, ready: dict, claim: Claim | None) -> dict:
-        """The turn's reply (see _finish), kept in its conversation before it is sent; the
+        """The turn's reply (see Asking.finish), kept in its conversation before it is sent; the
         conversation is freed whatever happens."""
         try:
-            reply = self.service._finish(ready)
+            reply = self.asking.finish(ready)
             if claim is not None:
                 self.conversations.save(claim, reply)
                 claim.token = None  # saved: nothing left to free
@@ -107,16 +106,16 @@ class ChatEndpoint:
         log.error("the conversation store failed: %s", exc)
         full = "full" in str(exc)
         return ServiceError(507 if full else 503, "insufficient_storage" if full else "unavailable",
-                            f"the conversation store failed ({self.service._public(str(exc))}); retry", _RETRY)
+                            f"the conversation store failed ({self.parts.served.public(str(exc))}); retry", RETRY)
 
     def _stream(self, ready: dict, claim: Claim | None, chat_id: str, created: int,
                 model: str = MODEL_ID) -> Iterator[bytes]:
         """chat.completion.chunk events: the role, the checked answer in pieces, the sources, then [DONE]
         (the draft is not sent: a streamed token cannot be taken back when the checks change it). The
         turn is kept in its conversation by the run's thread, even if the client goes away."""
-        items = self.service._streamed(lambda on_token: self._turn(ready, claim), ready["trace_context"])
+        items = streamed(lambda on_token: self._turn(ready, claim), ready["trace_context"])
 
-        def chunk(delta: dict, finish: str | None = None, **extra) -> bytes:
+        def chunk(delta: dict, finish: str | None = None, **extra: Any) -> bytes:
             body = {"id": chat_id, "object": "chat.completion.chunk", "created": created, "model": model,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
             return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode()

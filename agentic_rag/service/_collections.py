@@ -1,15 +1,9 @@
 """Several knowledge bases behind one server, each by its name: a collection is a Service of its own
 (its own generation, reload, query cache and write lock); the keys, their scopes and the access log
-are this app's.
-
-    GET    /v1/collections                          the collections the key may read
-    POST   /v1/collections/{name}/ask | search      as /v1/ask, /v1/search of one knowledge base
-    POST   /v1/collections/{name}/documents         as /v1/documents
-    DELETE /v1/collections/{name}/documents/{id}
-    GET    /v1/collections/{name}/healthz
-    POST   /v1/chat/completions                     "model" names the collection
-    GET    /v1/models                               one model per collection the key may read
-    GET    /healthz, /metrics, /openapi.json
+are this app's. Its routes are the route table's (_routes): COLLECTION_ROUTES, /v1/collections and
+/v1/collections/{name}/..., each passed on to the collection's Service at the path it forwards to;
+and the Service's own, where "model" names the collection for the chat endpoint, /v1/models lists
+one model per collection, and /healthz, /metrics and /openapi.json speak for all of them.
 
 While there is one collection, the paths of one knowledge base (/v1/ask, ...) answer for it as
 before, and its chat model may also be called "agentic-rag". A key's scope (_keys.Scope) goes to
@@ -22,33 +16,48 @@ import json
 import logging
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from ..core import _otel
 from ..core._errors import ConfigurationError
 from ..kb import KnowledgeBaseBackend
-from ._app import (
-    COLLECTION_ENDPOINTS,
+from ..models import Model
+from ._app import Service
+from ._http import (
     MODEL_ID,
     SCOPE,
     SENT_PATH,
-    Service,
     ServiceError,
-    _error,
-    _given_key,
-    endpoint_label,
+    StartResponse,
+    error_body,
+    given_key,
     log,
     read_body,
     respond,
 )
 from ._keys import ALL, KeyRing, Scope
 from ._metrics import Metrics
+from ._routes import (
+    COLLECTION_ENDPOINTS,
+    COLLECTION_HAS,
+    COLLECTIONS,
+    WITH_ID,
+    Need,
+    collection_route,
+    endpoint_label,
+    service_routes,
+)
 
 access_log = logging.getLogger("agentic_rag.access")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 OPEN = Scope(key_id="-", digest="no key", read=frozenset({ALL}), write=frozenset({ALL}))  # a service without keys
-_ONE_KB = ("/v1/ask", "/v1/search", "/v1/documents", "/healthz")  # paths of one knowledge base
+# the paths of one knowledge base that a collection also has (/v1/ask, ..., and /v1/documents/{id} below)
+_ONE_KB = tuple(inner for inner, _ in COLLECTION_ENDPOINTS.values())
+Seen = dict[str, str]  # what the access line says of a request: status, collection, key id
+# an endpoint this app answers itself: (environ, method, path, seen, start_response) -> the reply
+Answer = Callable[[dict, str, str, Seen, StartResponse], Iterable[bytes]]
 
 
 class Collections:
@@ -66,13 +75,18 @@ class Collections:
         self.keys = keys or KeyRing()
         first = next(iter(self.services.values()))
         self.limits, self.metrics = first.limits, first.metrics
+        # the endpoints answered here, over all the collections (the routes of /v1/collections/{name}/...
+        # and of one collection's own paths pass on to its Service)
+        self._answers: dict[str, Answer] = {
+            COLLECTIONS: self.listing, "/v1/models": self._models_reply, "/metrics": self._metrics,
+            "/healthz": self._health, "/openapi.json": self._openapi, "/v1/chat/completions": self._chat}
 
-    def __call__(self, environ: dict, start_response) -> Iterable[bytes]:
+    def __call__(self, environ: dict, start_response: StartResponse) -> Iterable[bytes]:
         started = time.perf_counter()
         method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "/")
         seen = {"status": "500", "collection": "-", "key": "-"}
 
-        def noting(status: str, headers, exc_info=None):
+        def noting(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
             seen["status"] = status.split(" ", 1)[0]
             return start_response(status, headers, exc_info)
 
@@ -83,61 +97,49 @@ class Collections:
         try:  # the request's span is current while it is answered: a run's span is its child
             reply = self._dispatch(environ, method, path, seen, noting)
         except ServiceError as exc:
-            reply = respond(noting, exc.status, _error(exc.kind, str(exc)), exc.headers)
+            reply = respond(noting, exc.status, error_body(exc.kind, str(exc)), exc.headers)
             self.metrics.requests.labels(endpoint_label(path), str(exc.status)).inc()  # answered here: counted here
         except Exception:  # never a traceback to the client: logged here, a plain 500 there
             log.exception("request %s %s failed", method, path)
-            reply = respond(noting, 500, _error("internal_error", "the server failed on this request; see its log"))
+            reply = respond(noting, 500, error_body("internal_error", "the server failed on this request; see its log"))
         finally:
             _otel.detach(token)
         return self._logged(reply, method, path, seen, started, span)
 
-    def _dispatch(self, environ: dict, method: str, path: str, seen: dict, start_response) -> Iterable[bytes]:
+    def _dispatch(self, environ: dict, method: str, path: str, seen: Seen,
+                  start_response: StartResponse) -> Iterable[bytes]:
         """Answer here (the collections, the models, health and metrics over all of them), or pass the
         request on to its collection's Service with the caller's scope."""
-        if path == "/v1/collections":
-            scope = self._caller(environ, seen)
-            self._method(method, path, "GET")
-            return respond(start_response, 200, {"object": "list", "data": [
-                {"name": name, "read": True, "write": scope.may("write", name)}
-                for name in scope.collections(self.services)]})
-        if path == "/v1/models":
-            scope = self._caller(environ, seen)
-            self._method(method, path, "GET")
-            return respond(start_response, 200, {"object": "list", "data": [
-                {"id": name, "object": "model", "created": 0, "owned_by": "agentic-rag"}
-                for name in self._models(scope)]})
-        if path == "/metrics":
-            scope = self._caller(environ, seen)
-            if not (ALL in scope.read | scope.write and not scope.filter):
-                raise ServiceError(403, "forbidden", "the figures are for a key that reads every collection "
-                                                     "with no filter")
-            return self._pass(environ, start_response, next(iter(self.services.values())), scope, path, seen)
-        if path in ("/healthz", "/openapi.json") and len(self.services) > 1:
-            self._method(method, path, "GET")
-            if path == "/openapi.json":
-                return self._pass(environ, start_response, next(iter(self.services.values())), None, path, seen)
-            return respond(start_response, 200, {"status": "ok", "collections": len(self.services)})
-        if path == "/v1/chat/completions":
-            scope = self._caller(environ, seen)
-            name = self._chat_collection(environ, scope)
-            return self._enter(environ, start_response, name, "read", scope, path, seen)
-        if path.startswith("/v1/collections/"):
-            name, _, rest = path[len("/v1/collections/"):].partition("/")
-            head, _, document = rest.partition("/")
-            if head not in COLLECTION_ENDPOINTS or (document and head != "documents"):
-                raise ServiceError(404, "not_found", "no such endpoint; a collection has ask, search, documents, "
-                                                     "documents/{id} and healthz")
-            inner, need = COLLECTION_ENDPOINTS[head]
-            inner = f"{inner}/{document}" if document else inner
-            if head == "documents" and method == "DELETE" and not document:
-                raise ServiceError(400, "invalid_request", "give the document id: DELETE "
-                                                           "/v1/collections/{name}/documents/{id}")
-            scope = self._caller(environ, seen)
-            return self._enter(environ, start_response, name, need, scope, inner, seen)
-        if len(self.services) == 1:  # one knowledge base: its own paths, as a lone Service has them
+        answer = self._answers.get(path)
+        if answer is not None:
+            return answer(environ, method, path, seen, start_response)
+        if path.startswith(COLLECTIONS + "/"):
+            return self._collection(environ, method, path, seen, start_response)
+        return self._one_kb(environ, path, seen, start_response)
+
+    def _collection(self, environ: dict, method: str, path: str, seen: Seen,
+                    start_response: StartResponse) -> Iterable[bytes]:
+        """/v1/collections/{name}/...: the collection's endpoint (COLLECTION_ENDPOINTS, from the route
+        table) passed on to its Service once the key may read it (write it, for documents)."""
+        name, _, rest = path[len(COLLECTIONS) + 1:].partition("/")
+        head, _, document = rest.partition("/")
+        if head not in COLLECTION_ENDPOINTS or (document and head not in WITH_ID):
+            raise ServiceError(404, "not_found", f"no such endpoint; a collection has {COLLECTION_HAS}")
+        inner, need = COLLECTION_ENDPOINTS[head]
+        inner = f"{inner}/{document}" if document else inner
+        whole = f"{COLLECTIONS}/{{name}}/{head}"
+        if not document and collection_route(method, whole) is None and collection_route(method, whole + "/{id}"):
+            raise ServiceError(400, "invalid_request", f"give the document id: {method} {whole}/{{id}}")
+        scope = self._caller(environ, seen)
+        return self._enter(environ, start_response, name, need, scope, inner, seen)
+
+    def _one_kb(self, environ: dict, path: str, seen: Seen, start_response: StartResponse) -> Iterable[bytes]:
+        """A path of one knowledge base (/v1/ask, ...): answered by the only collection as a lone
+        Service answers it; with several, a 404 that says to name one."""
+        if len(self.services) == 1:
             only = next(iter(self.services))
-            wanted = "write" if path.startswith("/v1/documents") else "read" if path in _ONE_KB[:2] else None
+            routes = service_routes(path)  # any path under /v1/documents asks for a write key first
+            wanted: Need = routes[0].need if routes else "write" if path.startswith("/v1/documents") else None
             caller = self._caller(environ, seen) if wanted else None
             return self._enter(environ, start_response, only, wanted, caller, path, seen)
         if path in _ONE_KB or path.startswith("/v1/documents/"):
@@ -146,11 +148,63 @@ class Collections:
                                                  f"(GET /v1/collections lists them)")
         raise ServiceError(404, "not_found", "no such endpoint; see /openapi.json")
 
-    def _caller(self, environ: dict, seen: dict) -> Scope:
+    # -- the endpoints answered over all the collections -------------------------------------------
+
+    def listing(self, environ: dict, method: str, path: str, seen: Seen,
+                start_response: StartResponse) -> Iterable[bytes]:
+        """GET /v1/collections: the collections the key may read, with its grants."""
+        scope = self._caller(environ, seen)
+        self._method(method, path, "GET")
+        return respond(start_response, 200, {"object": "list", "data": [
+            {"name": name, "read": True, "write": scope.may("write", name)}
+            for name in scope.collections(self.services)]})
+
+    def _models_reply(self, environ: dict, method: str, path: str, seen: Seen,
+                      start_response: StartResponse) -> Iterable[bytes]:
+        """GET /v1/models: one model per collection the key may read."""
+        scope = self._caller(environ, seen)
+        self._method(method, path, "GET")
+        return respond(start_response, 200, {"object": "list", "data": [
+            {"id": name, "object": "model", "created": 0, "owned_by": "agentic-rag"}
+            for name in self._models(scope)]})
+
+    def _metrics(self, environ: dict, method: str, path: str, seen: Seen,
+                 start_response: StartResponse) -> Iterable[bytes]:
+        """GET /metrics: every collection's figures, for a key that reads them all with no filter."""
+        scope = self._caller(environ, seen)
+        if not (ALL in scope.read | scope.write and not scope.filter):
+            raise ServiceError(403, "forbidden", "the figures are for a key that reads every collection "
+                                                 "with no filter")
+        return self._pass(environ, start_response, next(iter(self.services.values())), scope, path, seen)
+
+    def _health(self, environ: dict, method: str, path: str, seen: Seen,
+                start_response: StartResponse) -> Iterable[bytes]:
+        """GET /healthz: with several collections, up and how many (no names: it needs no key)."""
+        if len(self.services) == 1:
+            return self._one_kb(environ, path, seen, start_response)
+        self._method(method, path, "GET")
+        return respond(start_response, 200, {"status": "ok", "collections": len(self.services)})
+
+    def _openapi(self, environ: dict, method: str, path: str, seen: Seen,
+                 start_response: StartResponse) -> Iterable[bytes]:
+        """GET /openapi.json: the document, which every Service answers alike."""
+        if len(self.services) == 1:
+            return self._one_kb(environ, path, seen, start_response)
+        self._method(method, path, "GET")
+        return self._pass(environ, start_response, next(iter(self.services.values())), None, path, seen)
+
+    def _chat(self, environ: dict, method: str, path: str, seen: Seen,
+              start_response: StartResponse) -> Iterable[bytes]:
+        """POST /v1/chat/completions: passed on to the collection its "model" names."""
+        scope = self._caller(environ, seen)
+        name = self._chat_collection(environ, scope)
+        return self._enter(environ, start_response, name, "read", scope, path, seen)
+
+    def _caller(self, environ: dict, seen: Seen) -> Scope:
         """The scope of the request's key (OPEN when the server has no keys); 401 without a valid one."""
         if not self.keys:
             return OPEN
-        given = _given_key(environ)
+        given = given_key(environ)
         if not given:
             raise ServiceError(401, "unauthorized", "an API key is needed: send 'Authorization: Bearer KEY'",
                                [("WWW-Authenticate", "Bearer")])
@@ -160,8 +214,8 @@ class Collections:
         seen["key"] = scope.key_id
         return scope
 
-    def _enter(self, environ: dict, start_response, name: str, need: str | None, scope: Scope | None, inner: str,
-               seen: dict) -> Iterable[bytes]:
+    def _enter(self, environ: dict, start_response: StartResponse, name: str, need: Need, scope: Scope | None,
+               inner: str, seen: Seen) -> Iterable[bytes]:
         """Pass the request to collection `name` once the key may `need` on it: a collection it may not
         read is as unknown as one that does not exist (404); one it may read but not write is 403."""
         service = self.services.get(name)
@@ -174,8 +228,8 @@ class Collections:
                                                  f"key that writes it")
         return self._pass(environ, start_response, service, scope, inner, seen)
 
-    def _pass(self, environ: dict, start_response, service: Service, scope: Scope | None, inner: str,
-              seen: dict) -> Iterable[bytes]:
+    def _pass(self, environ: dict, start_response: StartResponse, service: Service, scope: Scope | None, inner: str,
+              seen: Seen) -> Iterable[bytes]:
         passed = dict(environ, PATH_INFO=inner)
         passed[SCOPE], passed[SENT_PATH] = scope if scope is not None else OPEN, environ.get("PATH_INFO", "/")
         return service(passed, start_response)
@@ -208,8 +262,8 @@ class Collections:
         if method not in (allowed, "HEAD"):
             raise ServiceError(405, "method_not_allowed", f"{method} {path}: use {allowed}", [("Allow", allowed)])
 
-    def _logged(self, reply: Iterable[bytes], method: str, path: str, seen: dict, started: float,
-                span=None) -> Iterator[bytes]:
+    def _logged(self, reply: Iterable[bytes], method: str, path: str, seen: Seen, started: float,
+                span: Any = None) -> Iterator[bytes]:
         """The reply, and once its last byte is sent (or the client went away while it was sent) one
         access line: method, path, status, milliseconds, collection and key id (never the key); the
         request's span ends then too."""
@@ -226,8 +280,8 @@ class Collections:
                                                           "agentic_rag.key_id": seen["key"]})
 
 
-def create_collections(model, collections: Mapping[str, str | Path | KnowledgeBaseBackend],
-                       keys: KeyRing | None = None, **options) -> Collections:
+def create_collections(model: Model, collections: Mapping[str, str | Path | KnowledgeBaseBackend],
+                       keys: KeyRing | None = None, **options: Any) -> Collections:
     """A Collections app over `collections`: name -> a saved folder (str or Path; reloaded when another
     process saves) or a knowledge base object (a database one, or one in memory). The services share one
     Metrics and the other `options` (as Service takes them; not keys, which `keys` holds)."""

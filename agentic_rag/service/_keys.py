@@ -149,7 +149,7 @@ def _scopes_of(entries: list, path: Path, collections: frozenset[str] | None = N
     return scopes
 
 
-def _scope(entry, where: str, collections: frozenset[str] | None, strict: bool = True) -> Scope:
+def _scope(entry: object, where: str, collections: frozenset[str] | None, strict: bool = True) -> Scope:
     if not isinstance(entry, Mapping):
         raise ConfigurationError(f"{where}: an entry is an object {{\"id\", \"sha256\", \"read\", \"write\", "
                                  f"\"filter\"}}")
@@ -219,3 +219,27 @@ def _entries(path: Path) -> list:
 def write_keys_file(path: Path, scopes: list[dict]) -> None:
     """Write a keys file whole (write_text_atomic: a reader sees the old file or the new, never half)."""
     write_text_atomic(path, json.dumps({"keys": scopes}, indent=2, ensure_ascii=False) + "\n")
+
+
+def keys_from(environ: Mapping[str, str], file: str | None = None) -> tuple[list[str], list[str]]:
+    """(read keys, write keys): AGENTIC_RAG_READ_KEYS and AGENTIC_RAG_WRITE_KEYS (comma-separated),
+    and a keys file of lines `read KEY` or `write KEY` (# starts a comment)."""
+    reads = [k.strip() for k in environ.get("AGENTIC_RAG_READ_KEYS", "").split(",") if k.strip()]
+    writes = [k.strip() for k in environ.get("AGENTIC_RAG_WRITE_KEYS", "").split(",") if k.strip()]
+    if file:
+        try:
+            lines = Path(file).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise ConfigurationError(f"cannot read the keys file {file}: {exc.strerror}") from None
+        for number, line in enumerate(lines, 1):
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            kind, _, key = line.partition(" ")
+            if kind not in ("read", "write") or not key.strip():
+                raise ConfigurationError(f"{file} line {number}: write 'read KEY' or 'write KEY'")
+            (reads if kind == "read" else writes).append(key.strip())
+    if any(len(k) < 16 for k in reads + writes):
+        raise ConfigurationError("an API key is shorter than 16 characters; use long random keys "
+                                 "(python -c 'import secrets; print(secrets.token_urlsafe(32))')")
+    return reads, writes

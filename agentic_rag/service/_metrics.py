@@ -1,9 +1,9 @@
 """Health figures in the Prometheus text format, one registry per application (never the global
-one), so that two applications in one process keep their own counts."""
+one), so that two applications in one process keep their own counts. prometheus_client (the serve
+extra) is imported when a service is made, so that importing the service's reply shape needs none."""
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
-
+from ..core._errors import ConfigurationError
 from ..loop._state import AgentState
 
 
@@ -12,6 +12,10 @@ class Metrics:
     abstentions, empty retrievals, grades, rounds, failed runs, tokens and cost by model, cache use."""
 
     def __init__(self, multiprocess_dir: str | None = None):
+        try:
+            from prometheus_client import CollectorRegistry, Counter, Histogram
+        except ImportError:
+            raise ConfigurationError("the service needs the serve extra: pip install 'agentic-rag[serve]'") from None
         self.registry = CollectorRegistry()
         self._multiprocess_dir = multiprocess_dir
         r = self.registry
@@ -48,6 +52,8 @@ class Metrics:
 
     def text(self) -> bytes:
         """The figures; with a multiprocess folder (several worker processes), every worker's."""
+        from prometheus_client import CollectorRegistry, generate_latest, multiprocess
+
         if self._multiprocess_dir:
             registry = CollectorRegistry()
             multiprocess.MultiProcessCollector(registry, path=self._multiprocess_dir)

@@ -1,4 +1,5 @@
-"""/openapi.json: the endpoints, with the schemas of their requests and replies from the pydantic models."""
+"""/openapi.json: the route table (_routes) as an OpenAPI 3.1 document, with the schemas of the
+requests and replies from the pydantic models."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -8,65 +9,47 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from .. import __version__
-from ._schemas import (
-    AskRequest,
-    ChatExtra,
-    ChatRequest,
-    DocumentsRequest,
-    ErrorReply,
-    Health,
-    SearchRequest,
-    WriteReply,
-)
+from ._routes import ROUTES, Route
+from ._schemas import ChatExtra, ErrorReply
 
-_OPEN = ("/healthz", "/openapi.json")  # the endpoints no key guards
-_ENDPOINTS = [  # (method, path, summary, request model, reply model or None for a free-form object)
-    ("post", "/v1/ask", "Answer a question (stream: server-sent events draft, answer, done)", AskRequest, None),
-    ("post", "/v1/search", "Search the knowledge base", SearchRequest, None),
-    ("post", "/v1/documents", "Add or replace documents (a write key; saved before the reply)", DocumentsRequest,
-     WriteReply),
-    ("delete", "/v1/documents/{id}", "Delete a document (a write key)", None, WriteReply),
-    ("post", "/v1/chat/completions", "OpenAI-compatible chat completion: the agent as a model; messages are the "
-     "conversation, or conversation_id one the service keeps (its reply's agentic_rag object: ChatExtra)",
-     ChatRequest, None),
-    ("get", "/v1/models", "The models /v1/chat/completions accepts", None, None),
-    ("get", "/healthz", "Up, generation and size (no key needed)", None, Health),
-    ("get", "/metrics", "Prometheus text format", None, None),
-    ("get", "/v1/collections", "The collections the key may read, with its grants", None, None),
-    ("post", "/v1/collections/{name}/ask", "As /v1/ask, on one collection", AskRequest, None),
-    ("post", "/v1/collections/{name}/search", "As /v1/search, on one collection", SearchRequest, None),
-    ("post", "/v1/collections/{name}/documents", "As /v1/documents, on one collection (a key that writes it)",
-     DocumentsRequest, WriteReply),
-    ("delete", "/v1/collections/{name}/documents/{id}", "Delete a document of one collection", None, WriteReply),
-    ("get", "/v1/collections/{name}/healthz", "One collection's generation and size", None, Health),
-]
+# models no route names as its request or reply, listed for clients: a chat reply's agentic_rag
+# object, and every error's body
+_ALSO = (ChatExtra, ErrorReply)
 
 
-def ref(model) -> dict:
+def ref(model: type[BaseModel]) -> dict:
+    """A JSON reference to `model`'s schema in the document's components."""
     return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def operation(route: Route) -> dict[str, Any]:
+    """One route as an OpenAPI operation: its summary, body, replies, key and path parameters."""
+    content = ref(route.reply) if route.reply else {"type": "object"}
+    described: dict[str, Any] = {"summary": route.summary, "responses": {
+        "200": {"description": "OK", "content": {"application/json": {"schema": content}}},
+        "default": {"description": "an error", "content": {"application/json": {"schema": ref(ErrorReply)}}}}}
+    if route.request:
+        described["requestBody"] = {"required": True, "content": {"application/json": {"schema": ref(route.request)}}}
+    if route.need is not None:
+        described["security"] = [{"key": []}]
+    named = [name for name in ("name", "id") if f"{{{name}}}" in route.path]
+    if named:
+        described["parameters"] = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+                                   for name in named]
+    return described
 
 
 @lru_cache(maxsize=1)
 def openapi() -> dict:
     """The OpenAPI 3.1 document of the service."""
-    models: list[type[BaseModel]] = [AskRequest, SearchRequest, DocumentsRequest, ChatRequest, ChatExtra, WriteReply,
-                                     Health, ErrorReply]
+    models: list[type[BaseModel]] = []
+    for model in [m for route in ROUTES for m in (route.request, route.reply) if m] + list(_ALSO):
+        if model not in models:
+            models.append(model)
     _, schemas = models_json_schema([(m, "validation") for m in models], ref_template="#/components/schemas/{model}")
-    paths: dict = {}
-    for method, path, summary, request, reply in _ENDPOINTS:
-        operation: dict[str, Any] = {"summary": summary, "responses": {
-            "200": {"description": "OK", "content": {"application/json": {"schema": ref(reply) if reply
-                                                                          else {"type": "object"}}}},
-            "default": {"description": "an error", "content": {"application/json": {"schema": ref(ErrorReply)}}}}}
-        if request:
-            operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": ref(request)}}}
-        if path not in _OPEN:
-            operation["security"] = [{"key": []}]
-        named = [name for name in ("name", "id") if f"{{{name}}}" in path]
-        if named:
-            operation["parameters"] = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
-                                       for name in named]
-        paths.setdefault(path, {})[method] = operation
+    paths: dict[str, dict[str, Any]] = {}
+    for route in ROUTES:
+        paths.setdefault(route.path, {})[route.method.lower()] = operation(route)
     return {"openapi": "3.1.0", "info": {"title": "agentic_rag", "version": __version__}, "paths": paths,
             "components": {"schemas": schemas.get("$defs", {}),
                            "securitySchemes": {"key": {"type": "http", "scheme": "bearer"}}}}

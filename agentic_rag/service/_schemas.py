@@ -70,7 +70,7 @@ class DocumentIn(_Strict):
     metadata: dict = {}
 
     @model_validator(mode="after")
-    def _text_or_file(self):
+    def _text_or_file(self) -> DocumentIn:
         if not self.text and not self.file:
             raise ValueError(f"document {self.id!r} has neither text nor a file: give one")
         return self

@@ -2,12 +2,12 @@
 time (not an idle timeout, which a client sending a byte now and then never trips), one client
 address holds a bounded number of connections, and connections still sending a request hold at
 most a share of the connection limit, so requests already read always find room. waitress's own
-errors (413, a bad Content-Length, ...) answer in the service's JSON error shape."""
+errors (413, a bad Content-Length, ...) answer in the service's JSON error shape (_connections)."""
 from __future__ import annotations
 
-import json
 import logging
 import math
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -15,11 +15,11 @@ from typing import Any
 
 from waitress import wasyncore
 from waitress.adjustments import Adjustments
-from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
-from waitress.task import ErrorTask, ThreadedTaskDispatcher
+from waitress.task import ThreadedTaskDispatcher
 
 from ..core._errors import ConfigurationError
+from ._connections import Channel, error_reply
 
 log = logging.getLogger("agentic_rag.service")
 
@@ -36,7 +36,7 @@ class ServerLimits:
     max_per_address: int = 20       # behind a proxy every client is the proxy: raise it to max_connections
     reading_share: float = 0.5      # of max_connections, for connections still sending (or awaiting) a request
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("header_timeout_s", "body_timeout_s", "idle_timeout_s", "send_timeout_s"):
             if not 0 < getattr(self, name) < math.inf:  # NaN and infinity too: waitress counts whole seconds
                 raise ConfigurationError(f"{name} must be a finite positive number of seconds, "
@@ -56,152 +56,28 @@ class ServerLimits:
         return max(1, int(self.max_connections * self.reading_share))
 
 
-_GRACE_S = 1.0  # rates are taken over a second at least, and a connection this young that sent nothing goes last
-_REASONS = {400: "Bad Request", 408: "Request Timeout", 413: "Content Too Large", 429: "Too Many Requests",
-            431: "Request Header Fields Too Large", 500: "Internal Server Error", 501: "Not Implemented",
-            503: "Service Unavailable"}
-
-
-def _reply(status: int, kind: str, message: str) -> bytes:
-    """A whole HTTP response that closes the connection, with the service's JSON error body."""
-    body = json.dumps({"error": {"type": kind, "message": message}}).encode("utf-8")
-    head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
-    return head.encode("latin-1") + body
-
-
-class _JSONErrorTask(ErrorTask):
-    """waitress's answer to a request it could not take, as the service's JSON error."""
-
-    request: Any  # the HTTPRequestParser that failed, its error set (the stubs say an Error)
-    response_headers: list[tuple[str, str]]
-
-    def execute(self):
-        status, kind, message = self._described()
-        body = json.dumps({"error": {"type": kind, "message": message}}).encode("utf-8")
-        self.status = f"{status} {_REASONS[status]}"
-        self.response_headers.append(("Content-Type", "application/json; charset=utf-8"))
-        self.set_close_on_finish()
-        self.content_length = len(body)
-        self.write(body)
-
-    def _described(self) -> tuple[int, str, str]:
-        code, request, adj = self.request.error.code, self.request, self.channel.adj
-        if code == 413:
-            limit = adj.max_request_body_size - 1  # waitress refuses a body of max_request_body_size itself
-            size = f"{request.content_length} bytes" if request.content_length else f"more than {limit} bytes"
-            return 413, "too_large", f"the body has {size}; the limit is {limit}"
-        if code == 431:
-            return 431, "too_large", f"the request's headers pass {adj.max_request_header_size} bytes; send fewer"
-        if code == 501:
-            return 501, "not_implemented", "only Transfer-Encoding: chunked is supported; send Content-Length"
-        if code == 500:
-            return 500, "internal_error", "the server failed on this request; see its log"
-        detail = str(self.request.error.body)
-        if detail == "Content-Length is invalid":
-            return 400, "invalid_request", "Content-Length is not a number"
-        return 400, "invalid_request", f"the request is not valid HTTP: {detail}"
-
-
-class _Channel(HTTPChannel):
-    """A connection that remembers when its request started, for the deadlines."""
-
-    error_task_class = _JSONErrorTask
-
-    def __init__(self, server, sock, addr, adj, map=None):
-        self.waiting_since = time.monotonic()  # accepted, or its last response handed over
-        self.request_since = self.body_since = None  # a request's first byte; the end of its headers
-        self.request_bytes = 0  # of the request under way, for its rate
-        self.output_since = None  # since when replies have been waiting to go out, never all sent meanwhile
-        super().__init__(server, sock, addr, adj, map=map)
-
-    def received(self, data):
-        before, now = self.request, time.monotonic()
-        result = super().received(data)
-        if self.request is None:  # blank lines between requests earn nothing
-            self.request_since = self.body_since = None
-            self.request_bytes = 0
-        elif self.request is not before:  # a new request began in this data
-            self.request_since, self.body_since = now, now if self.request.headers_finished else None
-            self.request_bytes = len(data)
-        else:
-            self.request_bytes += len(data)
-            if self.body_since is None and self.request.headers_finished:
-                self.body_since = now
-        return result
-
-    def service(self):
-        super().service()
-        self.waiting_since = time.monotonic()
-
-    def handle_write(self):
-        super().handle_write()
-        if not self.total_outbufs_len:  # everything sent: the client reads its replies
-            self.output_since = None
-
-    def stalled(self, at: float) -> bool:
-        """Replies have waited to go out for a second or more: the client is not reading them (or
-        sends request after request without reading), so it holds a slot doing nothing."""
-        return self.output_since is not None and at - self.output_since >= _GRACE_S
-
-    def send_continue(self):
-        """No '100 Continue' for a request already refused (a body past the limit): waitress sent
-        one before its 413, inviting the client to send the body it would not read."""
-        if self.request is None or self.request.error is None:
-            super().send_continue()
-
-    def reading(self) -> bool:
-        """Still sending (or awaiting) a request: nothing read is being answered, nothing waits to go out."""
-        return not (self.requests or self.total_outbufs_len or self.will_close or self.close_when_flushed)
-
-    def since(self) -> float:
-        """When this connection started costing a slot without a request to answer."""
-        return self.request_since if self.request_since is not None else self.waiting_since
-
-    def standing(self, at: float) -> float:
-        """How much a reading connection deserves its slot, lowest first: its request's bytes a
-        second (over a second at least), so an upload making progress outlasts clients that send a
-        byte now and then, however long it takes; one that came less than a second ago and has
-        sent nothing yet goes last (it was just accepted: its client has had no time to send)."""
-        age = at - self.since()
-        if age < _GRACE_S and not self.request_bytes:
-            return math.inf
-        return self.request_bytes / max(age, _GRACE_S)
-
-    def refuse(self, status: int, kind: str, message: str):
-        """Close, answering first if the client has sent part of a request (an idle one just closes)."""
-        if self.request_since is None:
-            self.will_close = True
-            return
-        data = _reply(status, kind, message)
-        with self.outbuf_lock:
-            self.outbufs[-1].append(data)
-            self.total_outbufs_len += len(data)
-        self.close_when_flushed = True
-
-
 class GuardedServer(TcpWSGIServer):
     """waitress's TCP server with the limits of ServerLimits applied each accept and each second."""
 
-    channel_class = _Channel
-    active_channels: dict[int, _Channel]  # type: ignore[assignment]  # the stubs say one channel
+    channel_class = Channel
+    active_channels: dict[int, Channel]  # type: ignore[assignment]  # the stubs say one channel
     _map: dict[int, Any]  # wasyncore's socket map
     effective_port: int   # the port it listens on, set once bound (these two the stubs leave out)
 
-    def __init__(self, application, limits: ServerLimits, **kw):
+    def __init__(self, application: Any, limits: ServerLimits, **kw: Any) -> None:
         self.limits = limits
         self._stop, self._stopped, self._serving = threading.Event(), threading.Event(), False
         self._shutting = threading.RLock()  # re-entrant: closing a channel may pull the trigger
         super().__init__(application, **kw)
 
-    def pull_trigger(self):
+    def pull_trigger(self) -> None:
         """Wake the loop, unless it is shut: a closed trigger's descriptor may already be another
         file's (a worker finishing after the shutdown would write a byte into it)."""
         with self._shutting:
             if self.socket is not None:
                 super().pull_trigger()
 
-    def run(self):
+    def run(self) -> None:
         """Serve until close() (from any thread) or Ctrl-C; then every connection is closed."""
         self._serving = True
         try:
@@ -213,7 +89,7 @@ class GuardedServer(TcpWSGIServer):
             self._shut()
             self._stopped.set()
 
-    def close(self):
+    def close(self) -> None:
         """Stop serving: from another thread, the loop is asked to stop and closes everything itself
         (closing sockets under its poll() would fail it)."""
         if not self._serving:
@@ -225,7 +101,7 @@ class GuardedServer(TcpWSGIServer):
                 self.pull_trigger()
         self._stopped.wait(10)
 
-    def _shut(self):
+    def _shut(self) -> None:
         self.task_dispatcher.shutdown()
         with self._shutting:
             if self.socket is None:  # already shut
@@ -234,7 +110,8 @@ class GuardedServer(TcpWSGIServer):
                 channel.handle_close()
             super().close()
 
-    def handle_accept(self):
+    def handle_accept(self) -> None:
+        """Take a connection, unless its address holds max_per_address already; then make room."""
         try:
             pair = self.accept()
             if pair is None:
@@ -252,16 +129,16 @@ class GuardedServer(TcpWSGIServer):
         self.channel_class(self, conn, self.fix_addr(addr), self.adj, map=self._map)
         self._make_room()
 
-    def _refuse_socket(self, conn, host: str):
+    def _refuse_socket(self, conn: socket.socket, host: str) -> None:
         try:
             conn.setblocking(False)
-            conn.send(_reply(429, "too_many_connections", f"{host} holds {self.limits.max_per_address} "
+            conn.send(error_reply(429, "too_many_connections", f"{host} holds {self.limits.max_per_address} "
                                                           f"connections already, the limit per address; close one"))
         except OSError:
             pass
         conn.close()
 
-    def _make_room(self):
+    def _make_room(self) -> None:
         """Past the reading share, close the connections whose replies wait for a client that does
         not read them, then the slowest-sending: slow clients, sending or reading, cannot take the
         slots of requests already read, nor push out a request arriving at a fair rate."""
@@ -276,7 +153,7 @@ class GuardedServer(TcpWSGIServer):
                     continue
                 channel.refuse(503, "unavailable", "too many connections are sending requests slowly; retry")
 
-    def maintenance(self, now):
+    def maintenance(self, now: int) -> None:
         """waitress's own check (a stuck write), then each reading connection's deadline, then the share."""
         super().maintenance(now)
         at = time.monotonic()
@@ -295,7 +172,7 @@ class GuardedServer(TcpWSGIServer):
                 channel.handle_close()
         self._make_room()
 
-    def _late(self, channel: _Channel, at: float) -> str | None:
+    def _late(self, channel: Channel, at: float) -> str | None:
         """Why this connection is past its deadline, or None. All three are totals: a client that
         sends a byte now and then gains nothing (not even blank lines, which start no request)."""
         limits = self.limits
@@ -310,7 +187,7 @@ class GuardedServer(TcpWSGIServer):
         return None
 
 
-def create_server(app, host: str, port: int, threads: int, max_body_bytes: int,
+def create_server(app: Any, host: str, port: int, threads: int, max_body_bytes: int,
                   limits: ServerLimits | None = None) -> GuardedServer:
     """A guarded waitress server for `app`, listening on host:port (0: a free port); run() serves."""
     limits = limits or ServerLimits()
