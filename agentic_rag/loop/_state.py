@@ -86,6 +86,9 @@ class AgentState(TypedDict):
     usage: dict                 # model_calls, prompt_tokens, completion_tokens, cost_usd, by_task
 
 
+STATE_KEYS = frozenset(AgentState.__annotations__)  # what a state holds, and all a patch may set
+
+
 def new_state(question: str, config: Config | None = None, history: list[dict] | None = None,
               instructions: str = "") -> AgentState:
     """A fresh state for one run; an empty question, or one too long for the budget, is an error.
