@@ -458,8 +458,7 @@ def test_input_errors_raise_before_the_run_starts(tiny_kb):
 
 
 def test_stop_condition_holds_every_stop_in_its_order(tiny_kb):
-    from agentic_rag.loop import stop_condition
-    from agentic_rag.loop._run import Run
+    from agentic_rag.loop import Run, stop_condition
     from agentic_rag.models import Meter
     from agentic_rag.tools import ToolRegistry
 
@@ -564,6 +563,20 @@ def test_the_graph_declares_every_phase_and_only_phases_it_runs():
     assert set(GRAPH) == set(PHASES) - {"done"}
     for phase, declared in GRAPH.items():
         assert declared.may_return and declared.may_return <= set(PHASES), phase
+
+
+def test_the_loop_page_shows_the_graph_and_the_tool_phase_as_they_read():
+    import ast
+    import inspect
+
+    from agentic_rag.loop import _graph, _tool
+
+    page = (ROOT / "docs" / "concepts" / "loop.md").read_text(encoding="utf-8")
+    graph = inspect.getsource(_graph)
+    assert graph[graph.index("GRAPH: dict[str, Phase] = {"):graph.index("\n}\n") + 3] in page
+    lines = inspect.getsource(_tool.tool).splitlines(keepends=True)
+    docstring = ast.parse("".join(lines)).body[0].body[0]   # the page shows the phase without it
+    assert "".join(lines[:docstring.lineno - 1] + lines[docstring.end_lineno:]) in page
 
 
 def test_an_undeclared_transition_ends_the_run_with_an_error_naming_both_phases(tiny_kb, monkeypatch):

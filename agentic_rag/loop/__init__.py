@@ -9,8 +9,9 @@ from ._endings import tool_notes
 from ._graph import GRAPH, Phase, TransitionError
 from ._history import MAX_TOKENS, MAX_TURNS, history_messages
 from ._patch import Event, Patch
+from ._run import Run
 from ._state import STATE_KEYS, STOP_REASONS, AgentState, Round, format_trace, new_state
 
 __all__ = ["run_agentic_rag", "Conversation", "CONVERSATION_FORMAT", "new_state", "AgentState", "Round",
            "STOP_REASONS", "STATE_KEYS", "format_trace", "history_messages", "MAX_TURNS", "MAX_TOKENS", "tool_notes",
-           "GRAPH", "Phase", "TransitionError", "Patch", "Event", "stop_condition"]
+           "GRAPH", "Phase", "TransitionError", "Patch", "Event", "Run", "stop_condition"]

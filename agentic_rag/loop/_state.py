@@ -39,7 +39,7 @@ class Round(_RoundKeys, total=False):
 
 
 class AgentState(TypedDict):
-    """What each key holds. The loop is the only code that changes it."""
+    """What each key holds. Only the loop's driver writes it, from the patches its phases return."""
 
     question: str               # the question as asked; never overwritten
     standalone: str             # the question routed, searched and graded: as asked, or a follow-up written

@@ -12,11 +12,11 @@ def tool(state: AgentState, run: Run, patch: Patch) -> str:
     """Call the routed tool (call_tool); its result becomes evidence that needs no grading.
     Next: "generate", or "route" (without this tool) when it failed."""
     decision = present(state["route"])
-    with traced(state, run, patch, "tool") as event:
+    with traced(state, run, patch, "tool") as event:      # one timed trace event in the patch
         items, error = call_tool(RouteDecision(**decision), run.tools)
         event.update(summary=f"tool:{decision['tool']}" + (":error" if error else ""),
                      detail={"results": [i["text"][:300] for i in items], "error": error})
-    patch.append(state, "used_tools", decision["tool"])
+    patch.append(state, "used_tools", decision["tool"])  # used_tools: a new list, one name longer
     patch.append(state, "rounds", Round(round=state["round"], route="tool", tool=decision["tool"], error=error))
     if error:
         return "route"
