@@ -61,9 +61,7 @@ from .kb import (
     tokenize,
     writer_lock,
 )
-from .loop._conversation import Conversation
-from .loop._driver import run_agentic_rag
-from .loop._state import STOP_REASONS, AgentState, Round, format_trace, new_state
+from .loop import STOP_REASONS, AgentState, Conversation, Round, format_trace, new_state, run_agentic_rag
 from .models import (
     Endpoint,
     ImageDescriber,

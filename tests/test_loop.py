@@ -458,8 +458,7 @@ def test_input_errors_raise_before_the_run_starts(tiny_kb):
 
 
 def test_stop_condition_holds_every_stop_in_its_order(tiny_kb):
-    from agentic_rag.loop._driver import stop_condition
-    from agentic_rag.loop._phases import Run
+    from agentic_rag.loop import Run, stop_condition
     from agentic_rag.models import Meter
     from agentic_rag.tools import ToolRegistry
 
@@ -557,18 +556,34 @@ def test_a_resumed_run_keeps_its_separate_grader(tiny_kb):
     assert grader.tasks()[0] == "grade" and resumed["abstained"]  # the grader's 0.1, not the writer's 0.9
 
 
-def test_graph_and_edges_declare_the_same_phases():
-    from agentic_rag.loop._driver import EDGES, GRAPH
+def test_the_graph_declares_every_phase_and_only_phases_it_runs():
+    from agentic_rag.loop import GRAPH
+    from agentic_rag.loop._state import PHASES
 
-    assert set(EDGES) == set(GRAPH)
-    for phase, targets in EDGES.items():
-        assert targets and targets <= set(GRAPH) | {"done"}, phase
+    assert set(GRAPH) == set(PHASES) - {"done"}
+    for phase, declared in GRAPH.items():
+        assert declared.may_return and declared.may_return <= set(PHASES), phase
+
+
+def test_the_loop_page_shows_the_graph_and_the_tool_phase_as_they_read():
+    import ast
+    import inspect
+
+    from agentic_rag.loop import _graph, _tool
+
+    page = (ROOT / "docs" / "concepts" / "loop.md").read_text(encoding="utf-8")
+    graph = inspect.getsource(_graph)
+    assert graph[graph.index("GRAPH: dict[str, Phase] = {"):graph.index("\n}\n") + 3] in page
+    lines = inspect.getsource(_tool.tool).splitlines(keepends=True)
+    docstring = ast.parse("".join(lines)).body[0].body[0]   # the page shows the phase without it
+    assert "".join(lines[:docstring.lineno - 1] + lines[docstring.end_lineno:]) in page
 
 
 def test_an_undeclared_transition_ends_the_run_with_an_error_naming_both_phases(tiny_kb, monkeypatch):
-    from agentic_rag.loop._driver import GRAPH
+    from agentic_rag.loop import GRAPH, Phase
 
-    monkeypatch.setitem(GRAPH, "search", lambda state, run: "check")     # search may go to verify or route only
+    # search may go to verify or route only
+    monkeypatch.setitem(GRAPH, "search", Phase(lambda state, run, patch: "check", GRAPH["search"].may_return))
     state = run_agentic_rag(Q2, tiny_kb, scripted())
     assert state["stop_reason"] == "error" and state["phase"] == "done" and state["abstained"]
     assert "TransitionError" in state["error"] and "'search' returned 'check'" in state["error"]
@@ -595,29 +610,112 @@ EDGE_RUNS = [  # (question, model, tools, config changes): together they take ev
 ]
 
 
-def test_every_declared_edge_is_taken(tiny_kb, monkeypatch):
+def _watch_handlers(monkeypatch, watch):
+    """Every handler of GRAPH, and settle (which runs in route's place when a round may not start),
+    wrapped by watch(phase, handler)."""
+    from agentic_rag.loop import GRAPH, Phase
+    from agentic_rag.loop import _driver as driver
+
+    for phase, declared in list(GRAPH.items()):
+        monkeypatch.setitem(GRAPH, phase, Phase(watch(phase, declared.handle), declared.may_return))
+    monkeypatch.setattr(driver, "settle", watch("route", driver.settle))
+
+
+def _edge_runs(tiny_kb):
+    """The runs of EDGE_RUNS, a resume that may not fold its grade and a follow-up: every declared edge."""
     from agentic_rag import ModelSet
-    from agentic_rag.loop import _phases as phases
-    from agentic_rag.loop._driver import EDGES, GRAPH
 
-    taken = set()
-
-    def watched(phase, handler):
-        def run_phase(state, run, *stop):  # settle also takes the stop
-            taken.add((phase, result := handler(state, run, *stop)))
-            return result
-        return run_phase
-
-    for phase, handler in list(GRAPH.items()):
-        monkeypatch.setitem(GRAPH, phase, watched(phase, handler))
-    monkeypatch.setattr(phases, "settle", watched("route", phases.settle))
     for question, model, tools, changes in EDGE_RUNS:
         assert run_agentic_rag(question, tiny_kb, model(), list(tools), config=Config(**changes))["error"] is None
     stop_at_unsure = lambda event, state: "stop" if event["summary"] == "verify:?" else None  # noqa: E731
     stopped = run_agentic_rag(Q2, tiny_kb, scripted(), on_step=stop_at_unsure)
     run_agentic_rag(Q2, tiny_kb, ModelSet(scripted(), grade=scripted()), state=stopped)  # generate -> verify
     run_agentic_rag("And in 2.4?", tiny_kb, OfflineModel(), history=[{"role": "user", "content": Q2}])  # condense
-    assert taken == {(phase, target) for phase, targets in EDGES.items() for target in targets}
+
+
+def test_every_declared_edge_is_taken(tiny_kb, monkeypatch):
+    from agentic_rag.loop import GRAPH
+
+    taken = set()
+
+    def watched(phase, handler):
+        def run_phase(state, run, patch, *stop):  # settle also takes the stop
+            taken.add((phase, result := handler(state, run, patch, *stop)))
+            return result
+        return run_phase
+
+    _watch_handlers(monkeypatch, watched)
+    _edge_runs(tiny_kb)
+    assert taken == {(phase, target) for phase, declared in GRAPH.items() for target in declared.may_return}
+
+
+def _read_only(written, called):
+    """A watch for _watch_handlers that takes the state's whole text (repr: every key, value, type and
+    order, nested) before each handler and settle runs and again after, whether it returns or raises,
+    and notes in `written` each one whose state changed."""
+    def watch(phase, handler):
+        def run_phase(state, run, patch, *stop):
+            before = repr(state)
+            called.add(phase)
+            try:
+                return handler(state, run, patch, *stop)
+            finally:
+                if repr(state) != before:
+                    written.append(phase)
+        return run_phase
+    return watch
+
+
+def test_only_the_driver_changes_the_state(tiny_kb, monkeypatch):
+    """A handler reads the state and puts its changes in the patch: over runs that take every edge, and
+    every stop (a handler stopped by the budget, the deadline or a failure mid-phase included), no
+    handler changes the state it is given; and a state holds exactly the keys AgentState declares."""
+    from agentic_rag.loop import GRAPH, STATE_KEYS
+
+    written, called = [], set()
+    _watch_handlers(monkeypatch, _read_only(written, called))
+    _edge_runs(tiny_kb)
+    for question, changes, replies, _, _ in STOPS:
+        state = run_agentic_rag(question, tiny_kb, scripted(**replies), config=Config(**changes))
+        assert set(state) == STATE_KEYS
+    assert written == [] and called == set(GRAPH)
+
+
+def test_the_read_only_check_catches_a_handler_that_writes(tiny_kb, monkeypatch):
+    from agentic_rag.loop import GRAPH, Phase
+
+    for phase, write in [("route", lambda state: state.update(round=state["round"] + 1)),   # a key set
+                         ("search", lambda state: state["queries_tried"].append("x")),     # a list grown in place
+                         ("verify", lambda state: state["rounds"][-1].update(grade=0.5))]:  # a nested dict
+        handle = GRAPH[phase].handle
+
+        def writes(state, run, patch, handle=handle, write=write):
+            write(state)
+            return handle(state, run, patch)
+
+        with monkeypatch.context() as patched:
+            patched.setitem(GRAPH, phase, Phase(writes, GRAPH[phase].may_return))
+            written, called = [], set()
+            _watch_handlers(patched, _read_only(written, called))
+            run_agentic_rag(Q2, tiny_kb, scripted())
+        assert written and written[0] == phase, phase
+
+
+def test_a_patch_refuses_a_key_the_state_does_not_declare(tiny_kb, monkeypatch):
+    from agentic_rag.loop import GRAPH, Patch, Phase
+
+    with pytest.raises(KeyError, match="trace_line, which AgentState does not declare"):
+        Patch().set(trace_line="route -> search")
+    with pytest.raises(KeyError, match="trace_line"):
+        Patch({"trace_line": ""})
+
+    def undeclared(state, run, patch):
+        patch.set(notes="a key of its own")
+        return "verify"
+
+    monkeypatch.setitem(GRAPH, "search", Phase(undeclared, GRAPH["search"].may_return))
+    state = run_agentic_rag(Q2, tiny_kb, scripted())
+    assert state["stop_reason"] == "error" and "notes" not in state and "notes, which AgentState" in state["error"]
 
 
 def test_a_hook_may_stop_between_the_draft_and_its_folded_grade(tiny_kb):

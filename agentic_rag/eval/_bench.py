@@ -107,7 +107,6 @@ def run_question(mode: str, q: Question, kb: KnowledgeBase, model: Model, config
         state = answer_linear(q.question, kb, model, config)
     else:
         state = dict(run_agentic_rag(q.question, kb, model, (), config))
-        state["trace_line"] = format_trace(state)
     return state_record(mode, q, state, q.question, model, config)
 
 
@@ -134,7 +133,8 @@ def state_record(mode: str, q: Question, state: dict, asked: str, model: Model, 
             "evidence": [e["doc_id"] for e in shown], "citations": [c["doc_id"] for c in state["citations"]],
             "cited_pages": [[c["doc_id"], c.get("page")] for c in state["citations"]],
             "first_cited": first_cited(state["answer"], state["citations"]),
-            "trace": state["trace_line"], "usage": {k: v for k, v in state["usage"].items() if k != "by_task"},
+            "trace": format_trace(state) if "trace" in state else state["trace_line"],  # the baseline has no trace
+            "usage": {k: v for k, v in state["usage"].items() if k != "by_task"},
             "ms": round(state["timings_ms"]["total"], 1), "faithfulness": faithfulness}
 
 

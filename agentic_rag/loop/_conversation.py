@@ -6,12 +6,13 @@ import copy
 import json
 import threading
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ..core._config import Config, RunConfig
 from ..core._errors import ConfigurationError
 from ..kb import KnowledgeBaseBackend
-from ..models._protocol import Model
-from ..tools._registry import OffTool, Tool
+from ..models import Model
+from ..tools import OffTool, Tool
 from ._driver import run_agentic_rag
 from ._history import history_messages
 from ._state import AgentState
@@ -30,7 +31,7 @@ class Conversation:
 
     def __init__(self, kb: KnowledgeBaseBackend, model: Model, tools: Iterable[Tool | OffTool] = (),
                  config: Config | RunConfig | None = None, *, instructions: str = "",
-                 history: Sequence[Mapping] | None = None):
+                 history: Sequence[Mapping] | None = None) -> None:
         self.kb, self.model, self.tools, self.config = kb, model, list(tools), config
         self.instructions = instructions
         self._turns, _ = history_messages(history)
@@ -42,7 +43,7 @@ class Conversation:
         with self._lock:
             return copy.deepcopy(self._turns)
 
-    def ask(self, question: str, **options) -> AgentState:
+    def ask(self, question: str, **options: Any) -> AgentState:
         """One turn; `options` go to run_agentic_rag (on_step, on_token). Returns the turn's state."""
         with self._lock:
             state = run_agentic_rag(question, self.kb, self.model, self.tools, self.config,

@@ -39,7 +39,7 @@ class Round(_RoundKeys, total=False):
 
 
 class AgentState(TypedDict):
-    """What each key holds. The loop is the only code that changes it."""
+    """What each key holds. Only the loop's driver writes it, from the patches its phases return."""
 
     question: str               # the question as asked; never overwritten
     standalone: str             # the question routed, searched and graded: as asked, or a follow-up written
@@ -84,6 +84,9 @@ class AgentState(TypedDict):
     trace: list[dict]           # events: round, step, summary, detail, ms, tokens
     timings_ms: dict            # milliseconds per step, and total
     usage: dict                 # model_calls, prompt_tokens, completion_tokens, cost_usd, by_task
+
+
+STATE_KEYS = frozenset(AgentState.__annotations__)  # what a state holds, and all a patch may set
 
 
 def new_state(question: str, config: Config | None = None, history: list[dict] | None = None,

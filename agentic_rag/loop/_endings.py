@@ -1,0 +1,46 @@
+"""How a run ends: settle (retrieval stopped: answer from what there is, or abstain), abstain (a clear
+refusal), finish (the answer as the user reads it) and the notes it adds for tools the run had not got."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..steps._answer import number_citations
+from ..steps._refusal import refusal_reason, refusal_text
+from ._patch import Patch
+from ._run import Run
+from ._state import AgentState
+
+
+def settle(state: AgentState, run: Run, patch: Patch, stop_reason: str) -> str:
+    """Retrieval stopped (stop_condition said why) without a sufficient grade: answer from what there
+    is ("generate"), or abstain ("done") for the reason refusal_reason gives."""
+    patch.set(stop_reason=stop_reason)
+    why = refusal_reason(stop_reason, state["grade"], bool(state["evidence"]), run.config.run)
+    return abstain(state, patch, stop_reason, why) if why else "generate"
+
+
+def abstain(state: AgentState, patch: Patch, stop_reason: str, why: str) -> str:
+    """End the run with a clear refusal (refusal_text) that says what was searched and how well it
+    scored, keeping a stop reason already set; "done". Reads the state as `patch` leaves it."""
+    grade = patch.get(state, "grade")
+    score = grade["score"] if grade else 0.0
+    patch.set(answer=refusal_text(patch.get(state, "standalone"), why, patch.get(state, "queries_tried"), score),
+              citations=[], abstained=True, abstain_reason=why,
+              stop_reason=patch.get(state, "stop_reason") or stop_reason)
+    patch.note("abstain", "abstain", {"why": why})
+    return "done"
+
+
+def finish(state: AgentState) -> Patch:
+    """The answer as the user gets it, once the run's answer is final (after the faithfulness check
+    and repair, which read markers as positions in the evidence shown): its sources numbered 1..k in
+    the order it first cites them (number_citations; the trace keeps what the model wrote), and a line
+    for each tool the router wanted that the run had not got (tool_notes)."""
+    answer, citations = number_citations(state["answer"], state["citations"])
+    return Patch({"answer": "\n".join([answer, *tool_notes(state)]) if answer else answer, "citations": citations})
+
+
+def tool_notes(state: Mapping[str, Any]) -> list[str]:
+    """The lines the answer adds for tools the router wanted that the run had not got (tool:NAME:off)."""
+    return [e["detail"]["note"] for e in state["trace"] if e["step"] == "tool" and e["summary"].endswith(":off")]
