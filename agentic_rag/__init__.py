@@ -10,6 +10,8 @@ Everything public is imported from here (docs/reference/api.md lists it); module
 with an underscore are internal and may change. The subpackages kb, models, steps, tools and eval
 are public namespaces too.
 """
+from typing import Any as _Any
+
 from .core._config import Config, IndexConfig, RunConfig, SearchConfig
 from .core._errors import (
     AccessDenied,
@@ -111,7 +113,7 @@ __version__ = "0.1.0"  # the one place the version is written; setup.cfg reads i
 _SERVICE = ("create_app", "ServiceLimits", "create_collections", "KeyRing", "legacy_scopes")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> _Any:  # Any: what each lazily loaded name is
     """Names loaded when first asked for: the HTTP service's, which need the serve extra (pip install
     'agentic-rag[serve]') that importing agentic_rag does not, and the benchmark runner."""
     if name in _SERVICE:

@@ -10,9 +10,9 @@ import os
 import re
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TextIO
 
 from ..core._evidence import cited_as
 from ..kb.backends._store import os_cause
@@ -89,7 +89,7 @@ class LineTracker:
     "\\r" redraw would pile up on one line: the progress is written as whole lines instead, one
     every PROGRESS_EVERY_S and the last one when its line ends."""
 
-    def __init__(self, stream, progress: bool = False):
+    def __init__(self, stream: TextIO, progress: bool = False) -> None:
         self.stream, self.open = stream, False
         self.whole_lines = progress and not _isatty(stream)  # progress is drawn on stderr; stdout is left as written
         self.pending: str | None = None  # the newest progress not written yet (no terminal)
@@ -116,18 +116,18 @@ class LineTracker:
         self.stream.write(pending + "\n")
         self.pending, self.ended, self.open, self.written_at = None, True, False, time.monotonic()
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
 
 
-def line_ended(stream) -> None:
+def line_ended(stream: object) -> None:
     """Note that the line a LineTracker's last write left open was ended by someone else (the Enter
     a terminal echoed after a prompt)."""
     if isinstance(stream, LineTracker):
         stream.open = False
 
 
-def _isatty(stream) -> bool:
+def _isatty(stream: TextIO) -> bool:
     try:
         return stream.isatty()
     except (AttributeError, ValueError, OSError):  # closed, or no file at all
@@ -142,7 +142,7 @@ def _same_terminal() -> bool:
         return False
 
 
-def discard(stream) -> None:
+def discard(stream: TextIO | LineTracker) -> None:
     """Point a stream whose reader has gone at /dev/null, so that Python's last flush at exit
     finds no broken pipe either."""
     try:
@@ -152,7 +152,7 @@ def discard(stream) -> None:
 
 
 @contextmanager
-def tracked_lines():
+def tracked_lines() -> Iterator[Callable[[], None]]:
     """sys.stdout and sys.stderr as LineTrackers while the block runs; it gets a function that ends
     every line left open, to call before a message that must start on a line of its own (a stream
     whose reader has gone is passed over: the message still comes)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..core._errors import AgenticRAGError
 from ..core._openai_api import call_error, make_client
 from ..core._schemas import Answer
+from ..kb import KnowledgeBaseBackend
 from ..kb.backends._open import open_kb, saved_embedder
 from ..kb.backends._postgres_errors import safe_url
 from ..kb.embedders._openai import OpenAIEmbedder
@@ -66,7 +67,7 @@ def run_doctor(settings: dict, kb: str | None = None) -> int:
     return 0 if not problems else 1
 
 
-def _built_with(kb) -> dict:
+def _built_with(kb: KnowledgeBaseBackend) -> dict:
     """The name and dimension of the embedder an opened knowledge base was built with."""
     try:
         return {"name": kb.embedder.name, "dimension": kb.embedder.dimension}

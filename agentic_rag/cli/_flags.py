@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -19,7 +20,7 @@ def _whole(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
-def at_least(least: int):
+def at_least(least: int) -> Callable[[str], int]:
     """A whole number of at least `least`, as a flag's type (--chunk-overlap 0 or more, --chunk-size 50 or more)."""
     def whole(text: str) -> int:
         value = _whole(text)
@@ -120,7 +121,7 @@ SERVER_DEFAULTS = SimpleNamespace(header_timeout_s=10.0, body_timeout_s=60.0, id
                                   max_connections=100, max_per_address=20, reading_share=0.5)
 
 
-def connection_flags(parser):
+def connection_flags(parser: argparse.ArgumentParser) -> None:
     """serve's guards against slow clients, with ServerLimits' defaults (the same without the serve extra)."""
     try:
         from ..service._server import ServerLimits
@@ -149,7 +150,7 @@ def connection_flags(parser):
                              "past it the slowest-sending are closed (default %(default)g)")
 
 
-def model_flags(parser, chat: bool = True, embedding: bool = False) -> None:
+def model_flags(parser: argparse.ArgumentParser, chat: bool = True, embedding: bool = False) -> None:
     parser.add_argument("--base-url", metavar="URL", help="OpenAI-compatible endpoint (or AGENTIC_RAG_BASE_URL)")
     if embedding:  # elsewhere a saved knowledge base's manifest names its embedding model (openai:MODEL)
         parser.add_argument("--embedding-model", metavar="NAME",
@@ -167,7 +168,7 @@ def model_flags(parser, chat: bool = True, embedding: bool = False) -> None:
                             help="send one task to another model, e.g. grade=small-model (repeatable)")
 
 
-def tool_flags(parser) -> None:
+def tool_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", metavar="PATH", help="SQLite shop database for the order and stock tools")
     parser.add_argument("--web-search", metavar="URL", help="SearxNG-style JSON search API (web search is off "
                                                             "without it)")
@@ -175,7 +176,7 @@ def tool_flags(parser) -> None:
                         help="the date tools' clock (default: the real one)")
 
 
-def filter_flag(parser) -> None:
+def filter_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--filters", type=filters_json, metavar="JSON",
                         help="keep to chunks whose metadata match, as the HTTP API's filters, e.g. "
                              + FILTERS_EXAMPLE.replace("%", "%%"))

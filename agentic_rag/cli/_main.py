@@ -1,19 +1,23 @@
 """The `agentic-rag` command: index, search, delete, compact, ask, chat, serve, keys, bench,
-bench-rgb and doctor; its parser is in _cli_parser, its knowledge base helpers in _cli_kb, chat's
-prompt in _cli_chat."""
+bench-rgb and doctor; its parser is in _parser, its knowledge base helpers in _kb, chat's
+prompt in _chat."""
 from __future__ import annotations
 
+import argparse
 import errno
 import json
 import signal
 import sys
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
+from typing import NoReturn
 
 from ..core._config import Config, RunConfig
 from ..core._errors import AgenticRAGError, ConfigurationError
-from ..kb import load_documents
+from ..kb import KnowledgeBaseBackend, load_documents
 from ..kb._layout import MANIFEST
 from ..kb.backends import _store as store
 from ..kb.backends._open import check_address, writing
@@ -22,7 +26,8 @@ from ..kb.backends._store import os_cause
 from ..kb.embedders._cache import EmbeddingCache
 from ..loop._conversation import Conversation
 from ..loop._driver import run_agentic_rag
-from ..models import OfflineModel
+from ..models import Model, OfflineModel
+from ..tools import OffTool, Tool
 from . import _parser
 from ._chat import chat
 from ._display import counted, discard, os_error_line, print_result, tracked_lines
@@ -43,17 +48,17 @@ LOCK_WAIT_S = 10.0  # how long index or delete waits for another writer on the s
 
 
 @contextmanager
-def _writing(kb_dir, create: bool):
+def _writing(kb_dir: str, create: bool) -> Iterator[None]:
     """Hold the --kb's writer lock from load to save (a folder's; a database has none to hold), saying
     so while another writer keeps it."""
-    def waiting():
+    def waiting() -> None:
         print(f"waiting for another writer on {Path(kb_dir)} ...", file=sys.stderr, flush=True)
 
     with writing(kb_dir, create=create, wait_s=LOCK_WAIT_S, on_wait=waiting):
         yield
 
 
-def cmd_index(args) -> int:
+def cmd_index(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     glibc_memory()
     kb_dir = args.kb
@@ -99,7 +104,7 @@ def cmd_index(args) -> int:
     return 0
 
 
-def cmd_search(args) -> int:
+def cmd_search(args: argparse.Namespace) -> int:
     kb = load_kb(args.kb, model_settings(args))
     hits = kb.search(args.query, k=args.k, mode=args.mode, filters=args.filters)
     if not hits:  # said on stderr, so that stdout stays what was asked for (--json: [])
@@ -116,7 +121,7 @@ def cmd_search(args) -> int:
     return 0
 
 
-def cmd_delete(args) -> int:
+def cmd_delete(args: argparse.Namespace) -> int:
     with _writing(args.kb, create=False):
         kb = load_kb(args.kb, model_settings(args))
         wanted = list(dict.fromkeys(args.doc_ids))
@@ -140,7 +145,7 @@ def cmd_delete(args) -> int:
     return 0
 
 
-def cmd_compact(args) -> int:
+def cmd_compact(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     with _writing(args.kb, create=False):
         kb = load_kb(args.kb, model_settings(args))
@@ -155,7 +160,7 @@ def cmd_compact(args) -> int:
     return 0
 
 
-def _asking(args):
+def _asking(args: argparse.Namespace) -> tuple[Model, KnowledgeBaseBackend, list[Tool | OffTool], Config, dict]:
     """What ask and chat run with: (model, knowledge base view, tools, config, model settings)."""
     tools = ask_tools(args)  # first: a bad --db or --now fails before a model or knowledge base is opened
     settings = model_settings(args)
@@ -170,7 +175,7 @@ def _asking(args):
     return model, view, tools, config, settings
 
 
-def cmd_ask(args) -> int:
+def cmd_ask(args: argparse.Namespace) -> int:
     model, view, tools, config, settings = _asking(args)
     stream = (lambda piece: print(piece, end="", flush=True)) if args.stream else None
     # a follow-up: the turns --history holds (a question on its own is run exactly as ever)
@@ -191,7 +196,7 @@ def cmd_ask(args) -> int:
     return 0
 
 
-def cmd_chat(args) -> int:
+def cmd_chat(args: argparse.Namespace) -> int:
     model, view, tools, config, _ = _asking(args)
     saved = args.history or {"turns": None, "instructions": ""}
     conversation = Conversation(view, model, tools, config, instructions=saved["instructions"],
@@ -207,7 +212,7 @@ def cmd_chat(args) -> int:
     return chat(conversation, trace=args.trace, stream=args.stream, save=args.save)
 
 
-def cmd_serve(args) -> int:
+def cmd_serve(args: argparse.Namespace) -> int:
     try:
         from ..service import ServiceLimits, create_collections
         from ..service._server import ServerLimits, create_server
@@ -262,7 +267,7 @@ def cmd_serve(args) -> int:
     return 0
 
 
-def cmd_keys(args) -> int:
+def cmd_keys(args: argparse.Namespace) -> int:
     """Add a key to serve's JSON keys file (the new key printed once, the file keeping its sha256) or
     remove one; a running server reads the file again by itself."""
     import secrets
@@ -286,12 +291,12 @@ def cmd_keys(args) -> int:
 
 
 @contextmanager
-def _noting_ctrl_c():
+def _noting_ctrl_c() -> Iterator[list[int]]:
     """A list that gets an item when Ctrl-C (SIGINT) comes while the block runs; the interrupt
     itself is raised as ever."""
     pressed: list[int] = []
 
-    def note(signum, frame):
+    def note(signum: int, frame: FrameType | None) -> NoReturn:
         pressed.append(signum)
         raise KeyboardInterrupt
 
@@ -306,7 +311,7 @@ def _noting_ctrl_c():
         signal.signal(signal.SIGINT, previous)
 
 
-def cmd_bench(args) -> int:
+def cmd_bench(args: argparse.Namespace) -> int:
     from ..eval._bench import MODES, run_bench
 
     modes = list(MODES) if args.mode == "both" else [args.mode]
@@ -326,7 +331,7 @@ def cmd_bench(args) -> int:
     return 0 if metrics else 1
 
 
-def cmd_bench_rgb(args) -> int:
+def cmd_bench_rgb(args: argparse.Namespace) -> int:
     from ..eval._rgb import run_rgb
 
     model = make_model(model_settings(args))
@@ -336,13 +341,13 @@ def cmd_bench_rgb(args) -> int:
     return 0
 
 
-def cmd_doctor(args) -> int:
+def cmd_doctor(args: argparse.Namespace) -> int:
     from ._doctor import run_doctor
 
     return run_doctor(model_settings(args), args.kb)
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     """The command-line parser (exposed for tests and docs)."""
     return _parser.build_parser({"index": cmd_index, "search": cmd_search, "delete": cmd_delete,
                                      "serve": cmd_serve, "keys": cmd_keys, "compact": cmd_compact, "ask": cmd_ask,
@@ -374,7 +379,7 @@ _INTERRUPTED = {"serve": "stopped", **dict.fromkeys(("index", "delete", "compact
                                                    "interrupted; the saved knowledge base is unchanged")}
 
 
-def _fail(end_open_lines, message: str, code: int = 1, kind: str = "error: ") -> int:
+def _fail(end_open_lines: Callable[[], None], message: str, code: int = 1, kind: str = "error: ") -> int:
     """Print `agentic-rag: error: message` on a line of its own (after a progress line or a streamed
     draft left open) and return the exit code."""
     end_open_lines()

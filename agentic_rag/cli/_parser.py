@@ -1,5 +1,5 @@
 """The `agentic-rag` command's parser: its commands and their flags (the shared ones and the checks
-of a value are in _cli_flags), and the one-line errors that name a mistyped command or option with
+of a value are in _flags), and the one-line errors that name a mistyped command or option with
 the one that was meant."""
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import argparse
 import difflib
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any, NoReturn, TypeAlias
 
 from .. import __version__
 from ..core._config import SEARCH_MODES
@@ -31,15 +32,16 @@ class _Parser(argparse.ArgumentParser):
     """An argparse parser whose errors are one line, which takes no abbreviation of an option, and
     which names the command or option a mistyped one was meant to be."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)  # an abbreviation would hide a typo, or change meaning later
         super().__init__(*args, **kwargs)
         self.siblings: dict[str, _Parser] = {}  # the other commands' parsers, for "ask has no --mode"
 
-    def error(self, message):  # one clear line instead of argparse's usage block
+    def error(self, message: str) -> NoReturn:  # one clear line instead of argparse's usage block
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
-    def parse_known_args(self, args=None, namespace=None):
+    def parse_known_args(self, args: Iterable[str] | None = None,  # Any: argparse fills any namespace given
+                         namespace: Any = None) -> tuple[Any, list[str]]:
         """argparse's, after refusing an unknown long option or command with the likely one named."""
         args = sys.argv[1:] if args is None else list(args)
         commands = next((a.choices for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
@@ -62,7 +64,8 @@ class _Parser(argparse.ArgumentParser):
                                                                "; the commands: ") + ", ".join(commands))
                 return
 
-    def _check_value(self, action, value):  # argparse's check of a flag's choices, with the one meant named
+    # argparse's check of a flag's choices, with the one meant named
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
         if action.choices is not None and value not in action.choices and isinstance(value, str):
             choices = [str(choice) for choice in action.choices]
             raise argparse.ArgumentError(action, f"invalid choice: {value!r}{_did_you_mean(value, choices, True)} "
@@ -80,13 +83,15 @@ class _Parser(argparse.ArgumentParser):
         return f"{name} has no option {option}{_did_you_mean(option, self._option_string_actions)}"
 
 
+_Commands: TypeAlias = "argparse._SubParsersAction[_Parser]"  # what add_subparsers returns: one parser a command
+
 _SHORT = re.compile(r"-[A-Za-z][\w-]*")  # a short option such as -k (not a negative number)
 _NEVER_MEANT = {"--help", "--version"}  # a typo of a setting is not a request for help
 NEAR_TIE = 0.12  # look-alikes this close to the best are named too, the ones as long as the typo first,
 SECOND_AT_LEAST = 0.75  # when they are this like the typo
 
 
-def _did_you_mean(word: str, known, quote: bool = False) -> str:
+def _did_you_mean(word: str, known: Iterable[str], quote: bool = False) -> str:
     """'; did you mean --x?' (or '--x or --y?' for a near tie), or '' when nothing is close."""
     candidates = [k for k in known if (k.startswith("--") or quote) and k not in _NEVER_MEANT]
     scored = sorted(((difflib.SequenceMatcher(None, word, k).ratio(), k) for k in candidates), reverse=True)
@@ -118,7 +123,7 @@ def build_parser(run: dict[str, Callable]) -> argparse.ArgumentParser:
     return parser
 
 
-def _index(commands):
+def _index(commands: _Commands) -> tuple[str, _Parser]:
     index = commands.add_parser("index", help="index files or folders into a knowledge base")
     index.add_argument("paths", nargs="+", metavar="PATH", help=".txt, .md, .jsonl, .pdf, .docx, .html or image "
                                                                 "files, or folders of them")
@@ -142,7 +147,7 @@ def _index(commands):
     return "index", index
 
 
-def _search(commands):
+def _search(commands: _Commands) -> tuple[str, _Parser]:
     search = commands.add_parser("search", help="search a knowledge base")
     search.add_argument("query", help="what to search for")
     search.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
@@ -155,7 +160,7 @@ def _search(commands):
     return "search", search
 
 
-def _delete(commands):
+def _delete(commands: _Commands) -> tuple[str, _Parser]:
     delete = commands.add_parser("delete", help="delete documents by id from a knowledge base")
     delete.add_argument("doc_ids", nargs="+", metavar="DOC_ID", help="document ids, as search shows them")
     delete.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
@@ -163,7 +168,7 @@ def _delete(commands):
     return "delete", delete
 
 
-def _serve(commands):
+def _serve(commands: _Commands) -> tuple[str, _Parser]:
     serve = commands.add_parser("serve", help="answer over HTTP: JSON API and OpenAI-compatible chat (waitress)")
     serve.add_argument("--kb", action="append", metavar="[NAME=]DIR", help="knowledge base folder or database URL; "
                        "repeat as NAME=DIR (or NAME=postgresql://...) to serve several collections by name")
@@ -197,7 +202,7 @@ def _serve(commands):
     return "serve", serve
 
 
-def _keys(commands):
+def _keys(commands: _Commands) -> tuple[str, _Parser]:
     keys = commands.add_parser("keys", help="add or remove an API key of serve's JSON keys file (kept as sha256)")
     keys.add_argument("action", choices=("add", "remove"), help="add prints the new key once; remove takes it away")
     keys.add_argument("--file", required=True, metavar="FILE", help="the keys file (created by the first add)")
@@ -211,7 +216,7 @@ def _keys(commands):
     return "keys", keys
 
 
-def _compact(commands):
+def _compact(commands: _Commands) -> tuple[str, _Parser]:
     compact = commands.add_parser("compact", help="merge a knowledge base's saved segments into one, "
                                                   "dropping what was deleted")
     compact.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
@@ -219,7 +224,7 @@ def _compact(commands):
     return "compact", compact
 
 
-def _ask(commands):
+def _ask(commands: _Commands) -> tuple[str, _Parser]:
     ask = commands.add_parser("ask", help="ask a question of a knowledge base")
     ask.add_argument("question", help="the question")
     ask.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
@@ -234,7 +239,7 @@ def _ask(commands):
     return "ask", ask
 
 
-def _chat(commands):
+def _chat(commands: _Commands) -> tuple[str, _Parser]:
     chat = commands.add_parser("chat", help="ask a knowledge base questions and follow-ups, one a line")
     chat.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
     _run_flags(chat, "each turn")
@@ -248,7 +253,7 @@ def _chat(commands):
     return "chat", chat
 
 
-def _run_flags(parser, run: str) -> None:
+def _run_flags(parser: argparse.ArgumentParser, run: str) -> None:
     """The flags of one run that ask and chat share: what is printed of it, and its bounds."""
     parser.add_argument("--trace", action="store_true", help="print every trace event")
     parser.add_argument("--max-rounds", type=positive, metavar="N", help="retrieval rounds at most (default 3)")
@@ -256,7 +261,7 @@ def _run_flags(parser, run: str) -> None:
     parser.add_argument("--stream", action="store_true", help="print the draft answer as it is generated")
 
 
-def _bench(commands):
+def _bench(commands: _Commands) -> tuple[str, _Parser]:
     bench = commands.add_parser("bench", help="linear against agentic on an evaluation set")
     bench.add_argument("--data", required=True, metavar="DIR",
                        help="a set folder: corpus.jsonl (or docs/, real files) and questions.jsonl")
@@ -277,7 +282,7 @@ def _bench(commands):
     return "bench", bench
 
 
-def _bench_rgb(commands):
+def _bench_rgb(commands: _Commands) -> tuple[str, _Parser]:
     rgb = commands.add_parser("bench-rgb", help="the RGB paper's protocol: passages at a noise rate")
     rgb.add_argument("--file", required=True, help="an RGB .jsonl file, e.g. ../shared/data/rgb/zh_refine.dev.jsonl")
     rgb.add_argument("--noise-rate", type=rate, default=0.4, metavar="RATE",
@@ -290,7 +295,7 @@ def _bench_rgb(commands):
     return "bench-rgb", rgb
 
 
-def _doctor(commands):
+def _doctor(commands: _Commands) -> tuple[str, _Parser]:
     doctor = commands.add_parser("doctor", help="check the model configuration and say what to fix")
     doctor.add_argument("--kb", metavar="DIR", help="also check this knowledge base's embedding dimension")
     model_flags(doctor, embedding=True)
@@ -303,7 +308,7 @@ REFUSED_PAIRS = (  # flags that cannot both be honoured: refused, never one drop
 )
 
 
-def refuse_clashes(args) -> None:
+def refuse_clashes(args: argparse.Namespace) -> None:
     """Exit with the one-line error of a bad flag when two given flags cannot both be honoured."""
     clash = next((f"--{a} with --{b}: {fix}" for a, b, fix in REFUSED_PAIRS
                   if getattr(args, a, False) and getattr(args, b, False)), None)

@@ -2,18 +2,25 @@
 from flags, a models file and the environment. The only module that reads environment variables."""
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core._errors import ConfigurationError
 from ..core._openai_api import endpoint_from_env
-from ..kb import make_embedder
+from ..kb import Embedder, KnowledgeBaseBackend, make_embedder
 from ..kb.backends._open import open_kb, saved_embedder
 from ..models._factory import build_model, read_models_file
-from ..tools import CALCULATOR, shop_tools
+from ..tools import CALCULATOR, OffTool, Tool, shop_tools
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from ..models import ImageDescriber, Model
 
 
-def model_settings(args) -> dict:
+def model_settings(args: argparse.Namespace) -> dict:
     """Model settings from flags, then a --models-config file, then the environment (read here,
     and only here): AGENTIC_RAG_MODEL, AGENTIC_RAG_EMBEDDING_MODEL, *_BASE_URL, *_API_KEY."""
     environ = os.environ
@@ -34,7 +41,7 @@ def model_settings(args) -> dict:
                                          or file.get("embedding_input_type", False))}
 
 
-def make_describer(model: str | None, settings: dict, cache_dir: str | None = None):
+def make_describer(model: str | None, settings: dict, cache_dir: str | None = None) -> ImageDescriber | None:
     """The vision model that describes images at index time, or None when none is named; its
     descriptions are cached in cache_dir, by default under XDG_CACHE_HOME (~/.cache)."""
     if not model:
@@ -45,13 +52,13 @@ def make_describer(model: str | None, settings: dict, cache_dir: str | None = No
     return ImageDescriber(model, settings["endpoint"], cache_dir or cache)
 
 
-def make_model(settings: dict):
+def make_model(settings: dict) -> Model:
     """The model the command line runs: offline unless a model is named; nothing switches silently."""
     return build_model(settings["name"], settings["endpoint"], settings["per_task"], settings["temperature"],
                        settings["prices"])
 
 
-def make_cli_embedder(name: str, settings: dict):
+def make_cli_embedder(name: str, settings: dict) -> Embedder:
     """An embedder by name; `openai` calls the configured endpoint with the embedding settings, and a
     saved `openai:MODEL[+input_type][+query=NAME]` with the options it was built with."""
     if name == "openai" or name.startswith("openai:"):
@@ -66,20 +73,20 @@ def make_cli_embedder(name: str, settings: dict):
     return make_embedder(name)
 
 
-def load_kb(path: str, settings: dict):
+def load_kb(path: str, settings: dict) -> KnowledgeBaseBackend:
     """Open a saved knowledge base with the embedder it was built with: a folder, or a PostgreSQL
     database named by its URL (postgresql://...)."""
     return open_kb(path, saved_cli_embedder(path, settings))
 
 
-def saved_cli_embedder(path: str, settings: dict):
+def saved_cli_embedder(path: str, settings: dict) -> Embedder | None:
     """The embedder to open a folder built with `openai:...` with (its endpoint is the settings');
     None for any other, which the knowledge base makes from the name it saved."""
     built = (saved_embedder(path) or {}).get("name", "")
     return make_cli_embedder(built, settings) if built.startswith("openai:") else None
 
 
-def ask_tools(args) -> list:
+def ask_tools(args: argparse.Namespace) -> list[Tool | OffTool]:
     """Calculator and dates always; shop lookups and SQL with --db (without it, the shop lookups off:
     a question that wants one is told how to turn them on); web search only with --web-search."""
     from datetime import datetime
@@ -92,7 +99,7 @@ def ask_tools(args) -> list:
         except ValueError:
             raise ConfigurationError(f"--now {args.now!r}: write YYYY-MM-DDTHH:MM") from None
     clock = (lambda: moment) if args.now else datetime.now
-    tools: list = [CALCULATOR] + date_tools(clock)  # Tools, and OffTools for those not given
+    tools: list[Tool | OffTool] = [CALCULATOR, *date_tools(clock)]  # OffTools for those not given
     if args.db:
         try:
             db = SQLDatabase(args.db)  # opened now: a missing, empty or non-SQLite file fails before the run
@@ -106,7 +113,7 @@ def ask_tools(args) -> list:
     return tools
 
 
-def tracing_from_environment():
+def tracing_from_environment() -> TracerProvider | None:
     """`serve`'s OpenTelemetry tracer provider, set up from the standard OTEL_* variables when they
     ask for traces (_otel.configure_from_environment), else None."""
     from ..core._otel import configure_from_environment
@@ -114,7 +121,7 @@ def tracing_from_environment():
     return configure_from_environment(os.environ)
 
 
-def serve_collections(args) -> dict[str, str]:
+def serve_collections(args: argparse.Namespace) -> dict[str, str]:
     """`serve`'s collections, name -> folder or database URL: `--kb DIR` alone is the one collection
     "default"; `--kb NAME=DIR` (repeated) and `--collections FILE` name them."""
     import json
@@ -158,7 +165,7 @@ def serve_collections(args) -> dict[str, str]:
     return given
 
 
-def serve_settings(args, collections: list[str]) -> dict:
+def serve_settings(args: argparse.Namespace, collections: list[str]) -> dict:
     """`serve`'s keys (--keys-file: JSON keys with scopes, read again when it changes, or lines of plain
     keys; AGENTIC_RAG_READ_KEYS, AGENTIC_RAG_WRITE_KEYS) as a KeyRing over `collections`, and the folder
     prometheus_client shares between worker processes (PROMETHEUS_MULTIPROC_DIR), checked."""

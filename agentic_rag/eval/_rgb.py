@@ -29,7 +29,7 @@ def passages_for(item: dict, noise_rate: float, count: int) -> list[str]:
     return chosen
 
 
-def _parts(answer) -> list:
+def _parts(answer: str | list[str | list[str]]) -> list[list[str]]:
     return [[answer]] if isinstance(answer, str) else [p if isinstance(p, list) else [p] for p in answer]
 
 

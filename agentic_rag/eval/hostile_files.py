@@ -54,7 +54,7 @@ def write_docx(path: Path, body: Callable[[Callable[[str], object]], object]) ->
 
 def empty_paragraphs(path: Path, count: int) -> None:
     """A .docx of one paragraph of text and `count` empty ones (6 bytes each unpacked, almost none packed)."""
-    def body(write):
+    def body(write: Callable[[str], object]) -> None:
         write("<w:p><w:r><w:t>The dock opens at six.</w:t></w:r></w:p>")
         for _ in range(count // 100_000):
             write("<w:p/>" * 100_000)
@@ -64,7 +64,7 @@ def empty_paragraphs(path: Path, count: int) -> None:
 
 def zip_bomb(path: Path, unpacked: int) -> None:
     """A .docx whose one paragraph holds `unpacked` bytes of spaces: a few hundred KB packed per 100 MB."""
-    def body(write):
+    def body(write: Callable[[str], object]) -> None:
         write("<w:p><w:r><w:t>")
         for _ in range(unpacked // 1_000_000):
             write(" " * 1_000_000)
@@ -85,7 +85,7 @@ def wide_span(path: Path, span: int) -> None:
 
 def merged_rows(path: Path, rows: int) -> None:
     """A .docx table whose first cell is merged down over `rows` rows, each with a cell of its own."""
-    def body(write):
+    def body(write: Callable[[str], object]) -> None:
         first = _cell("Dock", '<w:vMerge w:val="restart"/>') + _cell("The dock opens at six.")
         write(f"<w:tbl><w:tr>{first}</w:tr>")
         later = _cell("", "<w:vMerge/>") + _cell("row")

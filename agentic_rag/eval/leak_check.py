@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from contextlib import ExitStack
 from pathlib import Path
 from urllib.parse import quote
@@ -46,11 +47,11 @@ PROJECTS = ("Falcon", "Heron", "Otter", "Lynx", "Badger", "Marten")
 class Planted:
     """The secrets and document ids planted so far, each with the tenants allowed to read it."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.owners: dict[str, frozenset[str]] = {}
         self._lock = threading.Lock()
 
-    def add(self, token: str, tenants) -> None:
+    def add(self, token: str, tenants: Iterable[str]) -> None:
         with self._lock:
             self.owners[token] = frozenset(tenants)
 
@@ -202,7 +203,7 @@ def _rounds(client: Client, keys: list[dict], collections: list[str], scopes: in
     """Every key's questions on every collection through every endpoint, a writer at work meanwhile."""
     stop, written = threading.Event(), Counter[str]()
 
-    def writer():
+    def writer() -> None:
         n = 0
         while not stop.is_set():
             owner = keys[n % scopes]

@@ -27,12 +27,14 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from ..core._config import IndexConfig
 from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
+from ..kb._hit import Hit
 from ..kb.backends._postgres import PostgresKnowledgeBase
 from ..kb.embedders._embedders import HashingEmbedder, SymmetricEmbedder, _l2_normalize
 from ..kb.ingestion._documents import load_documents
@@ -84,7 +86,7 @@ def agreement(ours: list[str], theirs: list[str]) -> tuple[float, float]:
     return len(set(ours) & set(theirs)) / max(len(ours), len(theirs)), float(ours == theirs)
 
 
-def _ranked(kb, question: str, mode: str) -> list:
+def _ranked(kb: KnowledgeBaseBackend, question: str, mode: str) -> list[Hit]:
     if mode == "graph":
         return kb.graph_search(question, k=K)
     if mode == "pagerank":
@@ -155,11 +157,11 @@ class DenseProjection(SymmetricEmbedder):
 
     name, dimension, fusion, batch_size = "dense-projection", 384, ("rrf", 1.0), 1024
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._hashing = HashingEmbedder()
         self._projection = np.random.default_rng(11).standard_normal((2048, 384)).astype(np.float32)
 
-    def embed(self, texts):
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         return _l2_normalize(self._hashing.embed(texts) @ self._projection)
 
 
@@ -197,7 +199,7 @@ def speed(server_url: str, size: int, query_count: int, embedders: tuple[str, ..
     return report
 
 
-def _search_times(kb, asked: list[str]) -> dict:
+def _search_times(kb: KnowledgeBaseBackend, asked: list[str]) -> dict:
     """BM25 and hybrid search's p50 and p95 (ms, k = 10) over the queries, each timed alone."""
     times = {}
     for mode in ("bm25", "hybrid"):

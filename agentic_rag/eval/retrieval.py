@@ -14,18 +14,22 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core._config import Config
 from ..kb import KnowledgeBase, make_embedder
-from ..kb.embedders._embedders import embedder_trait
+from ..kb.embedders._embedders import Embedder, embedder_trait
 from ..kb.indexes._fusion import FUSIONS
 from ..text._tokenize import tokenize
 from ._bench import cached_kb, half_of
-from ._datasets import load_set
+from ._datasets import Question, load_set
 from ._metrics import all_relevant_at_k, bootstrap_ci, mrr_at_k, percentile, recall_at_k
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SETS = ("hotpotqa", "musique", "squad2", "cmrc2018", "rgb_zh")
 METRICS = {"r@5": lambda ids, rel: recall_at_k(ids, rel, 5),
@@ -33,7 +37,7 @@ METRICS = {"r@5": lambda ids, rel: recall_at_k(ids, rel, 5),
            "mrr@10": lambda ids, rel: mrr_at_k(ids, rel, 10)}
 
 
-def run_queries(kb: KnowledgeBase, questions, mode: str, rerank: bool = False) -> dict:
+def run_queries(kb: KnowledgeBase, questions: list[Question], mode: str, rerank: bool = False) -> dict:
     """Search every question once; metrics with intervals and latency percentiles."""
     values: dict[str, list[float]] = {name: [] for name in METRICS}
     latencies = []
@@ -53,7 +57,7 @@ def run_queries(kb: KnowledgeBase, questions, mode: str, rerank: bool = False) -
     return out
 
 
-def peer_bm25s(kb: KnowledgeBase, questions, k1: float, b: float) -> dict:
+def peer_bm25s(kb: KnowledgeBase, questions: list[Question], k1: float, b: float) -> dict:
     """The bm25s library over exactly our tokens and chunks: the peer our BM25 must not trail."""
     import bm25s
 
@@ -73,13 +77,14 @@ def peer_bm25s(kb: KnowledgeBase, questions, k1: float, b: float) -> dict:
 class _QueryMemo:
     """An embedder that embeds each distinct query once: every fusion setting searches the same questions."""
 
-    def __init__(self, embedder):
-        self._embedder, self._queries = embedder, {}
+    def __init__(self, embedder: Embedder) -> None:
+        self._embedder = embedder
+        self._queries: dict[tuple[str, ...], np.ndarray] = {}
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._embedder, name)
 
-    def embed_query(self, texts):
+    def embed_query(self, texts: Sequence[str]) -> np.ndarray:
         key = tuple(texts)
         if key not in self._queries:
             embed = embedder_trait(self._embedder, "embed_query") or self._embedder.embed

@@ -28,8 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -43,6 +44,11 @@ from ..kb.indexes._vectors import DenseIndex, SparseIndex
 from ..text._tokenize import tokenize
 from ._metrics import percentile
 from ._report import write_report
+
+if TYPE_CHECKING:
+    import hnswlib
+
+_Item = TypeVar("_Item")  # what a timed pair of searches is given: a query text or vector
 
 _SYLLABLES = ["ka", "lo", "mi", "ru", "se", "ta", "vo", "ne", "pi", "du", "ga", "ho", "zi", "be", "fu", "ya", "co",
               "wa", "xe", "qu"]
@@ -87,7 +93,8 @@ def queries(mix: str, count: int, seed: int = 1) -> list[str]:
     return out
 
 
-def _interleaved(ours, peer, items) -> tuple[list, list, list[float], list[float]]:
+def _interleaved(ours: Callable[[_Item], object], peer: Callable[[_Item], object],
+                 items: Iterable[_Item]) -> tuple[list, list, list[float], list[float]]:
     """Each item to ours then the peer, each call timed alone (ms)."""
     got: list = []
     want: list = []
@@ -150,7 +157,7 @@ def _exact(vectors: np.ndarray, asked: np.ndarray, k: int = 10) -> list[list[int
     return [np.lexsort((np.arange(len(row)), -row))[:k].tolist() for row in sims]
 
 
-def _raw_hnsw(vectors: np.ndarray, built: IndexConfig, search: SearchConfig):
+def _raw_hnsw(vectors: np.ndarray, built: IndexConfig, search: SearchConfig) -> tuple[hnswlib.Index, float]:
     import hnswlib
 
     start = time.perf_counter()
@@ -191,7 +198,7 @@ def vectors_run(size: int, query_count: int, e5_vectors: np.ndarray | None, raw_
     if e5_vectors is not None:
         rng = np.random.default_rng(size)
 
-        def mixtures(n):
+        def mixtures(n: int) -> np.ndarray:
             i, j, w = rng.integers(0, len(e5_vectors), n), rng.integers(0, len(e5_vectors), n), rng.random((n, 1))
             v = w * e5_vectors[i] + (1 - w) * e5_vectors[j] + rng.normal(0, 0.02, (n, e5_vectors.shape[1]))
             return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)

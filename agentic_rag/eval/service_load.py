@@ -31,10 +31,11 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..kb import KnowledgeBase
+from ..kb import KnowledgeBase, KnowledgeBaseBackend
 from ..loop._driver import run_agentic_rag
 from ..models import OfflineModel
 from ._metrics import percentile
@@ -95,12 +96,12 @@ def questions_from(kb: KnowledgeBase) -> list[str]:
     return list(found)
 
 
-def _clients(count: int, seconds: float, ask) -> tuple[list[dict], float]:
+def _clients(count: int, seconds: float, ask: Callable[[int], dict]) -> tuple[list[dict], float]:
     """`count` threads calling ask(index) for `seconds`; (records, elapsed seconds)."""
     records, lock, deadline = [], threading.Lock(), time.monotonic() + seconds
     counter = iter(range(10**9))
 
-    def client():
+    def client() -> None:
         while time.monotonic() < deadline:
             with lock:
                 index = next(counter)
@@ -126,7 +127,8 @@ def _figures(records: list[dict], elapsed: float) -> dict:
             "errors": sum(r.get("status", 200) != 200 for r in records)}
 
 
-def _with_slow_clients(port: int, clients: int, seconds: float, ask, slow: tuple[int, int, float]) -> tuple:
+def _with_slow_clients(port: int, clients: int, seconds: float, ask: Callable[[int], dict],
+                       slow: tuple[int, int, float]) -> tuple[dict, dict]:
     """(figures of `ask` from `clients` threads for `seconds`, the slow clients' report) while the
     slow clients are at work; a request that fails at the socket counts as an error."""
     stop, found = threading.Event(), {}
@@ -134,7 +136,7 @@ def _with_slow_clients(port: int, clients: int, seconds: float, ask, slow: tuple
     thread.start()
     time.sleep(slow[2])  # every slow client has connected once
 
-    def guarded(i):
+    def guarded(i: int) -> dict:
         try:
             return ask(i)
         except OSError as exc:
@@ -197,12 +199,12 @@ def run(kb_dir: str, clients: int, seconds: float, writes: int, slow: tuple[int,
         report: dict[str, Any] = {"clients": clients, "seconds": seconds, "collections": collections,
                                   "keys": len(tenants.keys)}
 
-        def view(kb: KnowledgeBase, scope: dict | None):
+        def view(kb: KnowledgeBase, scope: dict | None) -> KnowledgeBaseBackend:
             return kb.restricted(scope, scope=True) if scope else kb  # as the service restricts a key
 
         process, port = _start(tenants.folders, clients, False, tenants.keys_file)
         try:
-            def over_http(i):
+            def over_http(i: int) -> dict:
                 name, base, key, scope = tenants.route(i)
                 status, reply = _call(port, "POST", f"{base}/ask", {"question": asked[i % len(asked)],
                                                                   "cache": False}, key)
@@ -214,7 +216,7 @@ def run(kb_dir: str, clients: int, seconds: float, writes: int, slow: tuple[int,
                 report["http_slow"], report["slow"] = _with_slow_clients(port, clients, seconds, over_http, slow)
                 report["slow_p95_ratio"] = round(report["http_slow"]["p95_ms"] / report["http"]["p95_ms"], 2)
 
-            def direct(i):
+            def direct(i: int) -> dict:
                 name, _, _, scope = tenants.route(i)
                 return {"answer": run_agentic_rag(asked[i % len(asked)], view(loaded_first[name], scope), model)[
                     "answer"]}
@@ -229,7 +231,7 @@ def run(kb_dir: str, clients: int, seconds: float, writes: int, slow: tuple[int,
                 shutil.copytree(folder, kept / name / generation, ignore=shutil.ignore_patterns(".lock"))
             acknowledged, stop, done = {}, threading.Event(), []
 
-            def writer():
+            def writer() -> None:
                 for n in range(writes):
                     if stop.wait(seconds / (writes + 1)):
                         return
@@ -284,7 +286,7 @@ def run(kb_dir: str, clients: int, seconds: float, writes: int, slow: tuple[int,
             report["lost_writes"] = sum(found[w] != present for w, present in acknowledged.items())
             few = asked[:20]
 
-            def cached(i):
+            def cached(i: int) -> dict:
                 _, base, key, _ = tenants.route(i)
                 return dict(zip(("status", "reply"), _call(port, "POST", f"{base}/ask", {"question": few[i % len(few)]},
                                                            key), strict=True))

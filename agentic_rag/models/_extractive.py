@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from ..core._schemas import Answer, Faithfulness, Grade
-from ..kb.embedders._embedders import embedder_trait
+from ..kb.embedders._embedders import Embedder, embedder_trait
 from ..text._candidates import FRAMING, answer_windows, candidates, restates
 from ..text._lexical import (
     GREETING,
@@ -165,7 +165,8 @@ SEMANTIC = 1.0   # weight of the embedder's similarity beside the lexical score
 RANKED = 12      # candidates the embedder ranks: the best by the lexical score, embedded in one batch
 
 
-def similarities(question: str, evidence: list[dict], embedder, weights: dict | None = None) -> dict[str, float]:
+def similarities(question: str, evidence: list[dict], embedder: Embedder | None,
+                 weights: dict | None = None) -> dict[str, float]:
     """The embedder's similarity of the question to each of the RANKED best candidates by the lexical
     score, rescaled to 0..1 among them (a dense embedder's cosines crowd a narrow band). Nothing
     without a dense embedder: a sparse one (hashing) is the lexical score again."""

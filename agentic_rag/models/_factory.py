@@ -9,14 +9,14 @@ from ..core._openai_api import Endpoint
 from ._model_set import ModelSet
 from ._offline import OfflineModel
 from ._openai_client import OpenAIChatModel
-from ._protocol import TASKS
+from ._protocol import TASKS, Model
 
 
 def build_model(name: str, endpoint: Endpoint = Endpoint(), per_task: dict[str, str] | None = None,
-                temperature: dict[str, float] | None = None, prices: dict[str, list] | None = None):
+                temperature: dict[str, float] | None = None, prices: dict[str, list] | None = None) -> Model:
     """`offline` or a model name for the endpoint; `per_task` sends tasks to other models (a small
     one to judge, a large one to answer); prices are USD per million (input, output) tokens."""
-    def one(model: str):
+    def one(model: str) -> Model:
         if model == "offline":
             return OfflineModel()
         price = tuple((prices or {}).get(model, (0.0, 0.0)))

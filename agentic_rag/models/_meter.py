@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -83,7 +84,7 @@ class Meter:
         """Forward the request, counting it; raise BudgetExceeded before a call that cannot fit."""
         return self._call(request, None)
 
-    def stream_answer(self, request: ModelRequest, on_token) -> tuple[BaseModel, None]:
+    def stream_answer(self, request: ModelRequest, on_token: Callable[[str], object]) -> tuple[BaseModel, None]:
         """As complete, handing the answer to `on_token` as the model produces it (whole, if it cannot stream)."""
         return self._call(request, on_token), None
 
@@ -102,7 +103,7 @@ class Meter:
                                  f"{self.budget_used} of {self.budget} are used")
         return dataclasses.replace(request, max_tokens=limit, allowance=allowance, deadline=self.deadline)
 
-    def _call(self, request: ModelRequest, on_token) -> BaseModel:
+    def _call(self, request: ModelRequest, on_token: Callable[[str], object] | None) -> BaseModel:
         request = self.limit(request)
         with _otel.span(f"chat {self.model.name}", {"gen_ai.operation.name": "chat", "gen_ai.request.model":
                                                     self.model.name, "agentic_rag.task": request.task},
@@ -114,7 +115,7 @@ class Meter:
                                         "agentic_rag.cost_usd": self.usage["cost_usd"] - before[2]})
             return reply
 
-    def _metered(self, request: ModelRequest, on_token) -> BaseModel:
+    def _metered(self, request: ModelRequest, on_token: Callable[[str], object] | None) -> BaseModel:
         prompt, start = prompt_tokens(request.messages), time.perf_counter()
         try:
             if on_token is not None and has_capability(self.model, "streams"):

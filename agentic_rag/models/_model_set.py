@@ -1,6 +1,8 @@
 """A model set sends each task to its own model (a small one to judge, a large one to answer)."""
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pydantic import BaseModel
 
 from ._protocol import Model, ModelRequest, answer_text, has_capability
@@ -34,7 +36,7 @@ class ModelSet:
             return model.complete_with_usage(request)
         return model.complete(request), None
 
-    def stream_answer(self, request: ModelRequest, on_token) -> tuple[BaseModel, dict | None]:
+    def stream_answer(self, request: ModelRequest, on_token: Callable[[str], object]) -> tuple[BaseModel, dict | None]:
         """Stream through the task's model when it can; otherwise hand over the whole answer at once."""
         model = self.model_for(request.task)
         if has_capability(model, "streams"):

@@ -5,8 +5,9 @@ a call is made, not at import."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -23,6 +24,9 @@ from ._protocol import (
     shown,
     trusted_tokens,
 )
+
+if TYPE_CHECKING:
+    from openai.types import CompletionUsage
 
 JUDGE_TASKS = ("condense", "route", "grade", "judge", "decompose", "rewrite", "repair")
 _MODES = ("json_schema", "json_object", "text")  # tried in this order; a server that refuses one gets the next
@@ -44,7 +48,7 @@ class OpenAIChatModel:
     reports_usage = True  # the API's token counts, priced (not annotated: capabilities are not dataclass fields)
     streams = True        # generation as server-sent events
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.model or self.model == "offline":
             raise ConfigurationError(f"OpenAIChatModel needs a model name, not {self.model!r}")
         self.name = self.model
@@ -56,8 +60,9 @@ class OpenAIChatModel:
     def _temperature(self, task: str) -> float:
         return self.temperature.get(task, 0.0 if task in JUDGE_TASKS else self.default_temperature)
 
-    def _create(self, request: ModelRequest, **kwargs):
-        """One API call with the request's completion limit, in the field this endpoint takes. Only a
+    def _create(self, request: ModelRequest, **kwargs: Any) -> Any:
+        """One API call with the request's completion limit, in the field this endpoint takes (its reply
+        is the SDK's ChatCompletion, or a Stream of chunks when `kwargs` ask to stream: hence Any). Only a
         400 whose message names max_completion_tokens is retried, once, with max_tokens; a retry that
         succeeds makes this model object send max_tokens from then on, as it keeps the output mode."""
         import openai
@@ -72,7 +77,7 @@ class OpenAIChatModel:
         self._keep("_limit_field", _LIMIT_FIELDS, _LIMIT_FIELDS[1])
         return response
 
-    def _send(self, request: ModelRequest, **kwargs):
+    def _send(self, request: ModelRequest, **kwargs: Any) -> Any:
         """One request with the endpoint's retries, each try and pause cut to the request's deadline."""
         return send(self.endpoint, f"the {request.task} call to {self.model}", request.deadline,
                     lambda timeout: self._client.chat.completions.create(**kwargs, timeout=timeout))
@@ -133,7 +138,7 @@ class OpenAIChatModel:
         """The validated reply."""
         return self.complete_with_usage(request)[0]
 
-    def stream_answer(self, request: ModelRequest, on_token) -> tuple[BaseModel, dict]:
+    def stream_answer(self, request: ModelRequest, on_token: Callable[[str], object]) -> tuple[BaseModel, dict]:
         """Generate as plain text, handing each piece to `on_token` as it arrives (server-sent events)."""
         import openai
 
@@ -174,7 +179,8 @@ def _names(exc: Exception, words: tuple[str, ...]) -> bool:
     return any(word in message for word in words)
 
 
-def _count(request: ModelRequest, messages: list[dict], text: str, finish: str | None, reported, usage: dict) -> None:
+def _count(request: ModelRequest, messages: list[dict], text: str, finish: str | None,
+           reported: CompletionUsage | None, usage: dict) -> None:
     """Add one request's tokens to `usage`: billed by the server's counts, or by tiktoken's when it
     sends none or counts that cannot be billed as sent (listed in usage["invalid_usage"]). The server's
     own whole counts, however large, are kept apart (reported_*: the meter budgets by them too); a

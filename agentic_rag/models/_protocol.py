@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypeGuard, cast, overload
+from typing import Any, Literal, Protocol, TypeGuard, cast, overload
 
 from pydantic import BaseModel, ValidationError
 
@@ -101,13 +101,13 @@ def prompt_tokens(messages: list[dict]) -> int:
     return sum(count_tokens(str(m.get("content") or "")) for m in messages)
 
 
-def whole_tokens(*figures) -> bool:
+def whole_tokens(*figures: object) -> bool:
     """Whether reported token counts are whole numbers, not negative: counts a provider bills by,
     however large (a negative one, a float, a bool or a string is no count at all)."""
     return all(type(f) is int and f >= 0 for f in figures)
 
 
-def budget_tokens(figure) -> int:
+def budget_tokens(figure: Any) -> int:
     """A reported count as the budget holds against it: a provider bills by its own count however it
     writes it, so any number of tokens not below zero counts (a float rounded up, a text of a number
     read, one past a float's range as 10**18); a negative one, NaN, a bool or no number counts 0."""
@@ -122,13 +122,13 @@ def budget_tokens(figure) -> int:
     return 10 ** 18 if value == math.inf else math.ceil(value) if value > 0 else 0  # NaN > 0 is false
 
 
-def trusted_tokens(*figures) -> bool:
+def trusted_tokens(*figures: Any) -> bool:
     """Whether reported token counts can be billed as sent: whole numbers up to MAX_REPORTED_TOKENS
     (a larger one is the provider's, kept and budgeted, but billed by tiktoken's count; see Meter)."""
     return whole_tokens(*figures) and all(f <= MAX_REPORTED_TOKENS for f in figures)
 
 
-def shown(figure) -> int | str:
+def shown(figure: object) -> int | str:
     """A reported figure as the trace keeps it: an int as it is, anything else as its repr (JSON-safe)."""
     return figure if type(figure) is int else repr(figure)
 

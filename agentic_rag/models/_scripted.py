@@ -35,7 +35,7 @@ class ScriptedModel:
         """The task of every call so far, in order."""
         return [call.task for call in self.calls]
 
-    def _next(self, task: str):
+    def _next(self, task: str) -> object:
         with self._lock:
             queue = self._queues.get(task)
             if queue:
@@ -67,7 +67,7 @@ class ScriptedModel:
             raise
 
 
-def _as_text(reply) -> str:
+def _as_text(reply: object) -> str:
     if isinstance(reply, BaseException):
         raise reply
     if isinstance(reply, BaseModel):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 SYSTEM = ("You are one step of a retrieval-augmented question-answering agent. Use only the evidence "
           "given. Reply with a single JSON object that fits the schema given; no other text.")
@@ -76,7 +77,7 @@ def format_evidence(evidence: list[dict]) -> str:
                      for n, item in enumerate(evidence, 1))
 
 
-def render(task: str, schema: dict, **facts) -> list[dict]:
+def render(task: str, schema: dict, **facts: Any) -> list[dict]:
     """The chat messages for one task: the system rules (and the application's `instructions`, when
     the facts hold some), then the filled template and the schema."""
     values = {k: format_evidence(v) if k == "evidence" else
@@ -90,6 +91,6 @@ def render(task: str, schema: dict, **facts) -> list[dict]:
             {"role": "user", "content": f"{user}\n\nJSON schema:\n{json.dumps(schema, ensure_ascii=False)}"}]
 
 
-class _Blank(dict):
-    def __missing__(self, key):
+class _Blank(dict[str, Any]):
+    def __missing__(self, key: str) -> str:
         return "(none)"

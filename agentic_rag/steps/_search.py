@@ -52,14 +52,14 @@ def usable_filters(filters: dict | None) -> tuple[dict, list[str]]:
         return {}, [*dropped, str(exc)]
 
 
-def hit_evidence(hit: Hit, **found) -> Evidence:
+def hit_evidence(hit: Hit, *, query: str | None = None, rank: int | None = None) -> Evidence:
     """A hit as evidence, with the page (a number) and its printed label, section or media its
-    chunk's metadata names."""
+    chunk's metadata names, and the query that found it and its rank there when given."""
     kinds = {"page": int, "page_label": str, "section": str,  # a document's own `page: intro` is not a location
              "media": str}
     where = {key: hit.metadata[key] for key, kind in kinds.items()
              if isinstance(hit.metadata.get(key), kind) and not isinstance(hit.metadata[key], bool)}
-    return new_evidence(**hit.model_dump(exclude={"score", "metadata"}), **where, **found)
+    return new_evidence(**hit.model_dump(exclude={"score", "metadata"}), **where, query=query, rank=rank)
 
 
 def _passages(hits: list[Hit], query: str) -> list[Evidence]:

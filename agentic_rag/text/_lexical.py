@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._names import mentions
@@ -108,7 +108,7 @@ def has_content(question: str) -> bool:
     return any(re.search(r"[^\W\d_]", t) for t in key_terms(question))
 
 
-def absent_terms(question: str, terms: list[str], held) -> list[str]:
+def absent_terms(question: str, terms: list[str], held: Callable[[str], bool]) -> list[str]:
     """The key terms for which `held(token)` is false. Chinese is written without spaces, so a
     bigram may straddle two words: it counts as absent only when it holds a character of a gap of
     two or more characters that no held bigram of the question covers (年假 of 年假政策 when only

@@ -21,7 +21,7 @@ _RUN = re.compile(r"[(\d][\d.,\s%+\-*/×÷^()]*[\d)%]")
 _OPERATOR_BETWEEN = re.compile(r"[\d)%]\s*(?:[-+*/×÷^]|\*\*)\s*[(\d]")
 
 
-def _evaluate(node):
+def _evaluate(node: ast.AST) -> float:
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
         return node.value
     if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:

@@ -66,7 +66,8 @@ def unavailable_note(name: str, question: str) -> str:
     return f"(no tool named {name!r} is available in this run)"
 
 
-def tool_from_function(fn: Callable[..., Any], patterns: tuple[str, ...] = (), arguments=None, name: str | None = None,
+def tool_from_function(fn: Callable[..., Any], patterns: tuple[str, ...] = (),
+                       arguments: Callable[[str, list[Evidence]], dict | None] | None = None, name: str | None = None,
                        kind: str = "tool") -> Tool:
     """A Tool from a plain function: its signature becomes the argument schema, the first line of
     its docstring the description."""

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel
 
+from ..core._evidence import Evidence
 from ._registry import OffTool, Tool
 from ._sql import SQLDatabase, named_query
 
@@ -43,11 +44,11 @@ ORDER_PATTERNS = (r"订单|order", r"\b[A-Z]\d{3,}\b")
 STOCK_PATTERNS = (r"库存|有货|in stock|stock|available|inventory",)
 
 
-def _order_id(question: str, evidence) -> dict | None:
+def _order_id(question: str, evidence: list[Evidence]) -> dict | None:
     return {"order_id": m.group(0)} if (m := _ORDER_ID.search(question)) else None
 
 
-def _sku(question: str, evidence) -> dict | None:
+def _sku(question: str, evidence: list[Evidence]) -> dict | None:
     return {"sku": m.group(0)} if (m := _SKU.search(question)) else None
 
 

@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -58,7 +59,7 @@ def _heap_meter() -> Callable[[], int] | None:
     return None
 
 
-def _authorize(action, arg1, arg2, *rest):
+def _authorize(action: int, arg1: str | None, arg2: str | None, *rest: str | None) -> int:
     if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in _DENIED_FUNCTIONS:
         return sqlite3.SQLITE_DENY  # for SQLITE_FUNCTION the second argument is the function's name
     if action == _RECURSIVE and not _CAPPED:
@@ -159,7 +160,7 @@ def named_query(db: SQLDatabase, name: str, description: str, sql: str, paramete
                 patterns: tuple[str, ...], arguments: Callable[[str, list[Evidence]], dict | None],
                 render: Callable[[list[dict]], str] = _rows_text, empty: str = "no rows") -> Tool:
     """A parameterised query the offline route selects by its patterns; arguments are bound, never pasted."""
-    def run(**values):
+    def run(**values: Any) -> str:
         rows = db.query(sql, values)
         if not rows:
             raise ToolError(empty.format(**values))
