@@ -8,7 +8,6 @@ from ..core._errors import ConfigurationError
 from ..kb import KnowledgeBase
 from ..loop._conversation import Conversation
 from ..loop._driver import run_agentic_rag
-from ..loop._state import format_trace
 from ..models._protocol import Model
 from ._answers import answer_correct
 from ._datasets import Question
@@ -85,7 +84,6 @@ def run_turn(mode: str, q: Question, kb: KnowledgeBase, model: Model, config: Co
         state = dict(run_agentic_rag(asked, kb, model, (), config))
     else:
         raise ConfigurationError(f"unknown conversation mode {mode!r}; pass one of {', '.join(MODES)}")
-    state["trace_line"] = format_trace(state)
     return state, asked, extra
 
 
