@@ -12,9 +12,7 @@ import pytest
 
 from agentic_rag import Config, ConfigurationError, HashingEmbedder, KnowledgeBase, RetrievalError, SearchConfig
 from agentic_rag.eval.postgres_parity import new_database
-from agentic_rag.kb import Document, KnowledgeBaseBackend, LexicalReranker
-from agentic_rag.kb.backends._core import ADD_BATCH
-from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
+from agentic_rag.kb import ADD_BATCH, Document, KnowledgeBaseBackend, LexicalReranker, PostgresKnowledgeBase
 from helpers import SHARED_DATA, TINY
 
 BACKENDS = ["embedded", "postgres"]

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from ..core._errors import ConfigurationError
 from ..core._openai_api import endpoint_from_env
-from ..kb import make_embedder
-from ..kb.backends._open import open_kb, saved_embedder
+from ..kb import make_embedder, open_kb, saved_embedder
 from ..models._factory import build_model, read_models_file
 from ..tools import CALCULATOR, shop_tools
 

@@ -32,8 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core._config import IndexConfig
-from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
-from ..kb.backends._postgres import PostgresKnowledgeBase
+from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend, PostgresKnowledgeBase
 from ..kb.embedders._embedders import HashingEmbedder, SymmetricEmbedder, _l2_normalize
 from ..kb.ingestion._documents import load_documents
 from ._bench import half_of

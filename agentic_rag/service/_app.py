@@ -32,8 +32,7 @@ from ..core._errors import (
     StorageError,
     WriteConflict,
 )
-from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
-from ..kb.backends._store import writer_lock
+from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend, writer_lock
 from ..kb.indexes._filters import matches
 from ..kb.ingestion._documents import read_file
 from ..kb.ingestion._files import MAX_UPLOAD_BYTES

@@ -3,7 +3,7 @@ every row in range, BM25 term frequencies against document lengths and, for a sa
 against their text; vectors finite and of unit length (embedders return L2-normalised rows);
 hnswlib's file parsed and checked in full before hnswlib reads it (it reads its file unchecked, and a
 link out of range crashes the process at the first search). A failed check raises ValueError; the
-knowledge base that reads the file names it (backends/_integrity.reading)."""
+knowledge base that reads the file names it (folder/_integrity.reading)."""
 from __future__ import annotations
 
 import struct

@@ -21,15 +21,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeGuard
 
-from ...core._config import Config, IndexConfig, SearchConfig
-from ...core._errors import ConfigurationError, RetrievalError
-from .._layout import MANIFEST
-from ..embedders._embedders import Embedder
-from ._embedded import KnowledgeBase
-from ._postgres import PostgresKnowledgeBase
-from ._postgres_errors import safe_url
+from ..core._config import Config, IndexConfig, SearchConfig
+from ..core._errors import ConfigurationError, RetrievalError
+from ._layout import MANIFEST
 from ._protocol import KnowledgeBaseBackend
-from ._store import check_target, writer_lock
+from .embedders._embedders import Embedder
+from .folder import KnowledgeBase, check_target, writer_lock
+from .postgres import PostgresKnowledgeBase, safe_url
 
 DATABASE_SCHEMES = ("postgresql://", "postgres://")  # the two libpq takes
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")

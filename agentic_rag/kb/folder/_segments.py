@@ -1,7 +1,7 @@
 """The embedded knowledge base's persistence: a folder of segments (one full segment, then delta
 segments, each written whole and switched to atomically by the manifest; see _store), read back with
 every file checked before it is used (_integrity). KnowledgeBase takes these methods from
-SegmentPersistence; everything else it does is in _embedded."""
+SegmentPersistence; everything else it does is in _knowledge_base."""
 from __future__ import annotations
 
 import json
@@ -15,6 +15,7 @@ import numpy as np
 from ...core._config import Config, IndexConfig, SearchConfig
 from ...core._errors import ConfigurationError, RetrievalError
 from ...text._tokenize import TOKENIZER_SETTINGS, tokenize
+from .._records import built_embedder, check_built_with, check_tokenizer, index_text
 from ..embedders._embedders import Embedder, content_key, embedder_trait
 from ..indexes._bm25 import BM25
 from ..indexes._checks import check_bm25, check_bm25_arrays, check_graph, check_vocab
@@ -23,7 +24,6 @@ from ..indexes._graph import KnowledgeGraph
 from ..indexes._rerank import Reranker
 from ..indexes._vectors import load_vectors, saved_arrays, vector_index
 from . import _store as store
-from ._core import built_embedder, check_built_with, check_tokenizer, index_text
 from ._integrity import LOAD_ERRORS, check_chunk, check_documents, reading
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ class SegmentPersistence:
     """KnowledgeBase's save and load: what changed since the last save goes into a new delta segment,
     everything into one full segment now and then; a load replays them in order."""
 
-    if TYPE_CHECKING:  # what KnowledgeBase holds and gives these methods (_embedded)
+    if TYPE_CHECKING:  # what KnowledgeBase holds and gives these methods (_knowledge_base)
         config: Config
         embedder: Embedder
         graph_method: str

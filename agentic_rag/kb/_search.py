@@ -7,14 +7,14 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ...core._config import SEARCH_MODES, SearchConfig
-from ...core._errors import ConfigurationError, RetrievalError
-from ...text._tokenize import tokenize
-from .._hit import Hit
-from ..embedders._embedders import Embedder, embed_query, embedder_trait
-from ..indexes._filters import MAX_FILTER_VALUES, check_filters, filter_values, matches
-from ..indexes._fusion import reciprocal_rank_fusion, score_fusion
-from ..indexes._graph import pagerank, seed_names
+from ..core._config import SEARCH_MODES, SearchConfig
+from ..core._errors import ConfigurationError, RetrievalError
+from ..text._tokenize import tokenize
+from ._hit import Hit
+from .embedders._embedders import Embedder, embed_query, embedder_trait
+from .indexes._filters import MAX_FILTER_VALUES, check_filters, filter_values, matches
+from .indexes._fusion import reciprocal_rank_fusion, score_fusion
+from .indexes._graph import pagerank, seed_names
 
 Ranked = list[tuple[int, float]]  # (row, score), best first
 

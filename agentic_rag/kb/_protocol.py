@@ -6,10 +6,10 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ...core._config import Config
-from .._hit import Hit
-from ..embedders._embedders import Embedder
-from ..ingestion._documents import Document
+from ..core._config import Config
+from ._hit import Hit
+from .embedders._embedders import Embedder
+from .ingestion._documents import Document
 
 
 @runtime_checkable

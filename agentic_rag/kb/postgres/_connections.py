@@ -27,7 +27,7 @@ from contextlib import ExitStack, contextmanager
 from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
 from ...core._errors import ConfigurationError
-from ._postgres_errors import first_line, safe_url
+from ._errors import first_line, safe_url
 
 OPTIONS = ("read", "pool_size", "pool_timeout", "prepare_threshold", "max_lag_s")
 RESTING_S = 30.0  # a replica skipped is not tried again for this long

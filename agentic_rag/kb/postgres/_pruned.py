@@ -13,7 +13,7 @@ ranking, the same as the exhaustive one. Otherwise the next round reads four tim
 `deepest` the caller sums every posting instead.
 
 Bounds may be loose but never low: BM25's are kept in the index for the average length it was
-built with and scaled at query time (_postgres_sql.bound_sql), so writes never make a ranking wrong.
+built with and scaled at query time (_sql.bound_sql), so writes never make a ranking wrong.
 """
 from __future__ import annotations
 

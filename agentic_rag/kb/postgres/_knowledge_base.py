@@ -12,12 +12,12 @@ dimensions: e5's 384 yes, the hashing embedder's 2,048 no: those are searched by
 filtered vector search always scans exactly the rows the filter keeps, so it returns k hits however
 few rows pass (pgvector 0.6 has no iterative index scans), and so does any search of fewer than
 exact_search_below rows. Search (plan, fusion, rerank) and graph ranking are the embedded knowledge
-base's own code (_search, _graph.walk); only the retrievers are SQL (_postgres_search). An option
+base's own code (kb/_search, _graph.walk); only the retrievers are SQL (postgres/_search). An option
 pgvector cannot honour (a seed, reuse_from) is refused when set, not ignored.
 
 This module is the class: its connections, the schema's checks and migrations, one transaction
-per read or write, and the interface; the schema's text and the writes' SQL are in _postgres_sql,
-the error messages in _postgres_errors. Every write is one transaction: readers never see half a
+per read or write, and the interface; the schema's text and the writes' SQL are in _sql,
+the error messages in _errors. Every write is one transaction: readers never see half a
 document, a crash mid-batch leaves nothing of it, and writers from several processes or hosts
 serialise on the stats row. A dropped connection is a ConnectionLost (a RetrievalError) saying so; a read, and a write
 that had not reached its commit, are retried once on a new connection.
@@ -34,14 +34,15 @@ from ...core._config import Config, IndexConfig, SearchConfig, as_config
 from ...core._errors import ConfigurationError, ConnectionLost, RetrievalError
 from ...text._tokenize import tokenize
 from .._hit import Hit
+from .._records import ADD_BATCH, AddResult, batches, check_built_with, chunk_records
+from .._search import RestrictedView, Retrievers, check_graph_arguments, fusion_of, pagerank_seeds, search_with
 from ..embedders._embedders import Embedder, EmbedProgress, embed_query, embedder_trait, make_embedder
 from ..indexes._filters import check_filters
 from ..indexes._rerank import LexicalReranker, Reranker
 from ..ingestion._documents import Document
-from ._core import ADD_BATCH, AddResult, batches, check_built_with, chunk_records
-from ._postgres_connections import Busy, NoConnection, Servers, split_url
-from ._postgres_errors import data_error, first_line, foreign_schema, no_right, safe_url
-from ._postgres_search import (
+from ._connections import Busy, NoConnection, Servers, split_url
+from ._errors import data_error, first_line, foreign_schema, no_right, safe_url
+from ._search import (
     bm25_given,
     bm25_rows,
     graph_hits,
@@ -52,7 +53,7 @@ from ._postgres_search import (
     vector_rows,
     where_sql,
 )
-from ._postgres_sql import (
+from ._sql import (
     check_index_settings,
     copy_batch,
     create_schema,
@@ -63,7 +64,6 @@ from ._postgres_sql import (
     remove,
     to_schema_3,
 )
-from ._search import RestrictedView, Retrievers, check_graph_arguments, fusion_of, pagerank_seeds, search_with
 
 SCHEMA_VERSION = 3
 # version -> the function (given a connection in a transaction, the embedder and the settings)
@@ -80,7 +80,7 @@ BULK_ROWS = 5_000  # a batch this large (and larger than the rows held) rebuilds
 def _psycopg():
     try:
         import psycopg
-        import psycopg_pool  # noqa: F401  (the pools of connections, _postgres_connections)
+        import psycopg_pool  # noqa: F401  (the pools of connections, _connections)
         from pgvector.psycopg import register_vector
     except ImportError:
         raise ConfigurationError("a PostgreSQL knowledge base needs the postgres extra: "

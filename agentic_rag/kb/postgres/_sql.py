@@ -1,5 +1,5 @@
 """The PostgreSQL knowledge base's schema and the SQL of its writes, as functions of a connection
-or cursor (the class in _postgres runs them inside its transactions): the tables, the HNSW index
+or cursor (the class in _knowledge_base runs them inside its transactions): the tables, the HNSW index
 and the settings pgvector takes for it, the index of BM25 bounds, the schema made with what it is
 built with and the migration to it, what ar_meta must hold, and a batch of chunks copied in
 (chunks, postings, sparse vectors, document frequencies, graph edges) or documents removed."""
@@ -13,9 +13,9 @@ import numpy as np
 from ...core._config import Config, IndexConfig, SearchConfig
 from ...core._errors import ConfigurationError
 from ...text._tokenize import TOKENIZER_SETTINGS, tokenize
+from .._records import index_text
 from ..embedders._embedders import Embedder, EmbedProgress, embed_batches, embedder_trait
 from ..indexes._graph import KnowledgeGraph
-from ._core import index_text
 
 MAX_HNSW_DIMENSIONS = 2000  # pgvector 0.6
 

@@ -1,5 +1,5 @@
 """The PostgreSQL knowledge base's retrievers in SQL, as functions of a connection (the class in
-_postgres runs them in one read-only snapshot): filters as SQL conditions, BM25 with the embedded
+_knowledge_base runs them in one read-only snapshot): filters as SQL conditions, BM25 with the embedded
 index's formula, cosine similarity through the HNSW index or an exact scan, the hits' rows, idf,
 and graph search: the nodes a query names, each node's neighbours and the names on a path, walked
 and ranked by the embedded knowledge base's own code (_graph.walk, _search.graph_ranking)."""
@@ -11,12 +11,12 @@ from ...core._config import Config, SearchConfig
 from ...text._names import names
 from ...text._tokenize import tokenize
 from .._hit import Hit
+from .._search import graph_ranking, pagerank_ranking
 from ..embedders._embedders import Embedder, embedder_trait
 from ..indexes._bm25 import bm25_idf
 from ..indexes._graph import HUB_ROWS, node_key, walk
-from ._postgres_pruned import SPARSE_DEEPEST, pruned_top
-from ._postgres_sql import bound_sql, indexed
-from ._search import graph_ranking, pagerank_ranking
+from ._pruned import SPARSE_DEEPEST, pruned_top
+from ._sql import bound_sql, indexed
 
 _COLUMNS = {"doc_id": "c.doc_id", "source": "c.source", "title": "c.title"}
 _NUMBER = r"^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)?$"
@@ -79,7 +79,7 @@ def _condition_sql(column: str, condition, field: str | None = None) -> tuple[st
 
 def bm25_rows(db, tokens: list[str], k: int, where: str, arguments: list,
               c: SearchConfig) -> list[tuple[int, float]]:
-    """BM25 in SQL: the embedded index's formula, k1 and b; the top k pruned (_postgres_pruned) where
+    """BM25 in SQL: the embedded index's formula, k1 and b; the top k pruned (_pruned) where
     the postings' index of bounds was made with these k1 and b, else every posting of the terms summed."""
     formula, bound = _Formula.read(db, c)
     idf = idf_of(db, tokens, formula.n)
@@ -163,7 +163,7 @@ def bm25_given(db, tokens: list[str], rows: list[int], c: SearchConfig) -> dict[
 
 def vector_rows(db, vector: np.ndarray, k: int, where: str, arguments: list, filtered: bool,
                 embedder: Embedder, config: Config) -> list[tuple[int, float]]:
-    """Cosine similarity: a sparse embedder's postings pruned (_postgres_pruned); else the HNSW index
+    """Cosine similarity: a sparse embedder's postings pruned (_pruned); else the HNSW index
     when there is one, no filter and exact_search_below rows or more (as the embedded index), else an
     exact scan of the rows the filter keeps (so a filter keeping few rows still gives k hits)."""
     if embedder_trait(embedder, "sparse"):

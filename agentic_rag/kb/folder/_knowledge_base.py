@@ -15,6 +15,17 @@ from ...core._config import Config, IndexConfig, SearchConfig, as_config
 from ...core._errors import ConfigurationError
 from ...text._tokenize import tokenize
 from .._hit import Hit
+from .._records import ADD_BATCH, AddResult, batches, chunk_records, index_text
+from .._search import (
+    RestrictedView,
+    Retrievers,
+    check_graph_arguments,
+    fusion_of,
+    graph_ranking,
+    pagerank_ranking,
+    pagerank_seeds,
+    search_with,
+)
 from ..embedders._cache import EmbeddingCache
 from ..embedders._embedders import (
     Embedder,
@@ -31,18 +42,7 @@ from ..indexes._graph import KnowledgeGraph
 from ..indexes._rerank import LexicalReranker, Reranker
 from ..indexes._vectors import VectorIndex, vector_index
 from ..ingestion._documents import Document
-from ._core import ADD_BATCH, AddResult, batches, chunk_records, index_text
 from ._rwlock import ReadWriteLock
-from ._search import (
-    RestrictedView,
-    Retrievers,
-    check_graph_arguments,
-    fusion_of,
-    graph_ranking,
-    pagerank_ranking,
-    pagerank_seeds,
-    search_with,
-)
 from ._segments import SegmentPersistence, saved_vectors
 
 
