@@ -21,7 +21,8 @@ from ...core._errors import ConfigurationError
 from ._files import MAX_FILE_BYTES, inside, listed, read_inside, too_large
 from ._gzip import gunzip, inner_suffix, is_gzip_name
 from ._html import decode_html, read_html
-from ._loaders import IMAGE_SUFFIXES, Unreadable, markdown_images, read_docx, read_pdf
+from ._loaders import IMAGE_SUFFIXES, markdown_images, read_docx, read_pdf
+from ._unreadable import Unreadable
 
 log = logging.getLogger("agentic_rag")
 

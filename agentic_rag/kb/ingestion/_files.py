@@ -16,7 +16,7 @@ from pathlib import Path
 from ...core._errors import ConfigurationError
 from .._layout import is_segment_folder
 from ._gzip import inner_suffix, is_gzip_name
-from ._loaders import Unreadable, too_large
+from ._unreadable import Unreadable, too_large
 
 MAX_FILE_BYTES = 100_000_000  # a file past this is skipped before it is read (index --max-file-size)
 # the service's bound on one uploaded file, decoded, and on what a .docx may unpack to (serve

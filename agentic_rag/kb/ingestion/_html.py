@@ -7,7 +7,8 @@ import re
 from collections import Counter
 from html.parser import HTMLParser
 
-from ._loaders import Pieces, Sections, Unreadable, printable
+from ._loaders import Pieces, Sections
+from ._unreadable import Unreadable, printable
 
 # a class or id naming navigation: nav, navbar, navheader (DocBook), nav-footer, navigation; not naval-history
 _NAV = re.compile(r"(?:^|\s)nav(?:bar|header|footer|menu|igation|links?)?(?:$|\s|[-_])", re.I)

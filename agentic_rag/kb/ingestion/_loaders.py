@@ -11,7 +11,7 @@ import re
 import zipfile
 from collections.abc import Iterator
 
-from ...core._errors import AgenticRAGError
+from ._unreadable import Unreadable, printable, too_large
 
 log = logging.getLogger("agentic_rag")
 DOCS_EXTRA = "pip install 'agentic-rag[docs]'"
@@ -24,17 +24,6 @@ _MD_IMAGE = re.compile(r'!\[([^\[\]]*)\]\(\s*(?:<([^<>\n]+)>|([^()<\s]+))(?:\s+"
 
 ENCRYPTED = "encrypted PDF: decrypt it first (e.g. qpdf --decrypt --password=... in.pdf out.pdf)"
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"  # WordprocessingML's namespace
-
-
-class Unreadable(AgenticRAGError):
-    """Why a file cannot be indexed, in one line that says what to do. Caught where files are read:
-    loading skips the file with this reason, and the service answers 400 with it."""
-
-
-def too_large(size: int, max_bytes: int, what: str = "") -> str:
-    """The reason a file past the size limit is skipped."""
-    return (f"{what}{size:,} bytes, past the file-size limit of {max_bytes:,} bytes: raise it with --max-file-size "
-            f"BYTES (max_file_bytes=) or split the file")
 
 
 Pieces = list[tuple[str, dict]]
@@ -76,12 +65,6 @@ def _where(n: int, labels: list[str]) -> dict:
     where the two agree, so every page of a labelled PDF is cited the same way)."""
     label = labels[n - 1] if n <= len(labels) else ""
     return {"page": n, "page_label": label} if label else {"page": n}
-
-
-def printable(exc: Exception) -> str:
-    """An exception in one printable line: a damaged file's bytes left out."""
-    text = "".join(c if c.isprintable() else "?" for c in str(exc))[:120]
-    return f"{exc.__class__.__name__}: {text}"
 
 
 def read_docx(data: bytes, max_unpacked: int | None = None) -> tuple[str, Pieces]:

@@ -13,7 +13,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from ._loaders import Unreadable, printable
+from ._unreadable import Unreadable, printable
 
 OCR_APT = "apt-get install tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim"
 OCR_EXTRA = "pip install 'agentic-rag[ocr]'"
