@@ -326,6 +326,25 @@ def test_a_restricted_view_keeps_to_its_filters_and_a_route_narrows_further(back
     assert [h.doc_id for h in wide.search("login error", k=5, filters={"type": ["manual"]})] == ["m"]
 
 
+def test_a_restricted_view_offers_only_what_it_declares_and_refuses_writes(tiny):
+    from agentic_rag.kb._views import OFFERED
+    view = tiny.restricted({"type": "ticket"}, scope=True)
+    for name in OFFERED:
+        assert hasattr(view, name), name
+    for name in ("_chunks", "_read", "url", "extract_triples", "load", "holds_saved"):  # the backend's own
+        with pytest.raises(AttributeError, match=f"has no '{name}'.*declare '{name}' in agentic_rag/kb/_views.py"):
+            getattr(view, name)
+    for write in (lambda: view.add_documents([Document("x", "zebra")]), lambda: view.delete_documents(["pricing"]),
+                  lambda: view.save("somewhere")):
+        with pytest.raises(ConfigurationError, match="a restricted view only reads"):
+            write()
+    assert tiny.held_documents(["x", "pricing"]) == ["pricing"]  # nothing was written through it
+    view.close()
+    assert tiny.search("shipping", k=1)  # closing a view leaves the knowledge base open
+    assert (view.config, view.embedder, view.fusion, view.graph_size) == \
+        (tiny.config, tiny.embedder, tiny.fusion, tiny.graph_size)
+
+
 # -- term weights and BM25 scores ------------------------------------------------------------------
 
 

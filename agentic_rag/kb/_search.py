@@ -1,10 +1,11 @@
 """How every backend searches: the plan (checked arguments), then its retrievers, then fusion,
-then the reranker (search_with); graph search's ranking (graph_ranking); and the view that keeps a
-backend's searches to some filters (RestrictedView). A backend supplies only its retrievers."""
+then the reranker (search_with); graph search's ranking (graph_ranking); PageRank's seeds and
+ranking. A backend supplies only its retrievers; the view that keeps its searches to some filters
+is in _views."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core._config import SEARCH_MODES, SearchConfig
@@ -12,7 +13,7 @@ from ..core._errors import ConfigurationError, RetrievalError
 from ..text._tokenize import tokenize
 from ._hit import Hit
 from .embedders._embedders import Embedder, embed_query, embedder_trait
-from .indexes._filters import MAX_FILTER_VALUES, check_filters, filter_values, matches
+from .indexes._filters import check_filters
 from .indexes._fusion import reciprocal_rank_fusion, score_fusion
 from .indexes._graph import pagerank, seed_names
 
@@ -153,78 +154,3 @@ def graph_ranking(found: dict[int, tuple[int, list[str]]], scores, k: int) -> li
     for the query (`scores[row]`), then by row; as (row, score 1/hop, ranks, path)."""
     order = sorted(found, key=lambda row: (found[row][0], -scores[row], row))[:k]
     return [(row, 1.0 / found[row][0], {"graph": rank}, found[row][1]) for rank, row in enumerate(order, 1)]
-
-
-class RestrictedView:
-    """A knowledge base whose searches keep to chunks matching every one of a list of filters
-    (KnowledgeBase.restricted); what else a run asks of it goes to the knowledge base. Filters that
-    are a scope (`scopes`: an API key's) keep its term weights to their chunks as well."""
-
-    def __init__(self, kb, filters: list[dict], scopes: list[dict] | None = None):
-        self._kb, self._filters, self._scopes = kb, filters, scopes or []
-
-    def __getattr__(self, name):  # graph size, BM25 scores, the embedder: as the knowledge base has them
-        return getattr(self._kb, name)
-
-    def __len__(self) -> int:
-        return len(self._kb)
-
-    def restricted(self, filters: dict, scope: bool = False) -> RestrictedView:
-        """A view that keeps to these filters as well (as a scope: see KnowledgeBase.restricted)."""
-        checked = check_filters(filters)
-        return RestrictedView(self._kb, [*self._filters, checked], [*self._scopes, *([checked] if scope else [])])
-
-    def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
-               rerank: bool | None = None) -> list[Hit]:
-        """As KnowledgeBase.search, keeping to the view's filters and the given ones: the first
-        condition on each field goes to the search, a second one on the same field is checked on a
-        ranking four times deeper."""
-        every = [*self._filters, check_filters(filters) if filters else {}]
-        first: dict = {}
-        for conditions in every:  # each is within the filter limit, not always all of them together:
-            more = {f: c for f, c in conditions.items() if f not in first}  # past it, a later one is checked
-            if filter_values({**first, **more}) <= MAX_FILTER_VALUES:        # on the hits instead
-                first.update(more)
-        later = [{f: c for f, c in conditions.items() if first.get(f) is not c} for conditions in every]
-        if not any(later):
-            return self._kb.search(query, k, mode, first, rerank)
-        hits = self._kb.search(query, k * 4, mode, first, rerank)
-        return [h for h in hits if all(matches(_fields(h), c) for c in later)][:k]
-
-    def term_weights(self, text: str, filters: Sequence[dict] = ()) -> dict[str, float]:
-        """As KnowledgeBase.term_weights, among the chunks the view's scopes keep (and `filters`): how
-        rare a term is, and whether it is held at all, says nothing of the chunks a scope keeps out.
-        A request's own filters narrow searches, not the weights (a question may name what the
-        filtered chunks do not hold)."""
-        return self._kb.term_weights(text, [*self._scopes, *filters])
-
-    def held_documents(self, doc_ids, filters: dict | None = None, every_member: bool = False) -> list[str]:
-        """As KnowledgeBase.held_documents, keeping to the view's filters and the given ones (to
-        which `every_member` applies)."""
-        held = list(doc_ids)
-        for conditions in self._filters:
-            held = self._kb.held_documents(held, conditions)
-        return self._kb.held_documents(held, filters, every_member) if filters else held
-
-    def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
-        """As KnowledgeBase.graph_search, keeping the hits that match the filters (at most k), each
-        path keeping only the names its hit's text or the query holds."""
-        check_graph_arguments(k, hops)
-        hits = self._kb.graph_search(query, k=k * 4, hops=hops)
-        kept = [h for h in hits if all(matches(_fields(h), c) for c in self._filters)][:k]
-        # a path's names may come from passages the view keeps out: only those its hit or query says stay
-        return [h.model_copy(update={"path": [n for n in h.path if n.casefold() in f"{h.text} {query}".casefold()]})
-                for h in kept]
-
-    def pagerank_search(self, query: str, k: int = 8, seeds: dict[str, float] | None = None,
-                        hops: int = 2) -> list[Hit]:
-        """As KnowledgeBase.pagerank_search, seeded by the view's own search (seeds given are used as
-        given), keeping the hits that match the filters (at most k)."""
-        check_graph_arguments(k, hops)
-        hits = self._kb.pagerank_search(query, k * 4, pagerank_seeds(self, query, seeds), hops)
-        return [h for h in hits if all(matches(_fields(h), c) for c in self._filters)][:k]
-
-
-def _fields(hit: Hit) -> dict:
-    """A hit's fields as filters see them."""
-    return {**hit.metadata, "doc_id": hit.doc_id, "source": hit.source, "title": hit.title}

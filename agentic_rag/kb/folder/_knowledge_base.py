@@ -17,7 +17,6 @@ from ...text._tokenize import tokenize
 from .._hit import Hit
 from .._records import ADD_BATCH, AddResult, batches, chunk_records, index_text
 from .._search import (
-    RestrictedView,
     Retrievers,
     check_graph_arguments,
     fusion_of,
@@ -26,6 +25,7 @@ from .._search import (
     pagerank_seeds,
     search_with,
 )
+from .._views import RestrictedView
 from ..embedders._cache import EmbeddingCache
 from ..embedders._embedders import (
     Embedder,

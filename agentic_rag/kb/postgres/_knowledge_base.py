@@ -35,7 +35,8 @@ from ...core._errors import ConfigurationError, ConnectionLost, RetrievalError
 from ...text._tokenize import tokenize
 from .._hit import Hit
 from .._records import ADD_BATCH, AddResult, batches, check_built_with, chunk_records
-from .._search import RestrictedView, Retrievers, check_graph_arguments, fusion_of, pagerank_seeds, search_with
+from .._search import Retrievers, check_graph_arguments, fusion_of, pagerank_seeds, search_with
+from .._views import RestrictedView
 from ..embedders._embedders import Embedder, EmbedProgress, embed_query, embedder_trait, make_embedder
 from ..indexes._filters import check_filters
 from ..indexes._rerank import LexicalReranker, Reranker
