@@ -1,18 +1,14 @@
-"""How every backend searches: the plan (checked arguments), then its retrievers, then fusion,
-then the reranker (search_with); graph search's ranking (graph_ranking); PageRank's seeds and
-ranking. A backend supplies only its retrievers; the view that keeps its searches to some filters
-is in _views."""
+"""The pieces of every search that are the same in every store: the plan (checked arguments) and
+its fusion (SearchPlan), the checks of k and hops, graph search's ranking (graph_ranking), and
+PageRank's seeds and ranking. The engine (_engine) runs them over a store's snapshot (_port)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..core._config import SEARCH_MODES, SearchConfig
-from ..core._errors import ConfigurationError, RetrievalError
-from ..text._tokenize import tokenize
-from ._hit import Hit
-from .embedders._embedders import Embedder, embed_query, embedder_trait
+from ..core._errors import ConfigurationError
+from .embedders._embedders import Embedder, embedder_trait
 from .indexes._filters import check_filters
 from .indexes._fusion import reciprocal_rank_fusion, score_fusion
 from .indexes._graph import pagerank, seed_names
@@ -61,42 +57,6 @@ class SearchPlan:
             raw = dict(found[self.use[0]])
             fused = [(row, raw[row], ranks) for row, _, ranks in fused]
         return fused
-
-
-@dataclass
-class Retrievers:
-    """What a backend supplies to search_with, each function given the backend's view of one
-    consistent state (`read` runs a function on one: the embedded read lock, a PostgreSQL snapshot)."""
-
-    read: Callable                     # read(work) -> work(view)
-    size: Callable                     # size(view) -> live chunks
-    retrieve: Callable                 # retrieve(view, plan, tokens, vector) -> {retriever: Ranked}
-    hits: Callable                     # hits(view, [(row, score, ranks)]) -> [Hit]
-    term_weights: Callable             # term_weights(view, tokens) -> {term: BM25 idf}
-
-
-def search_with(kb, retrievers: Retrievers, query: str, k: int, mode: str, filters: dict | None,
-                rerank: bool | None) -> list[Hit]:
-    """The k best chunks of `kb` (its config, embedder, fusion and reranker) for the query: plan, retrieve,
-    fuse, then rerank the fused candidates (kb.config's rerank unless `rerank` says) by the query's idf."""
-    c = kb.config.search
-    plan = SearchPlan.make(query, k, mode, filters, c, kb.fusion)
-    vector = embed_query(kb.embedder, query) if "vector" in plan.use else None
-    reranking = c.rerank if rerank is None else rerank
-
-    def work(view):
-        if retrievers.size(view) == 0:
-            raise RetrievalError("the knowledge base is empty; add documents first "
-                                 "(agentic-rag index PATH --kb DIR)")
-        tokens = tokenize(query)
-        fused = plan.fuse(retrievers.retrieve(view, plan, tokens, vector), c.rrf_k)
-        hits = retrievers.hits(view, fused[:plan.depth if reranking else k])
-        return hits, retrievers.term_weights(view, tokens) if reranking else {}
-
-    hits, weights = retrievers.read(work)
-    if reranking:
-        hits = kb.reranker.rerank(query, hits, weights)
-    return hits[:k]
 
 
 def check_k(k) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from ..core._config import Config
 from ..core._errors import ConfigurationError
@@ -17,8 +17,38 @@ from .indexes._filters import MAX_FILTER_VALUES, check_filters, filter_values, m
 from .ingestion._documents import Document
 
 if TYPE_CHECKING:
-    from ._protocol import KnowledgeBaseBackend
     from ._records import AddResult
+
+
+class Viewed(Protocol):
+    """What a view reads of the knowledge base it views (every KnowledgeBaseBackend has it)."""
+
+    @property
+    def config(self) -> Config: ...
+    @property
+    def embedder(self) -> Embedder: ...
+    @property
+    def graph_method(self) -> str: ...
+    @property
+    def saves_to_folder(self) -> bool: ...
+    @property
+    def fusion(self) -> tuple[str, float]: ...
+    @property
+    def document_count(self) -> int: ...
+    @property
+    def graph_size(self) -> tuple[int, int]: ...
+    def __len__(self) -> int: ...
+    def generation(self, directory: str | Path | None) -> str | None: ...
+    def bm25_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]: ...
+    def vector_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]: ...
+    def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
+               rerank: bool | None = None) -> list[Hit]: ...
+    def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]: ...
+    def pagerank_search(self, query: str, k: int = 8, seeds: dict[str, float] | None = None,
+                        hops: int = 2) -> list[Hit]: ...
+    def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None,
+                       every_member: bool = False) -> list[str]: ...
+    def term_weights(self, text: str, filters: Sequence[dict] = ()) -> dict[str, float]: ...
 
 # what the view forwards as the knowledge base has it, and why that is safe: settings and counts
 # say nothing of a chunk's text; scores are of chunk ids the caller already holds (the view's hits)
@@ -27,7 +57,6 @@ FORWARDED = {
     "embedder": "the embedder it was built with",
     "graph_method": "how its graph joins names",
     "saves_to_folder": "how its changes last",
-    "reranker": "the reranker its searches use",
     "fusion": "hybrid search's fusion settings",
     "document_count": "a count of the whole knowledge base, not of the view",
     "graph_size": "a count of the whole graph, not of the view",
@@ -46,7 +75,7 @@ class RestrictedView:
     (KnowledgeBase.restricted). Filters that are a scope (`scopes`: an API key's) keep its term
     weights to their chunks as well. What it offers is OFFERED, no more."""
 
-    def __init__(self, kb: KnowledgeBaseBackend, filters: list[dict], scopes: list[dict] | None = None) -> None:
+    def __init__(self, kb: Viewed, filters: list[dict], scopes: list[dict] | None = None) -> None:
         self._kb, self._filters, self._scopes = kb, filters, scopes or []
 
     def __getattr__(self, name: str) -> NoReturn:
@@ -76,11 +105,6 @@ class RestrictedView:
     def saves_to_folder(self) -> bool:
         """How the knowledge base's changes last (KnowledgeBaseBackend)."""
         return self._kb.saves_to_folder
-
-    @property
-    def reranker(self) -> object:
-        """The reranker the knowledge base's searches use."""
-        return self._kb.reranker  # not in the protocol: a backend of one's own may lack it
 
     @property
     def fusion(self) -> tuple[str, float]:

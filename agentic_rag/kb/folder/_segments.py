@@ -61,9 +61,6 @@ class SegmentPersistence:
 
         def __init__(self, embedder: Embedder | None = None, config: Config | IndexConfig | SearchConfig | None = None,
                      reranker: Reranker | None = None, extract_triples=None, graph_method: str | None = None): ...
-        def __len__(self) -> int: ...
-        @property
-        def graph_size(self) -> tuple[int, int]: ...
         def _new_vector_index(self) -> VectorIndex: ...
         def _delete_rows(self, rows: list[int]) -> None: ...
 
@@ -104,8 +101,8 @@ class SegmentPersistence:
                 "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
                 "tokenizer": TOKENIZER_SETTINGS, "graph": self.graph_method,
                 "chunking": {"size": self.config.index.chunk_size, "overlap": self.config.index.chunk_overlap},
-                "counts": {"documents": len(self._docs), "chunks": len(self), "rows": rows,
-                           "graph_nodes": self.graph_size[0], "graph_edges": self.graph_size[1]},
+                "counts": {"documents": len(self._docs), "chunks": self._bm25.size, "rows": rows,
+                           "graph_nodes": len(self._graph.adjacent), "graph_edges": len(self._graph)},
             }
             if full or saved is None:  # (full when nothing was saved: said twice for the type checker)
                 writers = self._full_writers()

@@ -208,7 +208,7 @@ class KnowledgeGraph:
 
     def walk(self, starts: list[str], hops: int = 2, limit: int = NEIGHBOURS) -> dict[int, tuple[int, list[str]]]:
         """Chunk rows behind the edges within `hops` of the start nodes: row -> (hop, path of names)."""
-        return walk(self._neighbours, lambda pairs: [self._step(*pair) for pair in pairs],
+        return walk(self.neighbours, self.steps,
                     {s: self.labels[s] for s in starts if s in self.adjacent}, hops, limit)
 
     def rows_of(self, nodes: list[str]) -> dict[str, set[int]]:
@@ -220,9 +220,14 @@ class KnowledgeGraph:
         """The nodes each row's edges join (a PageRank walk's `nodes_of`)."""
         return {row: self.row_nodes[row] for row in rows if row in self.row_nodes}
 
-    def _neighbours(self, nodes: list[str]) -> dict[str, list[tuple[str, set[int]]]]:
+    def neighbours(self, nodes: list[str]) -> dict[str, list[tuple[str, set[int]]]]:
+        """Each node's neighbours with the rows behind the edge to each (a walk's `neighbours`)."""
         return {node: [(other, self.edges[_pair(node, other)]) for other in self.adjacent[node]]
                 for node in nodes}
+
+    def steps(self, pairs: list[tuple[str, str]]) -> list[str]:
+        """The name each (node, other) step adds to a path (a walk's `steps`)."""
+        return [self._step(*pair) for pair in pairs]
 
     def _step(self, node: str, other: str) -> str:
         relation = self.relations.get(_pair(node, other))

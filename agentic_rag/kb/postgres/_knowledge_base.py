@@ -11,8 +11,9 @@ edges (the knowledge graph). BM25 is computed in SQL with the embedded index's f
 dimensions: e5's 384 yes, the hashing embedder's 2,048 no: those are searched by an exact scan); a
 filtered vector search always scans exactly the rows the filter keeps, so it returns k hits however
 few rows pass (pgvector 0.6 has no iterative index scans), and so does any search of fewer than
-exact_search_below rows. Search (plan, fusion, rerank) and graph ranking are the embedded knowledge
-base's own code (kb/_search, _graph.walk); only the retrievers are SQL (postgres/_search). An option
+exact_search_below rows. Every read (search's plan, fusion and rerank; graph and PageRank search)
+is the engine's (kb/_engine), the same code as the embedded knowledge base's, over this store's
+snapshot (_snapshot: one transaction, the SQL of _search). An option
 pgvector cannot honour (a seed, reuse_from) is refused when set, not ignored.
 
 This module is the class: its connections, the schema's checks and migrations, one transaction
@@ -26,34 +27,20 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from ...core._config import Config, IndexConfig, SearchConfig, as_config
 from ...core._errors import ConfigurationError, ConnectionLost, RetrievalError
-from ...text._tokenize import tokenize
-from .._hit import Hit
+from .._engine import Engine
 from .._records import ADD_BATCH, AddResult, batches, check_built_with, chunk_records
-from .._search import Retrievers, check_graph_arguments, fusion_of, pagerank_seeds, search_with
-from .._views import RestrictedView
-from ..embedders._embedders import Embedder, EmbedProgress, embed_query, embedder_trait, make_embedder
-from ..indexes._filters import check_filters
+from ..embedders._embedders import Embedder, EmbedProgress, embedder_trait, make_embedder
 from ..indexes._rerank import LexicalReranker, Reranker
 from ..ingestion._documents import Document
 from ._connections import Busy, NoConnection, Servers, split_url
 from ._errors import data_error, first_line, foreign_schema, no_right, safe_url
-from ._search import (
-    bm25_given,
-    bm25_rows,
-    graph_hits,
-    hits_of,
-    idf_of,
-    idf_within,
-    pagerank_hits,
-    vector_rows,
-    where_sql,
-)
+from ._snapshot import PostgresStore
 from ._sql import (
     check_index_settings,
     copy_batch,
@@ -89,7 +76,7 @@ def _psycopg():
     return psycopg, register_vector
 
 
-class PostgresKnowledgeBase:
+class PostgresKnowledgeBase(Engine):
     """The knowledge base in PostgreSQL: the embedded KnowledgeBase's interface (add, replace and
     delete documents; hybrid, BM25 and vector search with filters; graph search; term weights),
     safe to use from several threads, processes and hosts at once."""
@@ -119,6 +106,7 @@ class PostgresKnowledgeBase:
             self._servers = Servers(self.url, options, self._configure)
             self._servers.wrote(db)  # the schema as made or migrated: replicas serve once they have it
         self.graph_method = "names"
+        self.store = PostgresStore(self)
 
     # -- connections and the schema ----------------------------------------------------------------
 
@@ -297,127 +285,16 @@ class PostgresKnowledgeBase:
             logging.getLogger(__name__).warning("could not VACUUM %s after a bulk add (%s): searches are slower "
                                                 "until autovacuum does", safe_url(self.url), first_line(exc))
 
-    def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None,
-                       every_member: bool = False) -> list[str]:
-        """Which of these document ids the knowledge base holds, in the order given, once each; with
-        `filters`, only those with a chunk the filters keep (with `every_member`, a list value only
-        when each of its members matches: where_sql)."""
-        wanted = list(dict.fromkeys(doc_ids))
-        if filters:
-            where, arguments = where_sql(check_filters(filters), every_member)
-            query, values = f"SELECT DISTINCT c.doc_id FROM ar_chunks c WHERE c.doc_id = ANY(%s){where}", \
-                [wanted, *arguments]
-        else:
-            query, values = "SELECT id FROM ar_documents WHERE id = ANY(%s)", [wanted]
-        held = {row[0] for row in self._read(lambda db: db.execute(query, values).fetchall())}
-        return [doc_id for doc_id in wanted if doc_id in held]
-
     def delete_documents(self, doc_ids: Iterable[str]) -> int:
         """Remove documents and all their chunks in one transaction; returns how many were found."""
         wanted = list(dict.fromkeys(doc_ids))
         return self._write(lambda db: remove(db, wanted), "the document ids")
 
-    # -- reads -------------------------------------------------------------------------------------
-
-    def __len__(self) -> int:
-        return int(self._read(lambda db: db.execute("SELECT n FROM ar_stats").fetchone()[0]))
-
-    @property
-    def document_count(self) -> int:
-        return int(self._read(lambda db: db.execute("SELECT count(*) FROM ar_documents").fetchone()[0]))
+    # -- reads are the engine's (kb/_engine), over PostgresStore; what is left is this store's own ----
 
     def generation(self, directory=None) -> str:
         """A counter every write moves on."""
         return f"pg-{self._read(lambda db: db.execute('SELECT generation FROM ar_stats').fetchone()[0]):06d}"
-
-    @property
-    def fusion(self) -> tuple[str, float]:
-        """Hybrid search's (fusion method, vector weight), as KnowledgeBase.fusion."""
-        return fusion_of(self.embedder, self.config.search)
-
-    def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
-               rerank: bool | None = None) -> list[Hit]:
-        """The k best chunks for the query; each hit records its rank in each retriever."""
-        return search_with(self, self._retrievers, query, k, mode, filters, rerank)
-
-    @property
-    def _retrievers(self) -> Retrievers:
-        """BM25 and vectors in SQL, in one snapshot (search_with's plan, fusion and rerank are every backend's)."""
-        def retrieve(db, plan, tokens, vector):
-            where, arguments = where_sql(plan.filters)
-            found = {}
-            if "bm25" in plan.use:
-                found["bm25"] = bm25_rows(db, tokens, plan.depth, where, arguments, self.config.search)
-            if "vector" in plan.use:
-                found["vector"] = vector_rows(db, vector, plan.depth, where, arguments, bool(plan.filters),
-                                              self.embedder, self.config)
-            return found
-
-        return Retrievers(self._read, lambda db: db.execute("SELECT n FROM ar_stats").fetchone()[0], retrieve,
-                          hits_of, idf_of)
-
-    def term_weights(self, text: str, filters: Sequence[dict] = ()) -> dict[str, float]:
-        """BM25 idf of each distinct token of `text` that the knowledge base holds; with `filters`
-        (every one must hold), among the chunks they keep: a term only other chunks hold is absent."""
-        terms = list(dict.fromkeys(tokenize(text)))
-        if not terms:
-            return {}
-        if not filters:
-            return self._read(lambda db: idf_of(db, terms))
-        where, arguments = "", list[object]()
-        for conditions in filters:
-            more, values = where_sql(check_filters(conditions))
-            where, arguments = where + more, arguments + values
-        return self._read(lambda db: idf_within(db, terms, where, arguments))
-
-    def bm25_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
-        """The BM25 score of each given chunk for `query`."""
-        terms = list(dict.fromkeys(tokenize(query)))
-        if not terms or not chunk_ids:
-            return {}
-
-        def run(db):
-            ids = dict(db.execute("SELECT row, chunk_id FROM ar_chunks WHERE chunk_id = ANY(%s)",
-                                  (list(chunk_ids),)).fetchall())
-            scores = bm25_given(db, terms, list(ids), self.config.search)
-            return {ids[row]: scores.get(row, 0.0) for row in ids}
-
-        return self._read(run)
-
-    def vector_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
-        """The cosine similarity of each given chunk's vector to the query's."""
-        if not chunk_ids:
-            return {}
-        vector = embed_query(self.embedder, query)
-        return self._read(lambda db: {chunk_id: float(s) for chunk_id, s in db.execute(
-            "SELECT chunk_id, 1 - (embedding <=> %s) FROM ar_chunks WHERE chunk_id = ANY(%s)",
-            (vector, list(chunk_ids))).fetchall()})
-
-    def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
-        """Chunks behind the graph edges within `hops` of the names in the query, ranked as the
-        embedded knowledge base ranks them (walk, graph_ranking), one query per hop."""
-        check_graph_arguments(k, hops)
-        return self._read(lambda db: graph_hits(db, query, k, hops, self.config.search))
-
-    def pagerank_search(self, query: str, k: int = 8, seeds: dict[str, float] | None = None,
-                        hops: int = 2) -> list[Hit]:
-        """The k chunks personalized PageRank ranks first, as the embedded knowledge base ranks
-        them (_graph.pagerank), the graph read a ring at a time (two queries a ring)."""
-        check_graph_arguments(k, hops)
-        seeds = pagerank_seeds(self, query, seeds)
-        return self._read(lambda db: pagerank_hits(db, query, k, hops, seeds, self.config.search.rrf_k))
-
-    @property
-    def graph_size(self) -> tuple[int, int]:
-        """(nodes, edges) of the knowledge graph."""
-        return self._read(lambda db: db.execute(
-            "SELECT (SELECT count(*) FROM (SELECT a FROM ar_edges UNION SELECT b FROM ar_edges) n), "
-            "(SELECT count(*) FROM (SELECT DISTINCT a, b FROM ar_edges) e)").fetchone())
-
-    def restricted(self, filters: dict, scope: bool = False) -> RestrictedView:
-        """This knowledge base with every search kept to `filters` (as KnowledgeBase.restricted)."""
-        checked = check_filters(filters)
-        return RestrictedView(self, [checked], [checked] if scope else [])
 
     def save(self, *args, **kwargs) -> None:
         """Nothing to do: every write was committed in its own transaction."""

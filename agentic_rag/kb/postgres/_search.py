@@ -1,20 +1,18 @@
 """The PostgreSQL knowledge base's retrievers in SQL, as functions of a connection (the class in
 _knowledge_base runs them in one read-only snapshot): filters as SQL conditions, BM25 with the embedded
 index's formula, cosine similarity through the HNSW index or an exact scan, the hits' rows, idf,
-and graph search: the nodes a query names, each node's neighbours and the names on a path, walked
-and ranked by the embedded knowledge base's own code (_graph.walk, _search.graph_ranking)."""
+and the graph: the nodes a query names, each node's neighbours, the names on a path and the rows
+and nodes PageRank walks, which the engine (kb/_engine) walks and ranks as every store's."""
 from __future__ import annotations
 
 import numpy as np
 
 from ...core._config import Config, SearchConfig
 from ...text._names import names
-from ...text._tokenize import tokenize
 from .._hit import Hit
-from .._search import graph_ranking, pagerank_ranking
 from ..embedders._embedders import Embedder, embedder_trait
 from ..indexes._bm25 import bm25_idf
-from ..indexes._graph import HUB_ROWS, node_key, walk
+from ..indexes._graph import HUB_ROWS, node_key
 from ._pruned import SPARSE_DEEPEST, pruned_top
 from ._sql import bound_sql, indexed
 
@@ -252,31 +250,6 @@ def idf_within(db, terms: list[str], where: str, arguments: list) -> dict[str, f
 
 
 # -- graph search ----------------------------------------------------------------------------------
-
-
-def graph_hits(db, query: str, k: int, hops: int, search: SearchConfig) -> list[Hit]:
-    """The chunks behind the edges within `hops` of the names in the query, ranked as the embedded
-    knowledge base ranks them (walk, graph_ranking), one query per hop."""
-    starts = start_nodes(db, query)
-    found = walk(lambda nodes: neighbours(db, nodes), lambda pairs: path_names(db, pairs),
-                 dict(zip(starts, path_names(db, [(None, key) for key in starts]), strict=True)), hops)
-    rows = list(found)
-    scores = dict.fromkeys(rows, 0.0)
-    scores.update(bm25_given(db, tokenize(query), rows, search))
-    ranked = graph_ranking(found, scores, k)
-    hits = hits_of(db, [(row, score, ranks) for row, score, ranks, _ in ranked])
-    return [h.model_copy(update={"path": path}) for h, (_, _, _, path) in zip(hits, ranked, strict=True)]
-
-
-def pagerank_hits(db, query: str, k: int, hops: int, seeds: dict[str, float], rrf_k: int) -> list[Hit]:
-    """The k chunks personalized PageRank from the query's names and the seed chunks ranks first,
-    fused with the seeds' ranking, as the embedded knowledge base ranks them (pagerank_ranking)."""
-    held = {row: (text, seeds[c]) for c, row, text in db.execute(
-        "SELECT chunk_id, row, text FROM ar_chunks WHERE chunk_id = ANY(%s)", (list(seeds),)).fetchall()}
-    starts = start_nodes(db, query)
-    labels = dict(zip(starts, path_names(db, [(None, key) for key in starts]), strict=True))
-    return hits_of(db, pagerank_ranking(query, labels, held, lambda nodes: rows_naming(db, nodes),
-                                        lambda rows: nodes_in(db, rows), hops, k, rrf_k))
 
 
 def rows_naming(db, nodes: list[str]) -> dict[str, list[int]]:
