@@ -1,8 +1,9 @@
-"""What every knowledge-base backend promises, run on each of them (the embedded KnowledgeBase and
-PostgresKnowledgeBase against a real PostgreSQL) through one parametrized fixture: documents added,
+"""What every knowledge-base backend promises, run on each store (the memory store, the reference
+of the store port; the folder store's KnowledgeBase; PostgresKnowledgeBase against a real
+PostgreSQL) through one parametrized fixture: documents added,
 replaced by id, skipped when unchanged and deleted; every search mode; filters of every kind;
 graph search and its ranking; term weights and BM25 scores; restricted views; the errors; and the
-add's memory bound. A behaviour tested here holds on both backends or fails on the one that drifted.
+add's memory bound. A behaviour tested here holds on every store or fails on the one that drifted.
 Where the two are compared directly (a real dev corpus), the full ranked lists must be equal."""
 import json
 from itertools import islice
@@ -12,18 +13,27 @@ import pytest
 
 from agentic_rag import Config, ConfigurationError, HashingEmbedder, KnowledgeBase, RetrievalError, SearchConfig
 from agentic_rag.eval.postgres_parity import new_database
-from agentic_rag.kb import ADD_BATCH, Document, KnowledgeBaseBackend, LexicalReranker, PostgresKnowledgeBase
+from agentic_rag.kb import (
+    ADD_BATCH,
+    Document,
+    KnowledgeBaseBackend,
+    LexicalReranker,
+    MemoryKnowledgeBase,
+    PostgresKnowledgeBase,
+)
 from helpers import SHARED_DATA, TINY
 
 BACKENDS = ["embedded", "postgres"]
 # the fixture asks for pg_url only inside (getfixturevalue), which the tier rules cannot see: the mark says it
-BACKEND_PARAMS = ["embedded", pytest.param("postgres", marks=pytest.mark.postgres)]
+BACKEND_PARAMS = ["memory", "embedded", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 def _maker(name: str, url: str | None, opened: list):
     """make(embedder=None, config=None): a new, empty knowledge base of backend `name` (in PostgreSQL
     the first in `url`'s database, each later one in a database of its own)."""
     def make(embedder=None, config=None):
+        if name == "memory":
+            return MemoryKnowledgeBase(embedder, config)
         if name == "embedded":
             return KnowledgeBase(embedder, config)
         kb = PostgresKnowledgeBase(new_database(url, "c") if opened else url, embedder, config)

@@ -16,6 +16,7 @@ from ..text._tokenize import tokenize
 from ._hit import Hit
 from ._layout import MANIFEST as MANIFEST
 from ._layout import check_not_in_segment as check_not_in_segment
+from ._memory import MemoryKnowledgeBase as MemoryKnowledgeBase
 from ._open import check_address as check_address
 from ._open import open_kb
 from ._open import saved_embedder as saved_embedder
