@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..core._config import Config
 from ._hit import Hit
+from ._records import AddResult
+
+if TYPE_CHECKING:
+    from ._views import RestrictedView
 from .embedders._embedders import Embedder
 from .ingestion._documents import Document
 
@@ -25,8 +29,11 @@ class KnowledgeBaseBackend(Protocol):
     # load to save (the embedded one); False: every change is committed as it is made (a database)
     saves_to_folder: bool
 
-    def add_documents(self, documents: Iterable[Document], progress: bool = False, reuse_from=()):
-        """Index documents; a known id with changed content replaces that document's chunks (AddResult)."""
+    def add_documents(self, documents: Iterable[Document], progress: bool = False,
+                      reuse_from: Any = ()) -> AddResult:
+        """Index documents; a known id with changed content replaces that document's chunks (AddResult).
+        `reuse_from`: saved folders whose vectors may be copied (Any: a backend may take more keywords,
+        as KnowledgeBase's embedding_cache, which callers pass by name)."""
 
     def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None,
                        every_member: bool = False) -> list[str]:
@@ -56,7 +63,7 @@ class KnowledgeBaseBackend(Protocol):
     def vector_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
         """The cosine similarity of each given chunk's vector to the query's."""
 
-    def restricted(self, filters: dict, scope: bool = False):
+    def restricted(self, filters: dict, scope: bool = False) -> RestrictedView:
         """A view whose searches keep to `filters`; with `scope`, its term weights too."""
 
     def save(self, directory: str | Path, compact: bool = False) -> Path | None:

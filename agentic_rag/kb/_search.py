@@ -4,16 +4,27 @@ PageRank's seeds and ranking. The engine (_engine) runs them over a store's snap
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..core._config import SEARCH_MODES, SearchConfig
 from ..core._errors import ConfigurationError
+from ._hit import Hit
 from .embedders._embedders import Embedder, embedder_trait
 from .indexes._filters import check_filters
 from .indexes._fusion import reciprocal_rank_fusion, score_fusion
 from .indexes._graph import pagerank, seed_names
 
 Ranked = list[tuple[int, float]]  # (row, score), best first
+
+
+class Searchable(Protocol):
+    """What seeding a PageRank walk asks of a knowledge base or a view of one: its size and its search."""
+
+    def __len__(self) -> int: ...
+    def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
+               rerank: bool | None = None) -> list[Hit]: ...
 
 
 def fusion_of(embedder: Embedder, search: SearchConfig) -> tuple[str, float]:
@@ -59,13 +70,13 @@ class SearchPlan:
         return fused
 
 
-def check_k(k) -> None:
+def check_k(k: object) -> None:
     """Refuse a search's k that is not a whole number of hits (>= 1); True is not one."""
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ConfigurationError(f"k = {k!r}; ask for at least one hit (k, a whole number >= 1)")
 
 
-def check_graph_arguments(k, hops) -> None:
+def check_graph_arguments(k: object, hops: object) -> None:
     """Refuse a graph search's k that is not a whole number of hits (>= 1), or hops not a whole number (>= 0)."""
     check_k(k)
     if not isinstance(hops, int) or isinstance(hops, bool) or hops < 0:
@@ -76,7 +87,7 @@ def check_graph_arguments(k, hops) -> None:
 PASSAGE_SEEDS = 8  # the query's best hybrid-search hits that seed a PageRank walk given no seeds
 
 
-def pagerank_seeds(kb, query: str, seeds: dict[str, float] | None) -> dict[str, float]:
+def pagerank_seeds(kb: Searchable, query: str, seeds: dict[str, float] | None) -> dict[str, float]:
     """A PageRank walk's seed chunks (chunk id -> weight): those given, checked and scaled to the
     largest, else the query's PASSAGE_SEEDS best hybrid-search hits of `kb`, weighted one over their
     rank (none when it is empty)."""
@@ -93,8 +104,10 @@ def pagerank_seeds(kb, query: str, seeds: dict[str, float] | None) -> dict[str, 
     return {c: w / top if top > 0 else 0.0 for c, w in weights.items()}
 
 
-def pagerank_ranking(query: str, starts: dict[str, str], held: dict[int, tuple[str, float]], rows_of, nodes_of,
-                     hops: int, k: int, rrf_k: int) -> list[tuple[int, float, dict[str, int]]]:
+def pagerank_ranking(query: str, starts: dict[str, str], held: dict[int, tuple[str, float]],
+                     rows_of: Callable[[list[str]], Mapping[str, Collection[int]]],
+                     nodes_of: Callable[[list[int]], Mapping[int, Collection[str]]], hops: int, k: int,
+                     rrf_k: int) -> list[tuple[int, float, dict[str, int]]]:
     """How every backend ranks by PageRank: the k best rows of the walk (_graph.pagerank) from the
     query's nodes (`starts`, key -> name as the graph first wrote it), the seed rows (`held`, row ->
     (text, weight)) and their names (_graph.seed_names), fused by reciprocal rank with the ranking of
@@ -109,7 +122,8 @@ def pagerank_ranking(query: str, starts: dict[str, str], held: dict[int, tuple[s
     return reciprocal_rank_fusion({"pagerank": [row for row, _ in ranked], "seeds": order}, {}, rrf_k)[:k]
 
 
-def graph_ranking(found: dict[int, tuple[int, list[str]]], scores, k: int) -> list[tuple[int, float, dict, list]]:
+def graph_ranking(found: dict[int, tuple[int, list[str]]], scores: Mapping[int, float],
+                  k: int) -> list[tuple[int, float, dict[str, int], list[str]]]:
     """The k best rows a graph walk found (row -> (hop, path)): nearest first, then by BM25 score
     for the query (`scores[row]`), then by row; as (row, score 1/hop, ranks, path)."""
     order = sorted(found, key=lambda row: (found[row][0], -scores[row], row))[:k]

@@ -26,7 +26,7 @@ from ..embedders._embedders import (
     make_embedder,
 )
 from ..indexes._bm25 import BM25, batch_postings
-from ..indexes._graph import KnowledgeGraph
+from ..indexes._graph import KnowledgeGraph, TripleExtractor
 from ..indexes._rerank import LexicalReranker, Reranker
 from ..indexes._vectors import VectorIndex, vector_index
 from ..ingestion._documents import Document
@@ -54,7 +54,8 @@ class KnowledgeBase(SegmentPersistence, Engine):
     saves_to_folder = True  # its changes last once save(folder) writes them (KnowledgeBaseBackend)
 
     def __init__(self, embedder: Embedder | None = None, config: Config | IndexConfig | SearchConfig | None = None,
-                 reranker: Reranker | None = None, extract_triples=None, graph_method: str | None = None):
+                 reranker: Reranker | None = None, extract_triples: TripleExtractor | None = None,
+                 graph_method: str | None = None) -> None:
         self.config = as_config(config)  # a layer alone: the others take their defaults
         self.embedder = embedder or make_embedder("hashing")
         self.reranker = reranker or LexicalReranker()

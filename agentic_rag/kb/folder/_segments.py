@@ -20,7 +20,7 @@ from ..embedders._embedders import Embedder, content_key, embedder_trait
 from ..indexes._bm25 import BM25
 from ..indexes._checks import check_bm25, check_bm25_arrays, check_graph, check_vocab
 from ..indexes._csr import write_npz
-from ..indexes._graph import KnowledgeGraph
+from ..indexes._graph import KnowledgeGraph, TripleExtractor
 from ..indexes._rerank import Reranker
 from ..indexes._vectors import load_vectors, saved_arrays, vector_index
 from . import _store as store
@@ -60,7 +60,8 @@ class SegmentPersistence:
         _base_rows: int
 
         def __init__(self, embedder: Embedder | None = None, config: Config | IndexConfig | SearchConfig | None = None,
-                     reranker: Reranker | None = None, extract_triples=None, graph_method: str | None = None): ...
+                     reranker: Reranker | None = None, extract_triples: TripleExtractor | None = None,
+                     graph_method: str | None = None) -> None: ...
         def _new_vector_index(self) -> VectorIndex: ...
         def _delete_rows(self, rows: list[int]) -> None: ...
 
@@ -158,7 +159,7 @@ class SegmentPersistence:
     @classmethod
     def load(cls: type[Loaded], directory: str | Path, embedder: Embedder | None = None,
              config: Config | IndexConfig | SearchConfig | None = None, reranker: Reranker | None = None,
-             extract_triples=None) -> Loaded:
+             extract_triples: TripleExtractor | None = None) -> Loaded:
         """Open a saved knowledge base; the embedder must match the one it was built with, and the
         config's chunking the one it was chunked with (a SearchConfig or None takes the saved chunking)."""
         directory = Path(directory)

@@ -11,6 +11,7 @@ import ctypes
 import os
 import stat
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from ...core._errors import ConfigurationError
@@ -45,7 +46,7 @@ def inside(path: Path | str, root: str) -> str:
     return real
 
 
-def listed(paths, suffixes: tuple[str, ...], skipped: list,
+def listed(paths: str | Path | Iterable[str | os.PathLike], suffixes: tuple[str, ...], skipped: list,
            compressed: tuple[str, ...] = ()) -> list[tuple[Path, str, str]]:
     """Each file of a suffix given under the paths given, or gzipped (NAME.pdf.gz) when its inner
     suffix is one of `compressed`: (path, its id, the real path of the folder it must stay inside).

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ...core._config import Config, IndexConfig, SearchConfig, as_config
 from ...core._errors import ConfigurationError, ConnectionLost, RetrievalError
@@ -42,6 +43,7 @@ from ._connections import Busy, NoConnection, Servers, split_url
 from ._errors import data_error, first_line, foreign_schema, no_right, safe_url
 from ._snapshot import PostgresStore
 from ._sql import (
+    Connection,
     check_index_settings,
     copy_batch,
     create_schema,
@@ -62,10 +64,11 @@ MIGRATIONS: dict = {
     # 3: BM25 and sparse vectors are searched by a pruned top k, which reads postings in bound order
     3: to_schema_3,
 }
+T = TypeVar("T")
 BULK_ROWS = 5_000  # a batch this large (and larger than the rows held) rebuilds the HNSW index after it
 
 
-def _psycopg():
+def _psycopg() -> tuple[Any, Callable[[Connection], None]]:
     try:
         import psycopg
         import psycopg_pool  # noqa: F401  (the pools of connections, _connections)
@@ -110,12 +113,12 @@ class PostgresKnowledgeBase(Engine):
 
     # -- connections and the schema ----------------------------------------------------------------
 
-    def _configure(self, db) -> None:
+    def _configure(self, db: Connection) -> None:
         """A new pooled connection: pgvector's type registered, left idle."""
         self._register(db)
         db.commit()
 
-    def _meta(self, db) -> dict | None:
+    def _meta(self, db: Connection) -> dict | None:
         exists = db.execute("SELECT to_regclass('ar_meta') IS NOT NULL").fetchone()[0]
         try:
             meta = dict(db.execute("SELECT key, value FROM ar_meta").fetchall()) if exists else {}
@@ -125,7 +128,8 @@ class PostgresKnowledgeBase(Engine):
         db.commit()
         return meta or None
 
-    def _check(self, db, meta: dict, embedder: Embedder | None, config) -> Embedder:
+    def _check(self, db: Connection, meta: dict, embedder: Embedder | None,
+               config: Config | IndexConfig | SearchConfig | None) -> Embedder:
         """The embedder the database was built with; a newer schema or other settings are clear errors."""
         version = meta.get("schema_version")
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
@@ -141,7 +145,7 @@ class PostgresKnowledgeBase(Engine):
             self._migrate(db, embedder)
         return embedder
 
-    def _migrate(self, db, embedder: Embedder) -> None:
+    def _migrate(self, db: Connection, embedder: Embedder) -> None:
         """Bring an older schema up to this version, one step at a time, in one transaction."""
         import psycopg
 
@@ -170,7 +174,8 @@ class PostgresKnowledgeBase(Engine):
         except (errors.UndefinedTable, errors.UndefinedColumn, errors.UndefinedFunction) as exc:
             raise foreign_schema(self.url, first_line(exc)) from None
 
-    def _read(self, work, given: str = "the query, the filters and the document ids"):
+    def _read(self, work: Callable[[Connection], T],
+              given: str = "the query, the filters and the document ids") -> T:
         """Run `work(connection)` in one read-only snapshot (REPEATABLE READ: every statement of a
         search sees the same committed state, never one writer's change between two of them), on a
         read replica where one can serve it (Servers.reader); a dropped connection is retried once."""
@@ -185,8 +190,10 @@ class PostgresKnowledgeBase(Engine):
                 if attempt == 2:
                     raise ConnectionLost(f"the connection to {safe_url(self.url)} dropped: {first_line(exc)}; "
                                          f"check the server and retry") from None
+        raise AssertionError("not reached: the second attempt returns or raises")
 
-    def _write(self, work, given: str = "the documents (text, titles, metadata, ids)"):
+    def _write(self, work: Callable[[Connection], T],
+               given: str = "the documents (text, titles, metadata, ids)") -> T:
         """Run `work(connection)` in one write transaction on the primary, serialised with every other
         writer on the stats row. A connection that dropped before the commit is retried once (nothing
         was written); one that dropped during the commit is reported: the write may or may not have
@@ -214,6 +221,7 @@ class PostgresKnowledgeBase(Engine):
                     raise ConnectionLost(f"the connection to {safe_url(self.url)} dropped during a write, before "
                                          f"its commit: {first_line(exc)}; nothing of it was written: check the "
                                          f"server and retry") from None
+        raise AssertionError("not reached: the second attempt returns or raises")
 
     def _unreachable(self, exc: NoConnection, writing: bool) -> ConnectionLost:
         """No connection to the primary within the pool's timeout: it was reached before, and may come back
@@ -226,7 +234,8 @@ class PostgresKnowledgeBase(Engine):
 
     # -- writes ------------------------------------------------------------------------------------
 
-    def add_documents(self, documents: Iterable[Document], progress: bool = False, reuse_from=()) -> AddResult:
+    def add_documents(self, documents: Iterable[Document], progress: bool = False,
+                      reuse_from: Iterable[str | Path] | str | Path = ()) -> AddResult:
         """Index documents in one transaction; a known id with changed content replaces its chunks.
         Chunks are embedded and written ADD_BATCH at a time, so the add's memory is bounded by a batch."""
         if [reuse_from] if isinstance(reuse_from, (str, Path)) else list(reuse_from):
@@ -238,7 +247,7 @@ class PostgresKnowledgeBase(Engine):
         todo = [d for d in latest.values() if hashes.get(d.id) != d.content_hash()]
         total = sum(1 for _ in chunk_records(todo, self.config.index))  # decides the index rebuild, before any write
 
-        def write(db) -> AddResult:
+        def write(db: Connection) -> AddResult:
             result = AddResult(unchanged=len(latest) - len(todo), chunks=total)
             # which ids exist is read again under the writers' lock: another writer may have added one since
             replaced = [r[0] for r in db.execute("SELECT id FROM ar_documents WHERE id = ANY(%s)",
@@ -292,11 +301,11 @@ class PostgresKnowledgeBase(Engine):
 
     # -- reads are the engine's (kb/_engine), over PostgresStore; what is left is this store's own ----
 
-    def generation(self, directory=None) -> str:
+    def generation(self, directory: str | Path | None = None) -> str:
         """A counter every write moves on."""
         return f"pg-{self._read(lambda db: db.execute('SELECT generation FROM ar_stats').fetchone()[0]):06d}"
 
-    def save(self, *args, **kwargs) -> None:
+    def save(self, *args: object, **kwargs: object) -> None:
         """Nothing to do: every write was committed in its own transaction."""
 
     def close(self) -> None:
