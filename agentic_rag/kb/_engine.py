@@ -1,8 +1,8 @@
 """The knowledge-base engine: every read a knowledge base offers (hybrid, BM25 and vector search;
 graph and PageRank search; term weights; scores of given chunks; which documents are held; its
-sizes; restricted views), written once over the store port (_port). KnowledgeBase (kb/folder),
-PostgresKnowledgeBase (kb/postgres) and MemoryKnowledgeBase (_memory) are this engine over their
-store, each adding its own writes and how they last."""
+sizes; restricted views) and deletes, written once over the store port (_port). KnowledgeBase
+(kb/folder), PostgresKnowledgeBase (kb/postgres) and MemoryKnowledgeBase (_memory) are this engine
+over their store, each adding its own adds and how its changes last."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -149,6 +149,10 @@ class Engine(ABC):
         checked = check_filters(filters) if filters else None
         wanted = list(dict.fromkeys(doc_ids))
         return self.store.read(lambda s: s.held_documents(wanted, checked, every_member))
+
+    def delete_documents(self, doc_ids: Iterable[str]) -> int:
+        """Remove documents and all their chunks; returns how many were found."""
+        return self.store.delete(list(dict.fromkeys(doc_ids)))
 
     def restricted(self, filters: dict, scope: bool = False) -> RestrictedView:
         """This knowledge base as a run sees it when only chunks matching `filters` may be used: every

@@ -56,7 +56,7 @@ class MemoryStore(Store):
             self.graph.add(row, chunk["title"], chunk["text"])
         self.changes += 1
 
-    def delete(self, doc_ids: Iterable[str]) -> int:
+    def delete(self, doc_ids: list[str]) -> int:
         """Drop documents and their chunks; how many were held."""
         found = [doc_id for doc_id in dict.fromkeys(doc_ids) if doc_id in self.docs]
         for doc_id in found:
@@ -208,7 +208,7 @@ class MemoryKnowledgeBase(Engine):
         latest = {doc.id: doc for doc in documents}
         todo = [d for d in latest.values() if self.store.docs.get(d.id, {}).get("hash") != d.content_hash()]
         result = AddResult(unchanged=len(latest) - len(todo))
-        result.replaced = self.store.delete(d.id for d in todo)
+        result.replaced = self.store.delete([d.id for d in todo])
         result.added = len(todo) - result.replaced
         for doc in todo:
             chunks = list(chunk_records([doc], self.config.index))
@@ -217,10 +217,6 @@ class MemoryKnowledgeBase(Engine):
                            np.concatenate(vectors) if vectors else np.zeros((0, self.embedder.dimension), np.float32))
             result.chunks += len(chunks)
         return result
-
-    def delete_documents(self, doc_ids: Iterable[str]) -> int:
-        """Remove documents and their chunks; how many were found."""
-        return self.store.delete(doc_ids)
 
     def generation(self, directory: str | Path | None = None) -> str:
         """A counter every write that changes something moves on (`directory` unused)."""

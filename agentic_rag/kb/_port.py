@@ -103,8 +103,14 @@ class Snapshot(ABC):
 
 
 class Store(ABC):
-    """Where a knowledge base's chunks live, as the engine reads them."""
+    """Where a knowledge base's chunks live, as the engine reads them and deletes from them (adds
+    are each store's own: how a batch is embedded and written differs by store)."""
 
     @abstractmethod
     def read(self, work: Callable[[Snapshot], T]) -> T:
         """`work` run on one consistent snapshot; its result."""
+
+    @abstractmethod
+    def delete(self, doc_ids: list[str]) -> int:
+        """Remove the (distinct) documents and their chunks as one change, made as the store makes its
+        changes (in memory under its write lock, or one committed transaction); how many were held."""

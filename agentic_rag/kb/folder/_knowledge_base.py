@@ -190,15 +190,6 @@ class KnowledgeBase(SegmentPersistence, Engine):
                                      if c is not None}
         return self._rows_by_content
 
-    def delete_documents(self, doc_ids: Iterable[str]) -> int:
-        """Remove documents and all their chunks; returns how many were found."""
-        with self._writer, self._lock.write():
-            found = [doc_id for doc_id in dict.fromkeys(doc_ids) if doc_id in self._docs]
-            for doc_id in found:
-                self._delete_rows(self._docs.pop(doc_id)["rows"])
-            self._changed_docs += found
-            return len(found)
-
     def _delete_rows(self, rows: list[int]) -> None:
         self._bm25.delete(rows)
         self._vectors.delete(rows)

@@ -29,6 +29,17 @@ class FolderStore(Store):
         with kb._lock.read():
             return work(IndexSnapshot(kb))
 
+    def delete(self, doc_ids: list[str]) -> int:
+        """Drop the documents' rows from every index, the writer's lock and the write lock held; the
+        next save writes the change."""
+        kb = self._kb
+        with kb._writer, kb._lock.write():
+            found = [doc_id for doc_id in doc_ids if doc_id in kb._docs]
+            for doc_id in found:
+                kb._delete_rows(kb._docs.pop(doc_id)["rows"])
+            kb._changed_docs += found
+            return len(found)
+
 
 class IndexSnapshot(Snapshot):
     """A KnowledgeBase's indexes while its read lock is held (rows are its chunk list's indexes)."""

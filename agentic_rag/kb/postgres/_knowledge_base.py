@@ -294,11 +294,6 @@ class PostgresKnowledgeBase(Engine):
             logging.getLogger(__name__).warning("could not VACUUM %s after a bulk add (%s): searches are slower "
                                                 "until autovacuum does", safe_url(self.url), first_line(exc))
 
-    def delete_documents(self, doc_ids: Iterable[str]) -> int:
-        """Remove documents and all their chunks in one transaction; returns how many were found."""
-        wanted = list(dict.fromkeys(doc_ids))
-        return self._write(lambda db: remove(db, wanted), "the document ids")
-
     # -- reads are the engine's (kb/_engine), over PostgresStore; what is left is this store's own ----
 
     def generation(self, directory: str | Path | None = None) -> str:

@@ -23,6 +23,7 @@ from ._search import (
     vector_rows,
     where_sql,
 )
+from ._sql import remove
 
 if TYPE_CHECKING:
     from ...core._config import Config
@@ -42,6 +43,10 @@ class PostgresStore(Store):
         """`work` in one read-only transaction (a dropped connection is retried once: _read)."""
         kb = self._kb
         return kb._read(lambda db: work(SqlSnapshot(db, kb.config, kb.embedder)))
+
+    def delete(self, doc_ids: list[str]) -> int:
+        """The documents' rows removed in one write transaction (_sql.remove)."""
+        return self._kb._write(lambda db: remove(db, doc_ids), "the document ids")
 
 
 class SqlSnapshot(Snapshot):
