@@ -1,8 +1,9 @@
-"""What every knowledge-base backend promises, run on each of them (the embedded KnowledgeBase and
-PostgresKnowledgeBase against a real PostgreSQL) through one parametrized fixture: documents added,
+"""What every knowledge-base backend promises, run on each store (the memory store, the reference
+of the store port; the folder store's KnowledgeBase; PostgresKnowledgeBase against a real
+PostgreSQL) through one parametrized fixture: documents added,
 replaced by id, skipped when unchanged and deleted; every search mode; filters of every kind;
 graph search and its ranking; term weights and BM25 scores; restricted views; the errors; and the
-add's memory bound. A behaviour tested here holds on both backends or fails on the one that drifted.
+add's memory bound. A behaviour tested here holds on every store or fails on the one that drifted.
 Where the two are compared directly (a real dev corpus), the full ranked lists must be equal."""
 import json
 from itertools import islice
@@ -12,20 +13,27 @@ import pytest
 
 from agentic_rag import Config, ConfigurationError, HashingEmbedder, KnowledgeBase, RetrievalError, SearchConfig
 from agentic_rag.eval.postgres_parity import new_database
-from agentic_rag.kb import Document, KnowledgeBaseBackend, LexicalReranker
-from agentic_rag.kb.backends._core import ADD_BATCH
-from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
+from agentic_rag.kb import (
+    ADD_BATCH,
+    Document,
+    KnowledgeBaseBackend,
+    LexicalReranker,
+    MemoryKnowledgeBase,
+    PostgresKnowledgeBase,
+)
 from helpers import SHARED_DATA, TINY
 
 BACKENDS = ["embedded", "postgres"]
 # the fixture asks for pg_url only inside (getfixturevalue), which the tier rules cannot see: the mark says it
-BACKEND_PARAMS = ["embedded", pytest.param("postgres", marks=pytest.mark.postgres)]
+BACKEND_PARAMS = ["memory", "embedded", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 def _maker(name: str, url: str | None, opened: list):
     """make(embedder=None, config=None): a new, empty knowledge base of backend `name` (in PostgreSQL
     the first in `url`'s database, each later one in a database of its own)."""
     def make(embedder=None, config=None):
+        if name == "memory":
+            return MemoryKnowledgeBase(embedder, config)
         if name == "embedded":
             return KnowledgeBase(embedder, config)
         kb = PostgresKnowledgeBase(new_database(url, "c") if opened else url, embedder, config)
@@ -326,6 +334,25 @@ def test_a_restricted_view_keeps_to_its_filters_and_a_route_narrows_further(back
     assert len(view) == 3 and view.term_weights("login") == kb.term_weights("login")
     wide = kb.restricted({"doc_id": ["t", "m"] + [f"x{i}" for i in range(998)]})   # at the filter limit
     assert [h.doc_id for h in wide.search("login error", k=5, filters={"type": ["manual"]})] == ["m"]
+
+
+def test_a_restricted_view_offers_only_what_it_declares_and_refuses_writes(tiny):
+    from agentic_rag.kb._views import OFFERED
+    view = tiny.restricted({"type": "ticket"}, scope=True)
+    for name in OFFERED:
+        assert hasattr(view, name), name
+    for name in ("_chunks", "_read", "url", "extract_triples", "load", "holds_saved"):  # the backend's own
+        with pytest.raises(AttributeError, match=f"has no '{name}'.*declare '{name}' in agentic_rag/kb/_views.py"):
+            getattr(view, name)
+    for write in (lambda: view.add_documents([Document("x", "zebra")]), lambda: view.delete_documents(["pricing"]),
+                  lambda: view.save("somewhere")):
+        with pytest.raises(ConfigurationError, match="a restricted view only reads"):
+            write()
+    assert tiny.held_documents(["x", "pricing"]) == ["pricing"]  # nothing was written through it
+    view.close()
+    assert tiny.search("shipping", k=1)  # closing a view leaves the knowledge base open
+    assert (view.config, view.embedder, view.fusion, view.graph_size) == \
+        (tiny.config, tiny.embedder, tiny.fusion, tiny.graph_size)
 
 
 # -- term weights and BM25 scores ------------------------------------------------------------------

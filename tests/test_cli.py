@@ -152,7 +152,7 @@ def test_failed_index_leaves_saved_kb_unchanged(capsys, tmp_path, monkeypatch):
     def explode(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("agentic_rag.kb.backends._embedded.embed_batches", explode)
+    monkeypatch.setattr("agentic_rag.kb.folder._knowledge_base.embed_batches", explode)
     code, _, err = run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "policies"), "--kb", kb)
     assert code == 130 and "unchanged" in err
     assert (tmp_path / "kb" / "manifest.json").read_text() == before

@@ -50,7 +50,7 @@ def _entries():
 @pytest.fixture
 def collections(tmp_path, pg_url):
     """A server over two folders (docs, policy) and a PostgreSQL database (sales), with a keys file."""
-    from agentic_rag.kb.backends._open import open_kb
+    from agentic_rag.kb import open_kb
 
     for name, documents in (("docs", DOCS), ("policy", POLICY)):
         _saved(tmp_path / name, documents)

@@ -35,7 +35,7 @@ def _drop_own_connection(db):
 def test_a_connection_that_drops_again_on_its_retry_is_connection_lost(pg_url):
     import psycopg
 
-    from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
+    from agentic_rag.kb import PostgresKnowledgeBase
 
     pg = PostgresKnowledgeBase(pg_url + "&pool_timeout=1")
     pg.add_documents(TINY)

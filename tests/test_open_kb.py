@@ -22,7 +22,7 @@ from agentic_rag import (
     writer_lock,
 )
 from agentic_rag.cli import main
-from agentic_rag.kb.backends._open import check_address, writing
+from agentic_rag.kb import check_address, writing
 from helpers import EXAMPLE_DATA, TINY, without
 
 

@@ -21,8 +21,7 @@ from agentic_rag import (
     RetrievalError,
     SearchConfig,
 )
-from agentic_rag.kb import Document
-from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
+from agentic_rag.kb import Document, PostgresKnowledgeBase
 from helpers import ROOT, TINY
 
 QUERIES = ["认证失败", "authentication timeout 2.3.1", "shipping after 15:00", "Team plan"]
@@ -57,7 +56,7 @@ def test_a_layer_alone_sets_its_settings_and_the_saved_chunking_the_rest(pg_url)
 _WRITER = """
 import sys
 from agentic_rag.kb import Document
-from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
+from agentic_rag.kb import PostgresKnowledgeBase
 url, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 kb = PostgresKnowledgeBase(url)
 for i in range(count):
@@ -94,7 +93,7 @@ def test_two_processes_writing_at_once_lose_nothing(pg_url):
 def test_a_crash_in_the_middle_of_a_batch_leaves_nothing_of_it(pg_url):
     PostgresKnowledgeBase(pg_url).add_documents(TINY[:1])
     code = ("import sys, time\nfrom agentic_rag.kb import Document\n"
-            "from agentic_rag.kb.backends import _postgres as p, _postgres_sql as sql\n"
+            "from agentic_rag.kb.postgres import _knowledge_base as p, _sql as sql\n"
             "kb = p.PostgresKnowledgeBase(sys.argv[1])\n"
             "real = sql.chunk_edges\n"
             "def slow(*a):\n    print('inside', flush=True); time.sleep(0.05); return real(*a)\n"
@@ -166,7 +165,7 @@ def test_every_command_and_the_service_take_a_database_url(pg_url, capsys):
 def test_a_bulk_load_rebuilds_the_vector_index_after_it(pg_url):
     import psycopg
 
-    from agentic_rag.kb.backends import _postgres
+    from agentic_rag.kb.postgres import _knowledge_base as _postgres
     from helpers import DenseHashing
 
     pg = PostgresKnowledgeBase(pg_url, DenseHashing(64))
@@ -183,7 +182,7 @@ def test_a_bulk_load_rebuilds_the_vector_index_after_it(pg_url):
 def test_an_older_schema_is_migrated_step_by_step(pg_url, monkeypatch):
     import psycopg
 
-    from agentic_rag.kb.backends import _postgres
+    from agentic_rag.kb.postgres import _knowledge_base as _postgres
 
     PostgresKnowledgeBase(pg_url).add_documents(TINY[:2])
     monkeypatch.setattr(_postgres, "SCHEMA_VERSION", 4)
@@ -245,7 +244,7 @@ def test_a_schema_2_database_is_migrated_and_searches_as_a_new_one(pg_url, pg_se
 
 
 def test_text_postgresql_cannot_hold_is_refused_and_an_empty_write_keeps_the_generation(pg_url):
-    from agentic_rag.kb.backends._postgres_errors import safe_url
+    from agentic_rag.kb import safe_url
 
     pg = PostgresKnowledgeBase(pg_url)
     pg.add_documents(TINY[:3])
@@ -328,8 +327,7 @@ def test_below_exact_search_below_vectors_are_searched_exactly_as_the_embedded_i
 
 
 def test_a_failure_in_a_later_batch_leaves_nothing_of_the_add(pg_url):
-    from agentic_rag.kb import HashingEmbedder
-    from agentic_rag.kb.backends._core import ADD_BATCH
+    from agentic_rag.kb import ADD_BATCH, HashingEmbedder
 
     class FailsLate(HashingEmbedder):
         def __init__(self):
@@ -494,6 +492,6 @@ def test_an_ar_table_dropped_or_altered_after_opening_says_the_schema_is_damaged
 
 
 def test_an_ssl_key_password_is_masked_too():
-    from agentic_rag.kb.backends._postgres_errors import safe_url
+    from agentic_rag.kb import safe_url
 
     assert safe_url("postgresql://h/kb?sslpassword=s3cret&password=p") == "postgresql://h/kb?sslpassword=***&password=***"

@@ -8,9 +8,9 @@ import numpy as np
 
 from agentic_rag import IndexConfig
 from agentic_rag.eval.scale import queries, texts
-from agentic_rag.kb import Document, KnowledgeBase
-from agentic_rag.kb.backends import _postgres_pruned, _postgres_search
-from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
+from agentic_rag.kb import Document, KnowledgeBase, PostgresKnowledgeBase
+from agentic_rag.kb.postgres import _pruned as _postgres_pruned
+from agentic_rag.kb.postgres import _search as _postgres_search
 
 CONFIG = IndexConfig(chunk_size=4000, chunk_overlap=0)
 

@@ -10,8 +10,7 @@ import psycopg
 import pytest
 
 from agentic_rag.eval._replica import StreamingReplica
-from agentic_rag.kb import Document
-from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
+from agentic_rag.kb import Document, PostgresKnowledgeBase
 from helpers import TINY
 
 
@@ -131,7 +130,7 @@ def test_the_leak_check_holds_with_searches_on_the_replica(pg_url):
 
 
 def test_the_url_keeps_libpqs_parameters_as_written_and_takes_ours_out():
-    from agentic_rag.kb.backends._postgres_connections import split_url
+    from agentic_rag.kb.postgres._connections import split_url
 
     url, options = split_url("postgresql://rag@db/kb?options=-c%20search_path%3Dkb&read=postgresql%3A%2F%2Frag%40r1%2Fkb"
                              "&pool_size=3&sslmode=require&prepare_threshold=none&read=postgres%3A%2F%2Fr2%2Fkb")

@@ -16,7 +16,7 @@ import pytest
 
 from agentic_rag import KnowledgeBase
 from agentic_rag.cli._kb import CACHE_FOLDER
-from agentic_rag.kb.backends._open import saved_embedder
+from agentic_rag.kb import saved_embedder
 from agentic_rag.kb.embedders._cache import EmbeddingCache
 from agentic_rag.kb.embedders._embedders import HashingEmbedder
 from helpers import EXAMPLE_DATA, ROOT, run

@@ -11,8 +11,8 @@ import pytest
 from agentic_rag import KnowledgeBase, StorageError
 from agentic_rag.cli import main
 from agentic_rag.kb import Document
-from agentic_rag.kb.backends import _store as store
-from agentic_rag.kb.backends._segments import MAX_DELTAS
+from agentic_rag.kb.folder import MAX_DELTAS
+from agentic_rag.kb.folder import _store as store
 from helpers import TINY, run
 
 QUERIES = ["认证失败", "authentication timeout 2.3.1", "shipping after 15:00", "Team plan", "zebras", "apples"]

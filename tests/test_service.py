@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentic_rag import KnowledgeBase, OfflineModel, RunConfig, ScriptedModel
-from agentic_rag.kb import load_documents
-from agentic_rag.kb.backends._store import writer_lock
+from agentic_rag.kb import load_documents, writer_lock
 from agentic_rag.service import ServiceLimits, create_app, keys_from
 from agentic_rag.service._server import create_server
 from helpers import EXAMPLE_DATA, ROOT, start_service
@@ -808,8 +807,7 @@ def test_a_requests_settings_keep_the_services_config_and_its_class(kb_dir):
 def test_a_database_that_cannot_be_reached_is_503_with_retry_after_on_every_endpoint(pg_url):
     import psycopg
 
-    from agentic_rag.kb import Document
-    from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
+    from agentic_rag.kb import Document, PostgresKnowledgeBase
 
     kb = PostgresKnowledgeBase(pg_url + "&pool_timeout=1")
     kb.add_documents([Document(id="a", text="Orders paid on weekends ship on Monday.")])
@@ -846,8 +844,7 @@ def _events(text: str) -> list[tuple[str, dict]]:
 def test_a_database_lost_during_a_run_is_503_on_ask_chat_and_their_streams(pg_url):
     import psycopg
 
-    from agentic_rag.kb import Document
-    from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
+    from agentic_rag.kb import Document, PostgresKnowledgeBase
 
     name = pg_url.partition("?")[0].rsplit("/", 1)[1]
     admin = pg_url.replace(f"/{name}", "/postgres")
@@ -894,8 +891,7 @@ def test_a_role_without_a_right_is_the_servers_500_and_no_reply_shows_the_databa
 
     import psycopg
 
-    from agentic_rag.kb import Document
-    from agentic_rag.kb.backends._postgres import PostgresKnowledgeBase
+    from agentic_rag.kb import Document, PostgresKnowledgeBase
 
     PostgresKnowledgeBase(pg_url).add_documents([Document(id="a", text="Orders paid on weekends ship on Monday.")])
     role = f"ro_{uuid.uuid4().hex[:8]}"

@@ -20,7 +20,7 @@ from agentic_rag import (
     WriteConflict,
 )
 from agentic_rag.kb import Document, HashingEmbedder
-from agentic_rag.kb.backends import _store as store
+from agentic_rag.kb.folder import _store as store
 from helpers import TINY, DenseHashing
 
 QUERIES = ["认证失败", "authentication timeout 2.3.1", "shipping after 15:00", "Team plan"]

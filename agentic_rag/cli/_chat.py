@@ -9,7 +9,7 @@ from typing import Any
 
 from ..core._errors import AgenticRAGError
 from ..core._files import write_text_atomic
-from ..kb.backends._store import os_cause
+from ..kb import os_cause
 from ..loop._conversation import Conversation
 from ._display import _isatty, line_ended, print_passages, print_result
 

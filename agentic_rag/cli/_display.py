@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 from ..core._evidence import cited_as
-from ..kb.backends._store import os_cause
+from ..kb import os_cause
 from ..loop import tool_notes
 from ..loop._state import format_trace
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 from ..core._errors import AgenticRAGError
 from ..core._openai_api import call_error, make_client
 from ..core._schemas import Answer
-from ..kb import KnowledgeBaseBackend
-from ..kb.backends._open import open_kb, saved_embedder
-from ..kb.backends._postgres_errors import safe_url
+from ..kb import KnowledgeBaseBackend, open_kb, safe_url, saved_embedder
 from ..kb.embedders._openai import OpenAIEmbedder
 from ..models._openai_client import OpenAIChatModel
 from ..models._protocol import ModelRequest

@@ -192,7 +192,7 @@ def history_file(text: str) -> dict:
     such object, or the object Conversation.to_json (chat --save) wrote. `turns` is the list as the
     file holds it (the run bounds it, and its trace says what was dropped); a file that cannot be
     used is one line."""
-    from ..kb.backends._store import os_cause
+    from ..kb import os_cause
     from ..loop._conversation import FORMAT
     from ..loop._history import history_messages
 

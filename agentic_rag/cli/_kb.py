@@ -10,9 +10,8 @@ from pathlib import Path
 
 from ..core._config import Config
 from ..core._errors import ConfigurationError
-from ..kb import KnowledgeBaseBackend, LoadResult
+from ..kb import KnowledgeBaseBackend, LoadResult, check_address, open_kb, saved_embedder
 from ..kb._layout import MANIFEST, check_not_in_segment
-from ..kb.backends._open import check_address, open_kb, saved_embedder
 from ..kb.ingestion._documents import SUFFIXES
 from ..kb.ingestion._loaders import IMAGE_SUFFIXES
 from ._settings import make_cli_embedder, make_model, model_settings, saved_cli_embedder

@@ -17,13 +17,10 @@ from typing import NoReturn
 
 from ..core._config import Config, RunConfig
 from ..core._errors import AgenticRAGError, ConfigurationError
-from ..kb import KnowledgeBaseBackend, load_documents
+from ..kb import KnowledgeBaseBackend, check_address, load_documents, os_cause, safe_url, writing
 from ..kb._layout import MANIFEST
-from ..kb.backends import _store as store
-from ..kb.backends._open import check_address, writing
-from ..kb.backends._postgres_errors import safe_url
-from ..kb.backends._store import os_cause
 from ..kb.embedders._cache import EmbeddingCache
+from ..kb.folder import _store as store
 from ..loop._conversation import Conversation
 from ..loop._driver import run_agentic_rag
 from ..models import Model, OfflineModel

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..core._errors import ConfigurationError
 from ..core._openai_api import endpoint_from_env
-from ..kb import Embedder, KnowledgeBaseBackend, make_embedder
-from ..kb.backends._open import open_kb, saved_embedder
+from ..kb import Embedder, KnowledgeBaseBackend, make_embedder, open_kb, saved_embedder
 from ..models._factory import build_model, read_models_file
 from ..tools import CALCULATOR, OffTool, Tool, shop_tools
 

@@ -12,8 +12,7 @@ from pathlib import Path
 
 from ..core._config import Config
 from ..core._errors import ConfigurationError
-from ..kb import Embedder, KnowledgeBase, ingestion, make_embedder
-from ..kb.backends._store import FORMAT_VERSION
+from ..kb import FORMAT_VERSION, Embedder, KnowledgeBase, ingestion, make_embedder
 from ..loop._driver import run_agentic_rag
 from ..loop._state import format_trace
 from ..models._meter import Meter

@@ -152,7 +152,7 @@ def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, .
             kb.save(Path(scratch) / "folder")
             collections["folder"] = Path(scratch) / "folder"
         if "postgres" in backends:
-            from ..kb.backends._open import open_kb
+            from ..kb import open_kb
 
             url = postgres_url
             if not url:

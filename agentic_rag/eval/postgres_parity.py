@@ -33,9 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from ..core._config import IndexConfig
-from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
+from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend, PostgresKnowledgeBase
 from ..kb._hit import Hit
-from ..kb.backends._postgres import PostgresKnowledgeBase
 from ..kb.embedders._embedders import HashingEmbedder, SymmetricEmbedder, _l2_normalize
 from ..kb.ingestion._documents import load_documents
 from ._bench import half_of

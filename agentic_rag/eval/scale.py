@@ -36,8 +36,7 @@ import numpy as np
 
 from ..core._config import IndexConfig, SearchConfig
 from ..core._errors import ConfigurationError
-from ..kb import Document, KnowledgeBase
-from ..kb.backends._store import read_generation
+from ..kb import Document, KnowledgeBase, read_generation
 from ..kb.embedders._embedders import HashingEmbedder
 from ..kb.indexes._bm25 import BM25
 from ..kb.indexes._vectors import DenseIndex, SparseIndex

@@ -3,25 +3,40 @@
 - ingestion: files to Documents (Markdown, HTML, PDF, Word, images, JSON lines), and chunking;
 - embedders: text to vectors (hashing, e5, an OpenAI-compatible server);
 - indexes: BM25, vectors, the knowledge graph, filters, fusion and rerank;
-- backends: what a knowledge base promises (the protocol), the embedded one with its segment
-  persistence, PostgreSQL, and open_kb, which opens either by where it lives.
+- the engine, here: what a knowledge base promises (_protocol), chunk records and the built-with
+  checks (_records), the search template and graph ranking (_search), scoped views (_views), and
+  open_kb, which opens either store by where it lives (_open);
+- folder: the embedded KnowledgeBase, saved to a folder of segments;
+- postgres: PostgresKnowledgeBase, in PostgreSQL with pgvector.
 """
+# Names written `NAME as NAME` are not public (not in __all__ nor the reference docs): what the
+# command line, the service and the benchmarks take from here, so that they need no private module.
 from ..text._sentences import split_sentences
 from ..text._tokenize import tokenize
 from ._hit import Hit
-from .backends._core import AddResult
-from .backends._embedded import KnowledgeBase
-from .backends._open import open_kb
-from .backends._postgres import PostgresKnowledgeBase
-from .backends._protocol import KnowledgeBaseBackend
-from .backends._store import writer_lock
+from ._layout import MANIFEST as MANIFEST
+from ._layout import check_not_in_segment as check_not_in_segment
+from ._memory import MemoryKnowledgeBase as MemoryKnowledgeBase
+from ._open import check_address as check_address
+from ._open import open_kb
+from ._open import saved_embedder as saved_embedder
+from ._open import writing as writing
+from ._protocol import KnowledgeBaseBackend
+from ._records import ADD_BATCH as ADD_BATCH
+from ._records import AddResult
 from .embedders._embedders import EMBEDDERS, E5Embedder, Embedder, HashingEmbedder, SymmetricEmbedder, make_embedder
 from .embedders._openai import OpenAIEmbedder
+from .folder import FORMAT_VERSION as FORMAT_VERSION
+from .folder import KnowledgeBase, writer_lock
+from .folder import os_cause as os_cause
+from .folder import read_generation as read_generation
 from .indexes._bm25 import BM25
 from .indexes._fusion import reciprocal_rank_fusion, score_fusion
 from .indexes._rerank import LexicalReranker, Reranker
 from .ingestion._chunking import chunk_text
 from .ingestion._documents import Document, LoadResult, load_documents
+from .postgres import PostgresKnowledgeBase
+from .postgres import safe_url as safe_url
 
 __all__ = ["KnowledgeBase", "PostgresKnowledgeBase", "KnowledgeBaseBackend", "open_kb", "AddResult", "Hit",
            "writer_lock", "Document", "LoadResult", "load_documents", "chunk_text", "split_sentences", "tokenize",

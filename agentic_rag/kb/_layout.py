@@ -1,6 +1,6 @@
 """How a saved knowledge base's folder is laid out, as far as anyone outside the store must know:
 
-    DIR/manifest.json       names the segments to read (see backends/_store for the rest of it)
+    DIR/manifest.json       names the segments to read (see folder/_store for the rest of it)
     DIR/gen-000007/         a segment folder; DIR/.gen-000008.tmp/ is one being written
 
 A save makes and deletes folders of those two names inside DIR, so nothing of anyone else's may

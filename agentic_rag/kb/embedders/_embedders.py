@@ -9,7 +9,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -53,7 +53,7 @@ SEMANTIC_FUSION = ("score", 1.5)
 TRAITS = {"batch_size": 256, "fusion": SEMANTIC_FUSION, "sparse": False, "tokenized": False, "embed_query": None}
 
 
-def embedder_trait(embedder: Embedder, name: str):
+def embedder_trait(embedder: Embedder, name: str) -> Any:
     """The embedder's declared trait `name` (one of TRAITS), or that trait's default."""
     if name not in TRAITS:
         raise ConfigurationError(f"unknown embedder trait {name!r}; traits: {', '.join(TRAITS)}")
@@ -143,7 +143,7 @@ class E5Embedder:
         """Embed search queries as e5 queries."""
         return self._encode(self._model.query, texts)
 
-    def _encode(self, encode, texts: Sequence[str]) -> np.ndarray:
+    def _encode(self, encode: Callable[[list[str]], object], texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dimension), np.float32)
         with self._lock:

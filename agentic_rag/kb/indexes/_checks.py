@@ -3,8 +3,13 @@ every row in range, BM25 term frequencies against document lengths and, for a sa
 against their text; vectors finite and of unit length (embedders return L2-normalised rows);
 hnswlib's file parsed and checked in full before hnswlib reads it (it reads its file unchecked, and a
 link out of range crashes the process at the first search). A failed check raises ValueError; the
-knowledge base that reads the file names it (backends/_integrity.reading)."""
+knowledge base that reads the file names it (folder/_integrity.reading)."""
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._bm25 import BM25
 
 import struct
 from collections import Counter
@@ -16,20 +21,20 @@ import numpy as np
 SAMPLE = 16  # chunks whose tokens are compared with the BM25 postings at each load
 
 
-def require(ok, what: str) -> None:
+def require(ok: object, what: str) -> None:
     """Raise ValueError(what) unless `ok`."""
     if not ok:
         raise ValueError(what)
 
 
-def integers(array, name: str, ndim: int = 1) -> np.ndarray:
+def integers(array: Any, name: str, ndim: int = 1) -> np.ndarray:
     """`array` as int64, refused unless it holds integers (or nothing) in `ndim` dimensions."""
     array = np.asarray(array)
     require(array.ndim == ndim and (array.dtype.kind in "iu" or array.size == 0), f"{name} is not integers")
     return array.astype(np.int64)
 
 
-def check_vocab(vocab) -> list[str]:
+def check_vocab(vocab: Any) -> list[str]:
     """The BM25 vocabulary, refused unless it is a list of distinct strings."""
     require(isinstance(vocab, list) and all(isinstance(t, str) for t in vocab) and len(set(vocab)) == len(vocab),
              "the vocabulary is not a list of distinct terms")
@@ -48,7 +53,7 @@ def check_bm25_arrays(arrays: dict, terms: int, rows: int) -> None:
              and not alive[rows:].any(), "lengths or alive do not have one entry per row")  # rows past: room
 
 
-def check_bm25(index, vocab: list[str], chunks: list, tokens_of: Callable[[dict], list[str]]) -> None:
+def check_bm25(index: BM25, vocab: list[str], chunks: list, tokens_of: Callable[[dict], list[str]]) -> None:
     """A BM25 index read back: postings in range and ascending, live rows as the chunks say, lengths
     the sum of their term frequencies, and a sample of chunks' tokens as their postings say."""
     rows, post_rows, tf = len(chunks), integers(index.post_rows, "post_rows"), np.asarray(index.post_tf, np.float64)
@@ -100,7 +105,7 @@ def check_vectors(arrays: dict, dimension: int, rows: list[int]) -> None:
              "a vector is not of unit length")
 
 
-def check_graph(data, rows: int) -> None:
+def check_graph(data: Any, rows: int) -> None:
     """graph.json: labels, and edges between labelled names whose rows lie in [0, rows)."""
     require(isinstance(data, dict) and isinstance(data.get("labels"), dict) and isinstance(data.get("edges"), list)
              and isinstance(data.get("relations", []), list), "the graph is not labels and edges")
@@ -148,7 +153,8 @@ def check_hnsw(path: Path, dimension: int, rows: list[int], vectors: np.ndarray)
     require(count == 0 or levels[entry] == max_level, "the entry point is not on the top level")
 
 
-def _links_in_range(lists: np.ndarray, count: int, most: int, levels: np.ndarray | None = None, level: int = 0):
+def _links_in_range(lists: np.ndarray, count: int, most: int, levels: np.ndarray | None = None,
+                    level: int = 0) -> None:
     """Link lists (a count, then `most` slots): counts at most `most`, links to elements (on this level)."""
     counts = lists[:, 0] & 0xFFFF
     require((counts <= most).all(), "a node has more links than the graph allows")

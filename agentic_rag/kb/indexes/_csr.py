@@ -7,13 +7,14 @@ from __future__ import annotations
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 PART = 1 << 20  # entries grouped at a time when one array is cut into parts
 
 
-def parts_of(*arrays: np.ndarray, size: int = PART):
+def parts_of(*arrays: np.ndarray, size: int = PART) -> list[tuple[Any, ...]]:
     """The arrays cut into aligned slices of `size` entries."""
     return [tuple(a[i:i + size] for a in arrays) for i in range(0, len(arrays[0]), size)]
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,7 @@ def filter_values(filters: dict) -> int:
     return sum(max(len(c), 1) if isinstance(c, (dict, *_LISTS)) else 1 for c in filters.values())
 
 
-def _check_condition(field, condition) -> int:
+def _check_condition(field: str, condition: Any) -> int:
     """Check one field's condition; the number of characters its texts hold."""
     if not isinstance(field, str):
         raise ConfigurationError(f"filter field {field!r} is a {type(field).__name__}; field names are texts")
@@ -76,7 +77,7 @@ def _check_condition(field, condition) -> int:
     return chars + _check_value(field, condition, "its value")
 
 
-def _check_value(field: str, value, what: str) -> int:
+def _check_value(field: str, value: Any, what: str) -> int:
     """Refuse anything but one text, number or true/false; the characters a text holds."""
     where = f"filter on {field[:80]!r}: {what}"
     if isinstance(value, (dict, *_LISTS)):
@@ -94,7 +95,7 @@ def _check_value(field: str, value, what: str) -> int:
     return len(value) if isinstance(value, str) else 0
 
 
-def _comparable(value, bound):
+def _comparable(value: Any, bound: Any) -> tuple[Any, Any]:
     """Compare numbers as numbers and everything else as strings."""
     if isinstance(bound, (int, float)) and not isinstance(bound, bool):
         try:
@@ -104,13 +105,13 @@ def _comparable(value, bound):
     return str(value), str(bound)
 
 
-def _test(condition) -> Callable[[object], bool]:
+def _test(condition: Any) -> Callable[[object], bool]:
     """One field's condition as a test of its value, built once for every chunk it is tried on
     (a membership list becomes a set: a lookup per chunk, not a pass over the list)."""
     if isinstance(condition, dict):
         bounds = [(_RANGE[name], bound) for name, bound in condition.items()]
 
-        def in_range(value) -> bool:
+        def in_range(value: Any) -> bool:
             for holds, bound in bounds:
                 left, right = _comparable(value, bound)
                 if left is None or not holds(left, right):
@@ -131,7 +132,7 @@ def compile_filters(filters: dict, every_member: bool = False) -> Callable[[dict
     tests = [(field, _test(condition)) for field, condition in filters.items()]
     some = all if every_member else any
 
-    def holds(value, test: Callable[[object], bool]) -> bool:
+    def holds(value: object, test: Callable[[object], bool]) -> bool:
         if isinstance(value, _LISTS):
             return bool(value) and some(member is not None and test(member) for member in value)
         return value is not None and test(value)

@@ -5,6 +5,7 @@ and delete."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -15,10 +16,13 @@ from ...text._tokenize import tokenize
 MAX_NAMES = 12  # per sentence: a list of fifty names is a table, not a relation
 
 
+# (title, text) -> [(subject, relation, object)]: a language model's reading of a chunk, for its graph
+TripleExtractor = Callable[[str, str], list[tuple[str, str, str]]]
 NEIGHBOURS = 40  # neighbours a walk follows from each node, strongest first: a hub's thousands are noise
 
 
-def walk(neighbours, steps, starts: dict[str, str], hops: int = 2,
+def walk(neighbours: Callable[[list[str]], Mapping[str, Sequence[tuple[str, Collection[int]]]]],
+         steps: Callable[[list[tuple[str, str]]], list[str]], starts: dict[str, str], hops: int = 2,
          limit: int = NEIGHBOURS) -> dict[int, tuple[int, list[str]]]:
     """A walk of `hops` from the start nodes (key -> name): row -> (hop, path of names) for every
     chunk row behind an edge it took. From each node it takes the `limit` strongest edges (most rows,
@@ -75,8 +79,9 @@ def seed_names(query: str, starts: dict[str, str], passages: list[tuple[str, flo
     return seeds
 
 
-def pagerank(rows_of, nodes_of, names: dict[str, float], passages: dict[int, float],
-             hops: int = 2) -> list[tuple[int, float]]:
+def pagerank(rows_of: Callable[[list[str]], Mapping[str, Collection[int]]],
+             nodes_of: Callable[[list[int]], Mapping[int, Collection[str]]], names: dict[str, float],
+             passages: dict[int, float], hops: int = 2) -> list[tuple[int, float]]:
     """Personalized PageRank over passages and the names they hold, in the style of HippoRAG: a
     passage is linked to each name in it, so mass flows from the seeds to the passages that share
     their names, and on. Seeds: names (key -> weight, seed_names), each weighted by its specificity
@@ -208,7 +213,7 @@ class KnowledgeGraph:
 
     def walk(self, starts: list[str], hops: int = 2, limit: int = NEIGHBOURS) -> dict[int, tuple[int, list[str]]]:
         """Chunk rows behind the edges within `hops` of the start nodes: row -> (hop, path of names)."""
-        return walk(self._neighbours, lambda pairs: [self._step(*pair) for pair in pairs],
+        return walk(self.neighbours, self.steps,
                     {s: self.labels[s] for s in starts if s in self.adjacent}, hops, limit)
 
     def rows_of(self, nodes: list[str]) -> dict[str, set[int]]:
@@ -220,9 +225,14 @@ class KnowledgeGraph:
         """The nodes each row's edges join (a PageRank walk's `nodes_of`)."""
         return {row: self.row_nodes[row] for row in rows if row in self.row_nodes}
 
-    def _neighbours(self, nodes: list[str]) -> dict[str, list[tuple[str, set[int]]]]:
+    def neighbours(self, nodes: list[str]) -> dict[str, list[tuple[str, set[int]]]]:
+        """Each node's neighbours with the rows behind the edge to each (a walk's `neighbours`)."""
         return {node: [(other, self.edges[_pair(node, other)]) for other in self.adjacent[node]]
                 for node in nodes}
+
+    def steps(self, pairs: list[tuple[str, str]]) -> list[str]:
+        """The name each (node, other) step adds to a path (a walk's `steps`)."""
+        return [self._step(*pair) for pair in pairs]
 
     def _step(self, node: str, other: str) -> str:
         relation = self.relations.get(_pair(node, other))

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 _MAX_BLOCKS = 8  # SparseIndex: additions kept as separate blocks until there are this many
 
 
-def _hnswlib():
+def _hnswlib() -> Any:
     """hnswlib, imported once a graph is first built or loaded: a knowledge base that never holds
     enough dense vectors for one (and importing agentic_rag) does not load it."""
     import hnswlib
@@ -233,13 +233,15 @@ class SparseIndex:
         if len(self._blocks) > _MAX_BLOCKS:
             self._merge()
 
-    def _block(self, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
+    def _block(self, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """A block by dimension from parts of (dimension, row, weight); each dimension's rows keep the
-        order given, ascending since rows only ever grow."""
-        return group(parts, self.dimension, (np.int32, np.float32))
+        order given, ascending since rows only ever grow: (indptr, rows, weights)."""
+        indptr, rows, weights = group(parts, self.dimension, (np.int32, np.float32))
+        return indptr, rows, weights
 
     @property
-    def _dim_type(self):
+    def _dim_type(self) -> type[np.integer]:
         return np.int16 if self.dimension <= 32767 else np.int32
 
     def _entries(self) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:

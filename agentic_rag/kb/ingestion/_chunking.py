@@ -2,6 +2,11 @@
 clauses, spaces) and merged into overlapping chunks; a document's chunks never cross a page or section."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._documents import Document
+
 from collections.abc import Iterator
 
 from ...text._sentences import LEVELS, cuts
@@ -41,7 +46,7 @@ def chunk_text(text: str, size: int = 800, overlap: int = 100) -> list[str]:
     return list(iter_chunks(text, size, overlap))
 
 
-def document_chunks(document, size: int = 800, overlap: int = 100) -> Iterator[tuple[str, dict]]:
+def document_chunks(document: Document, size: int = 800, overlap: int = 100) -> Iterator[tuple[str, dict]]:
     """(text, metadata) of each chunk of a Document: a chunk never crosses one of its parts (a page,
     a section) and its metadata is the document's with its part's added."""
     parts = list(document.parts) or [(0, {})]

@@ -11,7 +11,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -21,7 +21,8 @@ from ...core._errors import ConfigurationError
 from ._files import MAX_FILE_BYTES, inside, listed, read_inside, too_large
 from ._gzip import gunzip, inner_suffix, is_gzip_name
 from ._html import decode_html, read_html
-from ._loaders import IMAGE_SUFFIXES, Unreadable, markdown_images, read_docx, read_pdf
+from ._loaders import IMAGE_SUFFIXES, markdown_images, read_docx, read_pdf
+from ._unreadable import Unreadable
 
 log = logging.getLogger("agentic_rag")
 
@@ -48,7 +49,7 @@ class Document:
     metadata: dict = field(default_factory=dict)
     parts: tuple[tuple[int, dict], ...] = ()
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         starts = [start for start, _ in self.parts]
         if starts != sorted(starts) or any(not isinstance(s, int) or not 0 <= s <= len(self.text) for s in starts):
             raise ConfigurationError(f"document {self.id!r}: parts must start at ascending offsets within its "
@@ -229,7 +230,7 @@ def _load_file(path: Path, doc_id: str, result: LoadResult, encoding: str | None
             shown.setdefault(target, description)
 
 
-def _or_skipped(path: Path, result: LoadResult, read: Callable[..., None], *args) -> None:
+def _or_skipped(path: Path, result: LoadResult, read: Callable[..., None], *args: object) -> None:
     """Run `read(*args)`; a file it cannot read is skipped, with the reason in one line."""
     try:
         read(*args)
@@ -255,7 +256,8 @@ def _sidecar(image: Path) -> Path | None:
                 None)
 
 
-def _image_document(path: Path, doc_id: str, shown: dict, describe, encoding: str | None, read: Reader) -> Document:
+def _image_document(path: Path, doc_id: str, shown: dict,
+                    describe: Callable[[Path, bytes], str] | None, encoding: str | None, read: Reader) -> Document:
     """An image as a document whose text is its description: its sidecar, else the alt text and
     caption a document showing it gives, else the vision model's (`describe(path, data)`)."""
     sidecar = _sidecar(path)
@@ -307,7 +309,8 @@ def _once(files: list[tuple[Path, str, str]], skipped: list) -> list[tuple[Path,
     return [entry for entry in files if entry[0] not in dropped]
 
 
-def _report_undescribed(undescribed: list[str], skipped: list, on_skip) -> None:
+def _report_undescribed(undescribed: list[str], skipped: list,
+                        on_skip: Callable[[str, str], None]) -> None:
     """Images skipped for want of a description, in one line when there are several (each is still
     listed in `skipped`)."""
     if len(undescribed) == 1:
@@ -321,7 +324,8 @@ def _report_undescribed(undescribed: list[str], skipped: list, on_skip) -> None:
                 f"--vision-model NAME)")
 
 
-def load_documents(paths, on_skip: Callable[[str, str], None] | None = None, encoding: str | None = None,
+def load_documents(paths: str | Path | Iterable[str | os.PathLike],
+                   on_skip: Callable[[str, str], None] | None = None, encoding: str | None = None,
                    describe_image: Callable[[Path, bytes], str] | None = None,
                    max_file_bytes: int = MAX_FILE_BYTES) -> LoadResult:
     """Read every supported file under the given paths; each bad file or jsonl line is skipped, listed

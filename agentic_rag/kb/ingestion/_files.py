@@ -11,12 +11,13 @@ import ctypes
 import os
 import stat
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from ...core._errors import ConfigurationError
 from .._layout import is_segment_folder
 from ._gzip import inner_suffix, is_gzip_name
-from ._loaders import Unreadable, too_large
+from ._unreadable import Unreadable, too_large
 
 MAX_FILE_BYTES = 100_000_000  # a file past this is skipped before it is read (index --max-file-size)
 # the service's bound on one uploaded file, decoded, and on what a .docx may unpack to (serve
@@ -45,7 +46,7 @@ def inside(path: Path | str, root: str) -> str:
     return real
 
 
-def listed(paths, suffixes: tuple[str, ...], skipped: list,
+def listed(paths: str | Path | Iterable[str | os.PathLike], suffixes: tuple[str, ...], skipped: list,
            compressed: tuple[str, ...] = ()) -> list[tuple[Path, str, str]]:
     """Each file of a suffix given under the paths given, or gzipped (NAME.pdf.gz) when its inner
     suffix is one of `compressed`: (path, its id, the real path of the folder it must stay inside).

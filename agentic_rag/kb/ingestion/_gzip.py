@@ -6,7 +6,7 @@ from __future__ import annotations
 import zlib
 from pathlib import PurePath
 
-from ._loaders import Unreadable, too_large
+from ._unreadable import Unreadable, too_large
 
 GZ = ".gz"
 

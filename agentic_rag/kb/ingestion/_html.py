@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 from html.parser import HTMLParser
 
-from ._loaders import Pieces, Sections, Unreadable, printable
+from ._loaders import Pieces, Sections
+from ._unreadable import Unreadable, printable
 
 # a class or id naming navigation: nav, navbar, navheader (DocBook), nav-footer, navigation; not naval-history
 _NAV = re.compile(r"(?:^|\s)nav(?:bar|header|footer|menu|igation|links?)?(?:$|\s|[-_])", re.I)
@@ -83,7 +85,7 @@ def _closable(text: str) -> str:
     return "".join(out) + text[start:] if out else text
 
 
-def _lts(text: str):
+def _lts(text: str) -> Iterator[int]:
     """Where each '<' of the text is, in order."""
     at = text.find("<")
     while at >= 0:
@@ -136,8 +138,8 @@ class _HTMLText(HTMLParser):
         self._cells = 0                # open <td>/<th>
         self._row = 0                  # cells begun in the current row
 
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        given = dict(attrs)
         if self._skip:
             if len(self._skip) == 1 and tag == self._skip[0] and tag in _IMPLIED_END:
                 self._end_skip(tag)  # a sibling starts: the skipped one ended without its end tag
@@ -151,8 +153,8 @@ class _HTMLText(HTMLParser):
             self._cells = self._row = 0
         if tag == "br" and self._heading is not None:
             self._heading.append(" ")
-        named = f"{attrs.get('class') or ''} {attrs.get('id') or ''}"
-        if tag in self.SKIP or attrs.get("role") == "navigation" or "hidden" in attrs or _NAV.search(named):
+        named = f"{given.get('class') or ''} {given.get('id') or ''}"
+        if tag in self.SKIP or given.get("role") == "navigation" or "hidden" in given or _NAV.search(named):
             if tag not in _VOID:  # a void element holds nothing: passing it over is enough
                 self._push_skip(tag)
             return
@@ -174,12 +176,12 @@ class _HTMLText(HTMLParser):
             self._figure.append(([], []))
         elif tag == "figcaption":
             self._caption = []
-        elif tag == "img" and attrs.get("src"):
+        elif tag == "img" and (src := given.get("src")):
             if self._figure:
                 self._figure[-1][0].append(len(self.images))
-            self.images.append((attrs["src"], " ".join(filter(None, [attrs.get("alt"), attrs.get("title")]))))
+            self.images.append((src, " ".join(filter(None, [given.get("alt"), given.get("title")]))))
 
-    def handle_endtag(self, tag):
+    def handle_endtag(self, tag: str) -> None:
         if self._skip:
             if self._skipping[tag]:  # it, and whatever was left open inside it, end
                 self._end_skip(tag)
@@ -231,12 +233,12 @@ class _HTMLText(HTMLParser):
             src, alt = self.images[i]
             self.images[i] = (src, f"{alt}. {caption[0]}" if alt else caption[0])
 
-    def close(self):
+    def close(self) -> None:
         super().close()
         while self._figure:  # a figure left open ends with the page
             self._figure_done()
 
-    def handle_data(self, data):
+    def handle_data(self, data: str) -> None:
         if self._in_title and not self._skip:
             self.title.append(data.strip())
             return
@@ -248,7 +250,7 @@ class _HTMLText(HTMLParser):
         if self._heading is None:
             self._line.append(data if self._pre else re.sub(r"\s+", " ", data))
 
-    def flush(self):
+    def flush(self) -> None:
         line = "".join(self._line)
         self._line = []
         if line.strip():

@@ -10,8 +10,9 @@ import logging
 import re
 import zipfile
 from collections.abc import Iterator
+from typing import Any
 
-from ...core._errors import AgenticRAGError
+from ._unreadable import Unreadable, printable, too_large
 
 log = logging.getLogger("agentic_rag")
 DOCS_EXTRA = "pip install 'agentic-rag[docs]'"
@@ -24,17 +25,6 @@ _MD_IMAGE = re.compile(r'!\[([^\[\]]*)\]\(\s*(?:<([^<>\n]+)>|([^()<\s]+))(?:\s+"
 
 ENCRYPTED = "encrypted PDF: decrypt it first (e.g. qpdf --decrypt --password=... in.pdf out.pdf)"
 _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"  # WordprocessingML's namespace
-
-
-class Unreadable(AgenticRAGError):
-    """Why a file cannot be indexed, in one line that says what to do. Caught where files are read:
-    loading skips the file with this reason, and the service answers 400 with it."""
-
-
-def too_large(size: int, max_bytes: int, what: str = "") -> str:
-    """The reason a file past the size limit is skipped."""
-    return (f"{what}{size:,} bytes, past the file-size limit of {max_bytes:,} bytes: raise it with --max-file-size "
-            f"BYTES (max_file_bytes=) or split the file")
 
 
 Pieces = list[tuple[str, dict]]
@@ -76,12 +66,6 @@ def _where(n: int, labels: list[str]) -> dict:
     where the two agree, so every page of a labelled PDF is cited the same way)."""
     label = labels[n - 1] if n <= len(labels) else ""
     return {"page": n, "page_label": label} if label else {"page": n}
-
-
-def printable(exc: Exception) -> str:
-    """An exception in one printable line: a damaged file's bytes left out."""
-    text = "".join(c if c.isprintable() else "?" for c in str(exc))[:120]
-    return f"{exc.__class__.__name__}: {text}"
 
 
 def read_docx(data: bytes, max_unpacked: int | None = None) -> tuple[str, Pieces]:
@@ -129,7 +113,7 @@ def _unpacked_within(data: bytes, max_unpacked: int | None) -> None:
             raise Unreadable(too_large(unpacked, max_unpacked, "a .docx that unpacks to "))
 
 
-def _blocks(document):
+def _blocks(document: Any) -> Iterator[Any]:
     """The body's tables and its paragraphs that hold text, one at a time: iter_inner_content lists
     them all first, and a paragraph's .text is an XPath query (3 million empty ones took 94 s)."""
     from docx.table import Table
@@ -146,7 +130,7 @@ def _blocks(document):
 _REPEATED_CHARS = 200  # of a cell merged down, in each row after its first: the text stays linear in the file
 
 
-def _table_rows(tbl) -> Iterator[str]:
+def _table_rows(tbl: Any) -> Iterator[str]:
     """Each row's cells joined by ' | ': a cell spanning columns once, and a cell merged down in
     every row it covers (a row's key column stays in it; after the first row, its first 200
     characters), its text kept by grid column as the rows go, never looked up by walking back up."""
@@ -164,7 +148,7 @@ def _table_rows(tbl) -> Iterator[str]:
         yield " | ".join(cells)
 
 
-def _cell_text(tc) -> str:
+def _cell_text(tc: Any) -> str:
     """A table cell's text, read from its own element: python-docx's row.cells lists a cell once per
     column it spans (a span of 20 million: 245 MB) and finds a cell merged down by walking up the
     rows (9,000 merged rows: 192 s)."""
@@ -174,7 +158,7 @@ def _cell_text(tc) -> str:
                      for p in tc.iterchildren(_W + "p") if _has_text(p)).strip()
 
 
-def _has_text(paragraph) -> bool:
+def _has_text(paragraph: Any) -> bool:
     """Whether a paragraph holds any text, found by lxml's own walk (text in w:t, or a hyphen)."""
     hyphen = _W + "noBreakHyphen"
     return any(e.tag == hyphen or (e.text or "").strip() for e in paragraph.iter(_W + "t", hyphen))
@@ -183,7 +167,7 @@ def _has_text(paragraph) -> bool:
 class Sections:
     """Text gathered under the heading it follows."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.title = ""
         self._current: tuple[str, list[str]] = ("", [])
         self._done: list[tuple[str, list[str]]] = []

@@ -12,8 +12,9 @@ import shutil
 import subprocess
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from ._loaders import Unreadable, printable
+from ._unreadable import Unreadable, printable
 
 OCR_APT = "apt-get install tesseract-ocr tesseract-ocr-eng tesseract-ocr-chi-sim"
 OCR_EXTRA = "pip install 'agentic-rag[ocr]'"
@@ -92,7 +93,7 @@ def _file_limit(limits: OcrLimits, done: int) -> str:
             f"raise OcrLimits(file_seconds=), split the file or OCR it first (ocrmypdf in.pdf out.pdf)")
 
 
-def _page_image(document, index: int) -> bytes:
+def _page_image(document: Any, index: int) -> bytes:
     """Page `index` rendered at DPI as a grayscale PGM image (a format tesseract reads from stdin)."""
     import pypdfium2
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 UNSPACED = re.compile(r"[A-Za-z]{40,}")  # no English word is this long: words run together
 
@@ -53,7 +54,7 @@ def extract(data: bytes) -> PdfText:
     return found
 
 
-def _page_text(pdf, index: int) -> str | None:
+def _page_text(pdf: Any, index: int) -> str | None:
     """A page's text with \\n line ends; "" for no text layer, None for a page PDFium cannot parse."""
     try:
         page = pdf[index]
@@ -71,7 +72,7 @@ def _page_text(pdf, index: int) -> str | None:
         return None
 
 
-def _label(pdf, index: int) -> str:
+def _label(pdf: Any, index: int) -> str:
     try:
         return str(pdf.get_page_label(index) or "")
     except Exception:  # a malformed /PageLabels tree: the physical number stands

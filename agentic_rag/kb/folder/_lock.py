@@ -64,7 +64,7 @@ def writer_lock(directory: Path, wait_s: float = 0.0, on_wait: Callable[[], None
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _flock(handle, deadline: float, on_wait: Callable[[], None] | None) -> bool | str:
+def _flock(handle: IO[Any], deadline: float, on_wait: Callable[[], None] | None) -> bool | str:
     """Take `handle`'s flock by `deadline` (time.monotonic): True at once, "waited" after waiting
     (`on_wait` called first), False when the deadline passed; asked again every POLL_S meanwhile."""
     import fcntl

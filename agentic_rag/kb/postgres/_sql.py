@@ -1,5 +1,5 @@
 """The PostgreSQL knowledge base's schema and the SQL of its writes, as functions of a connection
-or cursor (the class in _postgres runs them inside its transactions): the tables, the HNSW index
+or cursor (the class in _knowledge_base runs them inside its transactions): the tables, the HNSW index
 and the settings pgvector takes for it, the index of BM25 bounds, the schema made with what it is
 built with and the migration to it, what ar_meta must hold, and a batch of chunks copied in
 (chunks, postings, sparse vectors, document frequencies, graph edges) or documents removed."""
@@ -7,15 +7,21 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from typing import Any
 
 import numpy as np
 
 from ...core._config import Config, IndexConfig, SearchConfig
 from ...core._errors import ConfigurationError
 from ...text._tokenize import TOKENIZER_SETTINGS, tokenize
+from .._records import index_text
 from ..embedders._embedders import Embedder, EmbedProgress, embed_batches, embedder_trait
 from ..indexes._graph import KnowledgeGraph
-from ._core import index_text
+
+# a psycopg connection and cursor: psycopg is an optional dependency (the postgres extra), so they
+# are typed by name, not imported
+Connection = Any
+Cursor = Any
 
 MAX_HNSW_DIMENSIONS = 2000  # pgvector 0.6
 
@@ -67,7 +73,7 @@ def bound_sql(bound: dict, alias: str = "") -> str:
             f"{k1 * b / max(length, 1e-9)!r}::float8 * {dl}))")
 
 
-def make_bound_index(db, search: SearchConfig) -> None:
+def make_bound_index(db: Connection, search: SearchConfig) -> None:
     """(Re)make the postings' index in bound order, for the average length held now (100 tokens while
     nothing is held) and `search`'s k1 and b, and record those settings in ar_meta. Only a bulk add
     makes it anew: until then a drifting average length loosens the bounds."""
@@ -80,7 +86,7 @@ def make_bound_index(db, search: SearchConfig) -> None:
                (json.dumps(bound),))
 
 
-def to_schema_3(db, embedder: Embedder, config: Config) -> None:
+def to_schema_3(db: Connection, embedder: Embedder, config: Config) -> None:
     """Schema 3: the index of BM25 bounds, and each sparse vector's non-zero weights as postings."""
     db.execute(SCHEMA_SQL.format(dimension=embedder.dimension))  # makes ar_sparse, keeps the rest
     make_bound_index(db, config.search)
@@ -120,7 +126,7 @@ def meta_problem(meta: dict) -> str | None:
     return None
 
 
-def create_schema(db, embedder: Embedder, config: Config, version: int) -> None:
+def create_schema(db: Connection, embedder: Embedder, config: Config, version: int) -> None:
     """Make the tables (and the HNSW index where pgvector allows one, and the index of BM25 bounds)
     and record what the knowledge base is built with, in one transaction; a schema another process
     made meanwhile is kept."""
@@ -141,7 +147,7 @@ def create_schema(db, embedder: Embedder, config: Config, version: int) -> None:
             db.execute("INSERT INTO ar_meta VALUES (%s, %s)", (key, json.dumps(value)))
 
 
-def _meta_held(db) -> bool:
+def _meta_held(db: Connection) -> bool:
     return bool(db.execute("SELECT to_regclass('ar_meta') IS NOT NULL").fetchone()[0]) and \
         bool(db.execute("SELECT count(*) FROM ar_meta").fetchone()[0])
 
@@ -149,7 +155,7 @@ def _meta_held(db) -> bool:
 # -- writes ----------------------------------------------------------------------------------------
 
 
-def copy_batch(cursor, chunks: list[dict], embedder: Embedder, progress: bool | EmbedProgress) -> int:
+def copy_batch(cursor: Cursor, chunks: list[dict], embedder: Embedder, progress: bool | EmbedProgress) -> int:
     """Embed one batch of chunk records and COPY it in (chunks, postings, terms, edges); its tokens."""
     texts = [index_text(c) for c in chunks]
     vectors = np.concatenate([batch for _, batch in embed_batches(embedder, texts, progress)])
@@ -180,7 +186,7 @@ def copy_batch(cursor, chunks: list[dict], embedder: Embedder, progress: bool | 
     return sum(map(len, tokens))
 
 
-def remove(db, doc_ids: list[str]) -> int:
+def remove(db: Connection, doc_ids: list[str]) -> int:
     """Delete documents with their chunks, postings and edges (cascades), keeping the stats right."""
     if not doc_ids:
         return 0
@@ -195,7 +201,7 @@ def remove(db, doc_ids: list[str]) -> int:
     return len(found)
 
 
-def change_df(cursor, change: Counter) -> None:
+def change_df(cursor: Cursor, change: Counter) -> None:
     """Add `change` (term -> chunks gained or lost) to each term's document frequency in ar_terms."""
     if not change:
         return

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import zipfile
 import zlib
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from ...core._errors import RetrievalError
 from ..indexes._checks import require
@@ -26,7 +28,7 @@ LOAD_ERRORS = (ValueError, KeyError, TypeError, IndexError, AttributeError, OSEr
 
 
 @contextmanager
-def reading(path: Path | str):
+def reading(path: Path | str) -> Iterator[None]:
     """Turn a damaged file's error into one RetrievalError naming it (its segment folder and name)."""
     try:
         yield
@@ -36,7 +38,7 @@ def reading(path: Path | str):
                              f"agentic-rag index PATH --kb NEW_DIR") from None
 
 
-def check_chunk(chunk, low: int, high: int) -> int:
+def check_chunk(chunk: dict, low: int, high: int) -> int:
     """A saved chunk's row (taken out of it), which must lie in [low, high), and its fields' types."""
     require(type(chunk) is dict, "a line is not a JSON object")
     row, get = chunk.pop("row", None), chunk.get
@@ -47,7 +49,7 @@ def check_chunk(chunk, low: int, high: int) -> int:
     return row
 
 
-def check_documents(docs, name: str = "documents") -> dict:
+def check_documents(docs: Any, name: str = "documents") -> dict:
     """documents.json (or a delta's changed documents): doc id -> {"hash": str, "rows": [int, ...]}."""
     require(isinstance(docs, dict) and all(isinstance(d, dict) and isinstance(d.get("hash"), str)
                                             and isinstance(d.get("rows"), list)

@@ -22,9 +22,10 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Any
 
 from ...core._errors import ConfigurationError, RetrievalError, StorageError, WriteConflict
 from .._layout import GENERATION, MANIFEST, SEGMENT_LIKE, check_not_in_segment, segment_names, segment_parent
@@ -103,7 +104,7 @@ def storage_error(exc: OSError, directory: Path) -> StorageError:
 
 
 @contextmanager
-def _writing(directory: Path):
+def _writing(directory: Path) -> Iterator[None]:
     """Turn an OSError of a write into the folder's StorageError."""
     try:
         yield
@@ -111,13 +112,13 @@ def _writing(directory: Path):
         raise storage_error(exc, directory) from None
 
 
-def _open_lock(path: Path, directory: Path):
+def _open_lock(path: Path, directory: Path) -> IO[Any]:
     with _writing(directory):
         return open(path, "a+")  # noqa: SIM115 (the caller's with closes it)
 
 
 @contextmanager
-def writer_lock(directory: Path, wait_s: float = 0.0, on_wait: Callable[[], None] | None = None):
+def writer_lock(directory: Path, wait_s: float = 0.0, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold DIR/.lock for the duration (re-entrant in one thread); another writer waits its turn
     (see _lock) up to `wait_s` seconds, calling `on_wait` once, and is then refused; a lock file
     that cannot be opened (a read-only folder) is a StorageError."""
@@ -297,7 +298,7 @@ def _manifest_problem(manifest: dict) -> str | None:
     return None
 
 
-def _count(value, most: int) -> bool:
+def _count(value: object, most: int) -> bool:
     return type(value) is int and 0 <= value <= most
 
 

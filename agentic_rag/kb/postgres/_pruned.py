@@ -13,13 +13,15 @@ ranking, the same as the exhaustive one. Otherwise the next round reads four tim
 `deepest` the caller sums every posting instead.
 
 Bounds may be loose but never low: BM25's are kept in the index for the average length it was
-built with and scaled at query time (_postgres_sql.bound_sql), so writes never make a ranking wrong.
+built with and scaled at query time (_sql.bound_sql), so writes never make a ranking wrong.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import numpy as np
+
+from ._sql import Connection
 
 FIRST_BLOCK = 64
 DEEPEST = 16_384  # postings read from one list, at most; deeper, the exhaustive sum is as cheap
@@ -29,7 +31,7 @@ SPARSE_DEEPEST = 1_024
 SLACK = 1e-5      # bounds and exact scores are summed in different orders and precisions: _slack
 
 
-def pruned_top(db, lists: list[tuple[str, list]], k: int, exact: Callable[[list[int]], dict[int, float]],
+def pruned_top(db: Connection, lists: list[tuple[str, list]], k: int, exact: Callable[[list[int]], dict[int, float]],
                nonnegative: bool, deepest: int = DEEPEST) -> list[tuple[int, float]] | None:
     """The k rows of best positive score (ties: lower row first), or None past `deepest`. Each list
     is (SQL, arguments): a SELECT of (row, contribution, bound) in descending bound order, which
@@ -59,8 +61,8 @@ def pruned_top(db, lists: list[tuple[str, list]], k: int, exact: Callable[[list[
     return None
 
 
-def _ranked(rows: np.ndarray, most: np.ndarray, scored: dict[int, float], kth: float, k: int, exact,
-            nonnegative: bool) -> list[tuple[int, float]] | None:
+def _ranked(rows: np.ndarray, most: np.ndarray, scored: dict[int, float], kth: float, k: int,
+            exact: Callable[[list[int]], dict[int, float]], nonnegative: bool) -> list[tuple[int, float]] | None:
     """The k best of the candidate rows (most-possible score `most`, descending), scored exactly a
     chunk at a time, best-possible first, until no row left can reach the k-th best score found."""
     at, step = 0, max(2 * k, 128)
@@ -72,7 +74,7 @@ def _ranked(rows: np.ndarray, most: np.ndarray, scored: dict[int, float], kth: f
     return ranked[:k] if nonnegative or len(ranked) >= k else None  # fewer: rows at 0 and below rank next
 
 
-def _read(db, lists: list[tuple[str, list]], block: int) -> tuple[np.ndarray, ...]:
+def _read(db: Connection, lists: list[tuple[str, list]], block: int) -> tuple[np.ndarray, ...]:
     """The first `block` postings of every list, in one statement: (list index, row, contribution, bound)."""
     sql = " UNION ALL ".join(f"(SELECT {i}, r.* FROM ({query} LIMIT %s) r)" for i, (query, _) in enumerate(lists))
     with db.cursor(binary=True) as cursor:  # numbers in binary: parsing text is most of the cost

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ...core._config import Config
-from .._hit import Hit
-from ..embedders._embedders import Embedder
-from ..ingestion._documents import Document
+from ..core._config import Config
+from ._hit import Hit
+from ._records import AddResult
+
+if TYPE_CHECKING:
+    from ._views import RestrictedView
+from .embedders._embedders import Embedder
+from .ingestion._documents import Document
 
 
 @runtime_checkable
@@ -18,15 +22,26 @@ class KnowledgeBaseBackend(Protocol):
     filters; graph search), the term weights the judges use, its size, what it was built with (embedder,
     settings, graph), and how its changes last: saved to a folder, or committed as they are made."""
 
-    config: Config        # the index layer it was chunked with, the search layer its searches take
-    embedder: Embedder    # the one it was built with
-    graph_method: str     # how its graph joins names: "names" (sharing a sentence) or "model:NAME"
-    # True: changes last once save(folder) writes them, and a writer holds the folder's lock from
-    # load to save (the embedded one); False: every change is committed as it is made (a database)
-    saves_to_folder: bool
+    # read-only here (a plain attribute satisfies a property), so that a restricted view is one too
+    @property
+    def config(self) -> Config:
+        """The index layer it was chunked with, the search layer its searches take."""
+    @property
+    def embedder(self) -> Embedder:
+        """The one it was built with."""
+    @property
+    def graph_method(self) -> str:
+        """How its graph joins names: "names" (sharing a sentence) or "model:NAME"."""
+    @property
+    def saves_to_folder(self) -> bool:
+        """True: changes last once save(folder) writes them, and a writer holds the folder's lock from
+        load to save (the embedded one); False: every change is committed as it is made (a database)."""
 
-    def add_documents(self, documents: Iterable[Document], progress: bool = False, reuse_from=()):
-        """Index documents; a known id with changed content replaces that document's chunks (AddResult)."""
+    def add_documents(self, documents: Iterable[Document], progress: bool = False,
+                      reuse_from: Any = ()) -> AddResult:
+        """Index documents; a known id with changed content replaces that document's chunks (AddResult).
+        `reuse_from`: saved folders whose vectors may be copied (Any: a backend may take more keywords,
+        as KnowledgeBase's embedding_cache, which callers pass by name)."""
 
     def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None,
                        every_member: bool = False) -> list[str]:
@@ -56,7 +71,7 @@ class KnowledgeBaseBackend(Protocol):
     def vector_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
         """The cosine similarity of each given chunk's vector to the query's."""
 
-    def restricted(self, filters: dict, scope: bool = False):
+    def restricted(self, filters: dict, scope: bool = False) -> RestrictedView:
         """A view whose searches keep to `filters`; with `scope`, its term weights too."""
 
     def save(self, directory: str | Path, compact: bool = False) -> Path | None:

@@ -1,7 +1,7 @@
 """The embedded knowledge base's persistence: a folder of segments (one full segment, then delta
 segments, each written whole and switched to atomically by the manifest; see _store), read back with
 every file checked before it is used (_integrity). KnowledgeBase takes these methods from
-SegmentPersistence; everything else it does is in _embedded."""
+SegmentPersistence; everything else it does is in _knowledge_base."""
 from __future__ import annotations
 
 import json
@@ -15,15 +15,15 @@ import numpy as np
 from ...core._config import Config, IndexConfig, SearchConfig
 from ...core._errors import ConfigurationError, RetrievalError
 from ...text._tokenize import TOKENIZER_SETTINGS, tokenize
+from .._records import built_embedder, check_built_with, check_tokenizer, index_text
 from ..embedders._embedders import Embedder, content_key, embedder_trait
 from ..indexes._bm25 import BM25
 from ..indexes._checks import check_bm25, check_bm25_arrays, check_graph, check_vocab
 from ..indexes._csr import write_npz
-from ..indexes._graph import KnowledgeGraph
+from ..indexes._graph import KnowledgeGraph, TripleExtractor
 from ..indexes._rerank import Reranker
 from ..indexes._vectors import load_vectors, saved_arrays, vector_index
 from . import _store as store
-from ._core import built_embedder, check_built_with, check_tokenizer, index_text
 from ._integrity import LOAD_ERRORS, check_chunk, check_documents, reading
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ class SegmentPersistence:
     """KnowledgeBase's save and load: what changed since the last save goes into a new delta segment,
     everything into one full segment now and then; a load replays them in order."""
 
-    if TYPE_CHECKING:  # what KnowledgeBase holds and gives these methods (_embedded)
+    if TYPE_CHECKING:  # what KnowledgeBase holds and gives these methods (_knowledge_base)
         config: Config
         embedder: Embedder
         graph_method: str
@@ -60,10 +60,8 @@ class SegmentPersistence:
         _base_rows: int
 
         def __init__(self, embedder: Embedder | None = None, config: Config | IndexConfig | SearchConfig | None = None,
-                     reranker: Reranker | None = None, extract_triples=None, graph_method: str | None = None): ...
-        def __len__(self) -> int: ...
-        @property
-        def graph_size(self) -> tuple[int, int]: ...
+                     reranker: Reranker | None = None, extract_triples: TripleExtractor | None = None,
+                     graph_method: str | None = None) -> None: ...
         def _new_vector_index(self) -> VectorIndex: ...
         def _delete_rows(self, rows: list[int]) -> None: ...
 
@@ -104,8 +102,8 @@ class SegmentPersistence:
                 "embedder": {"name": self.embedder.name, "dimension": self.embedder.dimension},
                 "tokenizer": TOKENIZER_SETTINGS, "graph": self.graph_method,
                 "chunking": {"size": self.config.index.chunk_size, "overlap": self.config.index.chunk_overlap},
-                "counts": {"documents": len(self._docs), "chunks": len(self), "rows": rows,
-                           "graph_nodes": self.graph_size[0], "graph_edges": self.graph_size[1]},
+                "counts": {"documents": len(self._docs), "chunks": self._bm25.size, "rows": rows,
+                           "graph_nodes": len(self._graph.adjacent), "graph_edges": len(self._graph)},
             }
             if full or saved is None:  # (full when nothing was saved: said twice for the type checker)
                 writers = self._full_writers()
@@ -161,7 +159,7 @@ class SegmentPersistence:
     @classmethod
     def load(cls: type[Loaded], directory: str | Path, embedder: Embedder | None = None,
              config: Config | IndexConfig | SearchConfig | None = None, reranker: Reranker | None = None,
-             extract_triples=None) -> Loaded:
+             extract_triples: TripleExtractor | None = None) -> Loaded:
         """Open a saved knowledge base; the embedder must match the one it was built with, and the
         config's chunking the one it was chunked with (a SearchConfig or None takes the saved chunking)."""
         directory = Path(directory)

@@ -11,13 +11,14 @@ edges (the knowledge graph). BM25 is computed in SQL with the embedded index's f
 dimensions: e5's 384 yes, the hashing embedder's 2,048 no: those are searched by an exact scan); a
 filtered vector search always scans exactly the rows the filter keeps, so it returns k hits however
 few rows pass (pgvector 0.6 has no iterative index scans), and so does any search of fewer than
-exact_search_below rows. Search (plan, fusion, rerank) and graph ranking are the embedded knowledge
-base's own code (_search, _graph.walk); only the retrievers are SQL (_postgres_search). An option
+exact_search_below rows. Every read (search's plan, fusion and rerank; graph and PageRank search)
+is the engine's (kb/_engine), the same code as the embedded knowledge base's, over this store's
+snapshot (_snapshot: one transaction, the SQL of _search). An option
 pgvector cannot honour (a seed, reuse_from) is refused when set, not ignored.
 
 This module is the class: its connections, the schema's checks and migrations, one transaction
-per read or write, and the interface; the schema's text and the writes' SQL are in _postgres_sql,
-the error messages in _postgres_errors. Every write is one transaction: readers never see half a
+per read or write, and the interface; the schema's text and the writes' SQL are in _sql,
+the error messages in _errors. Every write is one transaction: readers never see half a
 document, a crash mid-batch leaves nothing of it, and writers from several processes or hosts
 serialise on the stats row. A dropped connection is a ConnectionLost (a RetrievalError) saying so; a read, and a write
 that had not reached its commit, are retried once on a new connection.
@@ -26,33 +27,23 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
 from ...core._config import Config, IndexConfig, SearchConfig, as_config
 from ...core._errors import ConfigurationError, ConnectionLost, RetrievalError
-from ...text._tokenize import tokenize
-from .._hit import Hit
-from ..embedders._embedders import Embedder, EmbedProgress, embed_query, embedder_trait, make_embedder
-from ..indexes._filters import check_filters
+from .._engine import Engine
+from .._records import ADD_BATCH, AddResult, batches, check_built_with, chunk_records
+from ..embedders._embedders import Embedder, EmbedProgress, embedder_trait, make_embedder
 from ..indexes._rerank import LexicalReranker, Reranker
 from ..ingestion._documents import Document
-from ._core import ADD_BATCH, AddResult, batches, check_built_with, chunk_records
-from ._postgres_connections import Busy, NoConnection, Servers, split_url
-from ._postgres_errors import data_error, first_line, foreign_schema, no_right, safe_url
-from ._postgres_search import (
-    bm25_given,
-    bm25_rows,
-    graph_hits,
-    hits_of,
-    idf_of,
-    idf_within,
-    pagerank_hits,
-    vector_rows,
-    where_sql,
-)
-from ._postgres_sql import (
+from ._connections import Busy, NoConnection, Servers, split_url
+from ._errors import data_error, first_line, foreign_schema, no_right, safe_url
+from ._snapshot import PostgresStore
+from ._sql import (
+    Connection,
     check_index_settings,
     copy_batch,
     create_schema,
@@ -63,7 +54,6 @@ from ._postgres_sql import (
     remove,
     to_schema_3,
 )
-from ._search import RestrictedView, Retrievers, check_graph_arguments, fusion_of, pagerank_seeds, search_with
 
 SCHEMA_VERSION = 3
 # version -> the function (given a connection in a transaction, the embedder and the settings)
@@ -74,13 +64,14 @@ MIGRATIONS: dict = {
     # 3: BM25 and sparse vectors are searched by a pruned top k, which reads postings in bound order
     3: to_schema_3,
 }
+T = TypeVar("T")
 BULK_ROWS = 5_000  # a batch this large (and larger than the rows held) rebuilds the HNSW index after it
 
 
-def _psycopg():
+def _psycopg() -> tuple[Any, Callable[[Connection], None]]:
     try:
         import psycopg
-        import psycopg_pool  # noqa: F401  (the pools of connections, _postgres_connections)
+        import psycopg_pool  # noqa: F401  (the pools of connections, _connections)
         from pgvector.psycopg import register_vector
     except ImportError:
         raise ConfigurationError("a PostgreSQL knowledge base needs the postgres extra: "
@@ -88,7 +79,7 @@ def _psycopg():
     return psycopg, register_vector
 
 
-class PostgresKnowledgeBase:
+class PostgresKnowledgeBase(Engine):
     """The knowledge base in PostgreSQL: the embedded KnowledgeBase's interface (add, replace and
     delete documents; hybrid, BM25 and vector search with filters; graph search; term weights),
     safe to use from several threads, processes and hosts at once."""
@@ -118,15 +109,16 @@ class PostgresKnowledgeBase:
             self._servers = Servers(self.url, options, self._configure)
             self._servers.wrote(db)  # the schema as made or migrated: replicas serve once they have it
         self.graph_method = "names"
+        self.store = PostgresStore(self)
 
     # -- connections and the schema ----------------------------------------------------------------
 
-    def _configure(self, db) -> None:
+    def _configure(self, db: Connection) -> None:
         """A new pooled connection: pgvector's type registered, left idle."""
         self._register(db)
         db.commit()
 
-    def _meta(self, db) -> dict | None:
+    def _meta(self, db: Connection) -> dict | None:
         exists = db.execute("SELECT to_regclass('ar_meta') IS NOT NULL").fetchone()[0]
         try:
             meta = dict(db.execute("SELECT key, value FROM ar_meta").fetchall()) if exists else {}
@@ -136,7 +128,8 @@ class PostgresKnowledgeBase:
         db.commit()
         return meta or None
 
-    def _check(self, db, meta: dict, embedder: Embedder | None, config) -> Embedder:
+    def _check(self, db: Connection, meta: dict, embedder: Embedder | None,
+               config: Config | IndexConfig | SearchConfig | None) -> Embedder:
         """The embedder the database was built with; a newer schema or other settings are clear errors."""
         version = meta.get("schema_version")
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
@@ -152,7 +145,7 @@ class PostgresKnowledgeBase:
             self._migrate(db, embedder)
         return embedder
 
-    def _migrate(self, db, embedder: Embedder) -> None:
+    def _migrate(self, db: Connection, embedder: Embedder) -> None:
         """Bring an older schema up to this version, one step at a time, in one transaction."""
         import psycopg
 
@@ -181,7 +174,8 @@ class PostgresKnowledgeBase:
         except (errors.UndefinedTable, errors.UndefinedColumn, errors.UndefinedFunction) as exc:
             raise foreign_schema(self.url, first_line(exc)) from None
 
-    def _read(self, work, given: str = "the query, the filters and the document ids"):
+    def _read(self, work: Callable[[Connection], T],
+              given: str = "the query, the filters and the document ids") -> T:
         """Run `work(connection)` in one read-only snapshot (REPEATABLE READ: every statement of a
         search sees the same committed state, never one writer's change between two of them), on a
         read replica where one can serve it (Servers.reader); a dropped connection is retried once."""
@@ -196,8 +190,10 @@ class PostgresKnowledgeBase:
                 if attempt == 2:
                     raise ConnectionLost(f"the connection to {safe_url(self.url)} dropped: {first_line(exc)}; "
                                          f"check the server and retry") from None
+        raise AssertionError("not reached: the second attempt returns or raises")
 
-    def _write(self, work, given: str = "the documents (text, titles, metadata, ids)"):
+    def _write(self, work: Callable[[Connection], T],
+               given: str = "the documents (text, titles, metadata, ids)") -> T:
         """Run `work(connection)` in one write transaction on the primary, serialised with every other
         writer on the stats row. A connection that dropped before the commit is retried once (nothing
         was written); one that dropped during the commit is reported: the write may or may not have
@@ -225,6 +221,7 @@ class PostgresKnowledgeBase:
                     raise ConnectionLost(f"the connection to {safe_url(self.url)} dropped during a write, before "
                                          f"its commit: {first_line(exc)}; nothing of it was written: check the "
                                          f"server and retry") from None
+        raise AssertionError("not reached: the second attempt returns or raises")
 
     def _unreachable(self, exc: NoConnection, writing: bool) -> ConnectionLost:
         """No connection to the primary within the pool's timeout: it was reached before, and may come back
@@ -237,7 +234,8 @@ class PostgresKnowledgeBase:
 
     # -- writes ------------------------------------------------------------------------------------
 
-    def add_documents(self, documents: Iterable[Document], progress: bool = False, reuse_from=()) -> AddResult:
+    def add_documents(self, documents: Iterable[Document], progress: bool = False,
+                      reuse_from: Iterable[str | Path] | str | Path = ()) -> AddResult:
         """Index documents in one transaction; a known id with changed content replaces its chunks.
         Chunks are embedded and written ADD_BATCH at a time, so the add's memory is bounded by a batch."""
         if [reuse_from] if isinstance(reuse_from, (str, Path)) else list(reuse_from):
@@ -249,7 +247,7 @@ class PostgresKnowledgeBase:
         todo = [d for d in latest.values() if hashes.get(d.id) != d.content_hash()]
         total = sum(1 for _ in chunk_records(todo, self.config.index))  # decides the index rebuild, before any write
 
-        def write(db) -> AddResult:
+        def write(db: Connection) -> AddResult:
             result = AddResult(unchanged=len(latest) - len(todo), chunks=total)
             # which ids exist is read again under the writers' lock: another writer may have added one since
             replaced = [r[0] for r in db.execute("SELECT id FROM ar_documents WHERE id = ANY(%s)",
@@ -296,129 +294,13 @@ class PostgresKnowledgeBase:
             logging.getLogger(__name__).warning("could not VACUUM %s after a bulk add (%s): searches are slower "
                                                 "until autovacuum does", safe_url(self.url), first_line(exc))
 
-    def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None,
-                       every_member: bool = False) -> list[str]:
-        """Which of these document ids the knowledge base holds, in the order given, once each; with
-        `filters`, only those with a chunk the filters keep (with `every_member`, a list value only
-        when each of its members matches: where_sql)."""
-        wanted = list(dict.fromkeys(doc_ids))
-        if filters:
-            where, arguments = where_sql(check_filters(filters), every_member)
-            query, values = f"SELECT DISTINCT c.doc_id FROM ar_chunks c WHERE c.doc_id = ANY(%s){where}", \
-                [wanted, *arguments]
-        else:
-            query, values = "SELECT id FROM ar_documents WHERE id = ANY(%s)", [wanted]
-        held = {row[0] for row in self._read(lambda db: db.execute(query, values).fetchall())}
-        return [doc_id for doc_id in wanted if doc_id in held]
+    # -- reads are the engine's (kb/_engine), over PostgresStore; what is left is this store's own ----
 
-    def delete_documents(self, doc_ids: Iterable[str]) -> int:
-        """Remove documents and all their chunks in one transaction; returns how many were found."""
-        wanted = list(dict.fromkeys(doc_ids))
-        return self._write(lambda db: remove(db, wanted), "the document ids")
-
-    # -- reads -------------------------------------------------------------------------------------
-
-    def __len__(self) -> int:
-        return int(self._read(lambda db: db.execute("SELECT n FROM ar_stats").fetchone()[0]))
-
-    @property
-    def document_count(self) -> int:
-        return int(self._read(lambda db: db.execute("SELECT count(*) FROM ar_documents").fetchone()[0]))
-
-    def generation(self, directory=None) -> str:
+    def generation(self, directory: str | Path | None = None) -> str:
         """A counter every write moves on."""
         return f"pg-{self._read(lambda db: db.execute('SELECT generation FROM ar_stats').fetchone()[0]):06d}"
 
-    @property
-    def fusion(self) -> tuple[str, float]:
-        """Hybrid search's (fusion method, vector weight), as KnowledgeBase.fusion."""
-        return fusion_of(self.embedder, self.config.search)
-
-    def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
-               rerank: bool | None = None) -> list[Hit]:
-        """The k best chunks for the query; each hit records its rank in each retriever."""
-        return search_with(self, self._retrievers, query, k, mode, filters, rerank)
-
-    @property
-    def _retrievers(self) -> Retrievers:
-        """BM25 and vectors in SQL, in one snapshot (search_with's plan, fusion and rerank are every backend's)."""
-        def retrieve(db, plan, tokens, vector):
-            where, arguments = where_sql(plan.filters)
-            found = {}
-            if "bm25" in plan.use:
-                found["bm25"] = bm25_rows(db, tokens, plan.depth, where, arguments, self.config.search)
-            if "vector" in plan.use:
-                found["vector"] = vector_rows(db, vector, plan.depth, where, arguments, bool(plan.filters),
-                                              self.embedder, self.config)
-            return found
-
-        return Retrievers(self._read, lambda db: db.execute("SELECT n FROM ar_stats").fetchone()[0], retrieve,
-                          hits_of, idf_of)
-
-    def term_weights(self, text: str, filters: Sequence[dict] = ()) -> dict[str, float]:
-        """BM25 idf of each distinct token of `text` that the knowledge base holds; with `filters`
-        (every one must hold), among the chunks they keep: a term only other chunks hold is absent."""
-        terms = list(dict.fromkeys(tokenize(text)))
-        if not terms:
-            return {}
-        if not filters:
-            return self._read(lambda db: idf_of(db, terms))
-        where, arguments = "", list[object]()
-        for conditions in filters:
-            more, values = where_sql(check_filters(conditions))
-            where, arguments = where + more, arguments + values
-        return self._read(lambda db: idf_within(db, terms, where, arguments))
-
-    def bm25_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
-        """The BM25 score of each given chunk for `query`."""
-        terms = list(dict.fromkeys(tokenize(query)))
-        if not terms or not chunk_ids:
-            return {}
-
-        def run(db):
-            ids = dict(db.execute("SELECT row, chunk_id FROM ar_chunks WHERE chunk_id = ANY(%s)",
-                                  (list(chunk_ids),)).fetchall())
-            scores = bm25_given(db, terms, list(ids), self.config.search)
-            return {ids[row]: scores.get(row, 0.0) for row in ids}
-
-        return self._read(run)
-
-    def vector_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
-        """The cosine similarity of each given chunk's vector to the query's."""
-        if not chunk_ids:
-            return {}
-        vector = embed_query(self.embedder, query)
-        return self._read(lambda db: {chunk_id: float(s) for chunk_id, s in db.execute(
-            "SELECT chunk_id, 1 - (embedding <=> %s) FROM ar_chunks WHERE chunk_id = ANY(%s)",
-            (vector, list(chunk_ids))).fetchall()})
-
-    def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
-        """Chunks behind the graph edges within `hops` of the names in the query, ranked as the
-        embedded knowledge base ranks them (walk, graph_ranking), one query per hop."""
-        check_graph_arguments(k, hops)
-        return self._read(lambda db: graph_hits(db, query, k, hops, self.config.search))
-
-    def pagerank_search(self, query: str, k: int = 8, seeds: dict[str, float] | None = None,
-                        hops: int = 2) -> list[Hit]:
-        """The k chunks personalized PageRank ranks first, as the embedded knowledge base ranks
-        them (_graph.pagerank), the graph read a ring at a time (two queries a ring)."""
-        check_graph_arguments(k, hops)
-        seeds = pagerank_seeds(self, query, seeds)
-        return self._read(lambda db: pagerank_hits(db, query, k, hops, seeds, self.config.search.rrf_k))
-
-    @property
-    def graph_size(self) -> tuple[int, int]:
-        """(nodes, edges) of the knowledge graph."""
-        return self._read(lambda db: db.execute(
-            "SELECT (SELECT count(*) FROM (SELECT a FROM ar_edges UNION SELECT b FROM ar_edges) n), "
-            "(SELECT count(*) FROM (SELECT DISTINCT a, b FROM ar_edges) e)").fetchone())
-
-    def restricted(self, filters: dict, scope: bool = False) -> RestrictedView:
-        """This knowledge base with every search kept to `filters` (as KnowledgeBase.restricted)."""
-        checked = check_filters(filters)
-        return RestrictedView(self, [checked], [checked] if scope else [])
-
-    def save(self, *args, **kwargs) -> None:
+    def save(self, *args: object, **kwargs: object) -> None:
         """Nothing to do: every write was committed in its own transaction."""
 
     def close(self) -> None:

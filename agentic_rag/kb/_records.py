@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ...core._config import Config, IndexConfig, as_config
-from ...core._errors import ConfigurationError, RetrievalError
-from ...text._tokenize import TOKENIZER_SETTINGS
-from ..embedders._embedders import REMOVED, Embedder, make_embedder
-from ..ingestion._chunking import document_chunks
-from ..ingestion._documents import Document
+from ..core._config import Config, IndexConfig, SearchConfig, as_config
+from ..core._errors import ConfigurationError, RetrievalError
+from ..text._tokenize import TOKENIZER_SETTINGS
+from .embedders._embedders import REMOVED, Embedder, make_embedder
+from .ingestion._chunking import document_chunks
+from .ingestion._documents import Document
 
 ADD_BATCH = 2048  # chunks tokenized and embedded at a time by an add: its scratch memory is bounded by it
 
@@ -52,7 +52,8 @@ def index_text(chunk: dict) -> str:
     return f"{chunk['title']}\n{chunk['text']}" if chunk["title"] else chunk["text"]
 
 
-def check_built_with(where: str, built: dict, embedder: Embedder | None, config, new: str) -> tuple[Embedder, Config]:
+def check_built_with(where: str, built: dict, embedder: Embedder | None,
+                     config: Config | IndexConfig | SearchConfig | None, new: str) -> tuple[Embedder, Config]:
     """The embedder and settings to open a saved knowledge base with, given what it records (`built`:
     its embedder, tokenizer and chunking) and what the caller gave (None: what it was built with).
     Anything else is an error naming `where` and the fix: the same settings, or a rebuild into `new`."""
@@ -88,7 +89,8 @@ def check_tokenizer(where: str, built: dict, new: str) -> None:
                              f"agentic-rag index PATH --kb {new}")
 
 
-def saved_chunking(config, chunking: dict, where: str, fix: str) -> Config:
+def saved_chunking(config: Config | IndexConfig | SearchConfig | None, chunking: dict, where: str,
+                   fix: str) -> Config:
     """The settings a saved knowledge base opens with: the given ones (a Config, a layer or None, as
     KnowledgeBase takes them), with its saved chunking (`chunking`, as the manifest has it) when they
     give none (no index layer), or after checking that theirs is the same (else an error)."""

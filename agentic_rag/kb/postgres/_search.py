@@ -1,22 +1,20 @@
 """The PostgreSQL knowledge base's retrievers in SQL, as functions of a connection (the class in
-_postgres runs them in one read-only snapshot): filters as SQL conditions, BM25 with the embedded
+_knowledge_base runs them in one read-only snapshot): filters as SQL conditions, BM25 with the embedded
 index's formula, cosine similarity through the HNSW index or an exact scan, the hits' rows, idf,
-and graph search: the nodes a query names, each node's neighbours and the names on a path, walked
-and ranked by the embedded knowledge base's own code (_graph.walk, _search.graph_ranking)."""
+and the graph: the nodes a query names, each node's neighbours, the names on a path and the rows
+and nodes PageRank walks, which the engine (kb/_engine) walks and ranks as every store's."""
 from __future__ import annotations
 
 import numpy as np
 
 from ...core._config import Config, SearchConfig
 from ...text._names import names
-from ...text._tokenize import tokenize
 from .._hit import Hit
 from ..embedders._embedders import Embedder, embedder_trait
 from ..indexes._bm25 import bm25_idf
-from ..indexes._graph import HUB_ROWS, node_key, walk
-from ._postgres_pruned import SPARSE_DEEPEST, pruned_top
-from ._postgres_sql import bound_sql, indexed
-from ._search import graph_ranking, pagerank_ranking
+from ..indexes._graph import HUB_ROWS, node_key
+from ._pruned import SPARSE_DEEPEST, pruned_top
+from ._sql import Connection, bound_sql, indexed
 
 _COLUMNS = {"doc_id": "c.doc_id", "source": "c.source", "title": "c.title"}
 _NUMBER = r"^[+-]?([0-9]+([.][0-9]*)?|[.][0-9]+)([eE][+-]?[0-9]+)?$"
@@ -52,7 +50,7 @@ def where_sql(filters: dict, every_member: bool = False) -> tuple[str, list]:
     return "".join(f" AND {p}" for p in parts), arguments
 
 
-def _condition_sql(column: str, condition, field: str | None = None) -> tuple[str, list]:
+def _condition_sql(column: str, condition: object, field: str | None = None) -> tuple[str, list]:
     """One field's condition on the SQL expression `column`, and its arguments in order; each %s of
     `column` takes `field` (the metadata key it reads)."""
     field_args = [field] * column.count("%s") if field is not None else []
@@ -77,9 +75,9 @@ def _condition_sql(column: str, condition, field: str | None = None) -> tuple[st
     return " AND ".join(parts), arguments
 
 
-def bm25_rows(db, tokens: list[str], k: int, where: str, arguments: list,
+def bm25_rows(db: Connection, tokens: list[str], k: int, where: str, arguments: list,
               c: SearchConfig) -> list[tuple[int, float]]:
-    """BM25 in SQL: the embedded index's formula, k1 and b; the top k pruned (_postgres_pruned) where
+    """BM25 in SQL: the embedded index's formula, k1 and b; the top k pruned (_pruned) where
     the postings' index of bounds was made with these k1 and b, else every posting of the terms summed."""
     formula, bound = _Formula.read(db, c)
     idf = idf_of(db, tokens, formula.n)
@@ -104,7 +102,7 @@ def _chunks_for(where: str, postings: str) -> str:
     return f"JOIN ar_chunks c ON c.row = {postings}.row" if where else ""
 
 
-def _roomy(db) -> None:
+def _roomy(db: Connection) -> None:
     """Room for an exhaustive sum's score per row in memory (work_mem, for this transaction alone):
     PostgreSQL's default 4MB spills it to disk at 100,000 chunks."""
     db.execute("SET LOCAL work_mem = '64MB'")
@@ -118,7 +116,7 @@ class _Formula:
         self.n, self.average_length = n, average_length
 
     @classmethod
-    def read(cls, db, c: SearchConfig) -> tuple[_Formula, dict | None]:
+    def read(cls, db: Connection, c: SearchConfig) -> tuple[_Formula, dict | None]:
         """The formula for the stats held now, and the bound settings of the postings' index (ar_meta)."""
         n, total, bound = db.execute("SELECT n, total_length, (SELECT value FROM ar_meta WHERE key = "
                                      "'bm25_bound') FROM ar_stats").fetchone()
@@ -142,7 +140,7 @@ def bm25_lists(idf: dict[str, float], bound: dict, formula: _Formula, where: str
             for term, weight in idf.items()]
 
 
-def bm25_of_rows(db, idf: dict[str, float], rows: list[int], formula: _Formula) -> dict[int, float]:
+def bm25_of_rows(db: Connection, idf: dict[str, float], rows: list[int], formula: _Formula) -> dict[int, float]:
     """The BM25 score of each given row holding a query term: each posting looked up by term and row
     (LIMIT 1 keeps the planner from joining by a scan of every posting of the terms)."""
     if not rows or not idf:
@@ -155,15 +153,15 @@ def bm25_of_rows(db, idf: dict[str, float], rows: list[int], formula: _Formula) 
         [rows, list(idf), list(idf.values()), *formula.arguments]).fetchall()}
 
 
-def bm25_given(db, tokens: list[str], rows: list[int], c: SearchConfig) -> dict[int, float]:
+def bm25_given(db: Connection, tokens: list[str], rows: list[int], c: SearchConfig) -> dict[int, float]:
     """The BM25 score of each given row holding a query term, for the stats held now."""
     formula = _Formula.read(db, c)[0]
     return bm25_of_rows(db, idf_of(db, tokens, formula.n), rows, formula)
 
 
-def vector_rows(db, vector: np.ndarray, k: int, where: str, arguments: list, filtered: bool,
+def vector_rows(db: Connection, vector: np.ndarray, k: int, where: str, arguments: list, filtered: bool,
                 embedder: Embedder, config: Config) -> list[tuple[int, float]]:
-    """Cosine similarity: a sparse embedder's postings pruned (_postgres_pruned); else the HNSW index
+    """Cosine similarity: a sparse embedder's postings pruned (_pruned); else the HNSW index
     when there is one, no filter and exact_search_below rows or more (as the embedded index), else an
     exact scan of the rows the filter keeps (so a filter keeping few rows still gives k hits)."""
     if embedder_trait(embedder, "sparse"):
@@ -198,7 +196,8 @@ def _nonzero(vector: np.ndarray) -> tuple[list[int], list[float]]:
     return dims.tolist(), vector[dims].astype(float).tolist()
 
 
-def sparse_sum(db, vector: np.ndarray, k: int, where: str, arguments: list) -> list[tuple[int, float]] | None:
+def sparse_sum(db: Connection, vector: np.ndarray, k: int, where: str,
+               arguments: list) -> list[tuple[int, float]] | None:
     """The k rows of best dot product with the sparse vector, every posting of its dimensions summed;
     None when fewer than k are above 0 (rows at 0 and below rank next: the exact scan orders them)."""
     _roomy(db)
@@ -210,7 +209,7 @@ def sparse_sum(db, vector: np.ndarray, k: int, where: str, arguments: list) -> l
     return found if len(found) == k else None
 
 
-def sparse_of_rows(db, vector: np.ndarray, rows: list[int]) -> dict[int, float]:
+def sparse_of_rows(db: Connection, vector: np.ndarray, rows: list[int]) -> dict[int, float]:
     """Each given row's dot product with the sparse vector, from its postings (each looked up by row
     and dimension): its cosine similarity, since the hashing embedder's vectors are unit length."""
     if not rows:
@@ -222,7 +221,7 @@ def sparse_of_rows(db, vector: np.ndarray, rows: list[int]) -> dict[int, float]:
         GROUP BY r.row""", (rows, *_nonzero(vector))).fetchall()}
 
 
-def hits_of(db, fused: list) -> list[Hit]:
+def hits_of(db: Connection, fused: list) -> list[Hit]:
     """The hits of fused (row, score, ranks), read from ar_chunks, in that order."""
     if not fused:
         return []
@@ -234,7 +233,7 @@ def hits_of(db, fused: list) -> list[Hit]:
             for row, score, ranks in fused if row in found]
 
 
-def idf_of(db, tokens: list[str], n: int | None = None) -> dict[str, float]:
+def idf_of(db: Connection, tokens: list[str], n: int | None = None) -> dict[str, float]:
     """BM25 idf (bm25_idf, as the embedded index) of each distinct token some chunk holds, for `n`
     chunks (read from ar_stats if not given)."""
     terms = list(dict.fromkeys(tokens))
@@ -243,7 +242,7 @@ def idf_of(db, tokens: list[str], n: int | None = None) -> dict[str, float]:
     return {term: float(bm25_idf(n, df)) for term, df in rows}
 
 
-def idf_within(db, terms: list[str], where: str, arguments: list) -> dict[str, float]:
+def idf_within(db: Connection, terms: list[str], where: str, arguments: list) -> dict[str, float]:
     """idf_of among the chunks `where` keeps (conditions on ar_chunks c): N and df counted there."""
     n = db.execute(f"SELECT count(*) FROM ar_chunks c WHERE true {where}", arguments).fetchone()[0]
     rows = db.execute(f"""SELECT p.term, count(DISTINCT p.row) FROM ar_postings p JOIN ar_chunks c ON c.row = p.row
@@ -254,32 +253,7 @@ def idf_within(db, terms: list[str], where: str, arguments: list) -> dict[str, f
 # -- graph search ----------------------------------------------------------------------------------
 
 
-def graph_hits(db, query: str, k: int, hops: int, search: SearchConfig) -> list[Hit]:
-    """The chunks behind the edges within `hops` of the names in the query, ranked as the embedded
-    knowledge base ranks them (walk, graph_ranking), one query per hop."""
-    starts = start_nodes(db, query)
-    found = walk(lambda nodes: neighbours(db, nodes), lambda pairs: path_names(db, pairs),
-                 dict(zip(starts, path_names(db, [(None, key) for key in starts]), strict=True)), hops)
-    rows = list(found)
-    scores = dict.fromkeys(rows, 0.0)
-    scores.update(bm25_given(db, tokenize(query), rows, search))
-    ranked = graph_ranking(found, scores, k)
-    hits = hits_of(db, [(row, score, ranks) for row, score, ranks, _ in ranked])
-    return [h.model_copy(update={"path": path}) for h, (_, _, _, path) in zip(hits, ranked, strict=True)]
-
-
-def pagerank_hits(db, query: str, k: int, hops: int, seeds: dict[str, float], rrf_k: int) -> list[Hit]:
-    """The k chunks personalized PageRank from the query's names and the seed chunks ranks first,
-    fused with the seeds' ranking, as the embedded knowledge base ranks them (pagerank_ranking)."""
-    held = {row: (text, seeds[c]) for c, row, text in db.execute(
-        "SELECT chunk_id, row, text FROM ar_chunks WHERE chunk_id = ANY(%s)", (list(seeds),)).fetchall()}
-    starts = start_nodes(db, query)
-    labels = dict(zip(starts, path_names(db, [(None, key) for key in starts]), strict=True))
-    return hits_of(db, pagerank_ranking(query, labels, held, lambda nodes: rows_naming(db, nodes),
-                                        lambda rows: nodes_in(db, rows), hops, k, rrf_k))
-
-
-def rows_naming(db, nodes: list[str]) -> dict[str, list[int]]:
+def rows_naming(db: Connection, nodes: list[str]) -> dict[str, list[int]]:
     """Each node's rows (pagerank's `rows_of`); a hub, in more than HUB_ROWS rows, is left out."""
     return {node: rows for node, rows in db.execute(
         "SELECT node, array_agg(DISTINCT row) FROM (SELECT a AS node, row FROM ar_edges WHERE a = ANY(%s) "
@@ -287,7 +261,7 @@ def rows_naming(db, nodes: list[str]) -> dict[str, list[int]]:
         (nodes, nodes, HUB_ROWS)).fetchall()} if nodes else {}
 
 
-def nodes_in(db, rows: list[int]) -> dict[int, list[str]]:
+def nodes_in(db: Connection, rows: list[int]) -> dict[int, list[str]]:
     """The nodes each row's edges join (pagerank's `nodes_of`)."""
     return {row: nodes for row, nodes in db.execute(
         "SELECT row, array_agg(DISTINCT node) FROM (SELECT row, a AS node FROM ar_edges WHERE row = ANY(%s) "
@@ -295,7 +269,7 @@ def nodes_in(db, rows: list[int]) -> dict[int, list[str]]:
         if rows else {}
 
 
-def start_nodes(db, query: str) -> list[str]:
+def start_nodes(db: Connection, query: str) -> list[str]:
     """The graph's nodes the query names, as KnowledgeGraph.find gives them: its names that are
     nodes, then node names of four characters or more that it contains (long ones first, five; of
     one length, the one the graph met first)."""
@@ -309,7 +283,7 @@ def start_nodes(db, query: str) -> list[str]:
     return list(dict.fromkeys([k for k in named if k in held] + inside))
 
 
-def neighbours(db, nodes: list[str]) -> dict[str, list[tuple[str, list[int]]]]:
+def neighbours(db: Connection, nodes: list[str]) -> dict[str, list[tuple[str, list[int]]]]:
     """Each node's neighbours with the rows behind the edge to each (walk's `neighbours`)."""
     near: dict[str, list[tuple[str, list[int]]]] = {}
     for node, other, rows in db.execute(
@@ -320,7 +294,7 @@ def neighbours(db, nodes: list[str]) -> dict[str, list[tuple[str, list[int]]]]:
     return near
 
 
-def path_names(db, pairs: list[tuple]) -> list[str]:
+def path_names(db: Connection, pairs: list[tuple]) -> list[str]:
     """The name each (node, other) step adds to a path: the other's name as first written (the
     lowest row's edge, then the first edge that row gave), as KnowledgeGraph keeps it."""
     keys = list({other for _, other in pairs})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -14,36 +14,25 @@ import numpy as np
 from ...core._config import Config, IndexConfig, SearchConfig, as_config
 from ...core._errors import ConfigurationError
 from ...text._tokenize import tokenize
-from .._hit import Hit
+from .._engine import Engine
+from .._records import ADD_BATCH, AddResult, batches, chunk_records, index_text
 from ..embedders._cache import EmbeddingCache
 from ..embedders._embedders import (
     Embedder,
     EmbedProgress,
     content_key,
     embed_batches,
-    embed_query,
     embedder_trait,
     make_embedder,
 )
 from ..indexes._bm25 import BM25, batch_postings
-from ..indexes._filters import check_filters, chunk_fields, compile_filters, filter_mask
-from ..indexes._graph import KnowledgeGraph
+from ..indexes._graph import KnowledgeGraph, TripleExtractor
 from ..indexes._rerank import LexicalReranker, Reranker
 from ..indexes._vectors import VectorIndex, vector_index
 from ..ingestion._documents import Document
-from ._core import ADD_BATCH, AddResult, batches, chunk_records, index_text
 from ._rwlock import ReadWriteLock
-from ._search import (
-    RestrictedView,
-    Retrievers,
-    check_graph_arguments,
-    fusion_of,
-    graph_ranking,
-    pagerank_ranking,
-    pagerank_seeds,
-    search_with,
-)
 from ._segments import SegmentPersistence, saved_vectors
+from ._snapshot import FolderStore
 
 
 @dataclass
@@ -59,12 +48,14 @@ class _Prepared:
     triples: list = field(default_factory=list)
 
 
-class KnowledgeBase(SegmentPersistence):
-    """Chunks with a BM25 index and a vector index; thread-safe, one read-write lock for all."""
+class KnowledgeBase(SegmentPersistence, Engine):
+    """Chunks with a BM25 index and a vector index, searched by the engine (_engine) over the folder
+    store (_snapshot); thread-safe, one read-write lock for all."""
     saves_to_folder = True  # its changes last once save(folder) writes them (KnowledgeBaseBackend)
 
     def __init__(self, embedder: Embedder | None = None, config: Config | IndexConfig | SearchConfig | None = None,
-                 reranker: Reranker | None = None, extract_triples=None, graph_method: str | None = None):
+                 reranker: Reranker | None = None, extract_triples: TripleExtractor | None = None,
+                 graph_method: str | None = None) -> None:
         self.config = as_config(config)  # a layer alone: the others take their defaults
         self.embedder = embedder or make_embedder("hashing")
         self.reranker = reranker or LexicalReranker()
@@ -81,18 +72,11 @@ class KnowledgeBase(SegmentPersistence):
         self._saved: dict[str, dict] = {}  # folder -> what it holds: see _remember
         self._changed_docs: list[str] = []  # every document added, replaced or deleted, in order
         self._rows_by_content: dict[bytes, int] | None = None  # see _content_rows
+        self.store = FolderStore(self)
 
     def _new_vector_index(self) -> VectorIndex:
         return vector_index(self.embedder.dimension, embedder_trait(self.embedder, "sparse"), self.config.index,
                             self.config.search)
-
-    def __len__(self) -> int:
-        return self._bm25.size
-
-    @property
-    def document_count(self) -> int:
-        """Number of documents held."""
-        return len(self._docs)
 
     def add_documents(self, documents: Iterable[Document], progress: bool = False,
                       reuse_from: Iterable[str | Path] = (),
@@ -206,26 +190,6 @@ class KnowledgeBase(SegmentPersistence):
                                      if c is not None}
         return self._rows_by_content
 
-    def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None,
-                       every_member: bool = False) -> list[str]:
-        """Which of these document ids the knowledge base holds, in the order given, once each; with
-        `filters`, only those with a chunk the filters keep (with `every_member`, a list value only
-        when each of its members matches: compile_filters)."""
-        test = compile_filters(check_filters(filters), every_member) if filters else None
-        with self._lock.read():
-            return [doc_id for doc_id in dict.fromkeys(doc_ids) if doc_id in self._docs and (
-                test is None or any(test(chunk_fields(cast(dict, self._chunks[row])))
-                                    for row in self._docs[doc_id]["rows"]))]
-
-    def delete_documents(self, doc_ids: Iterable[str]) -> int:
-        """Remove documents and all their chunks; returns how many were found."""
-        with self._writer, self._lock.write():
-            found = [doc_id for doc_id in dict.fromkeys(doc_ids) if doc_id in self._docs]
-            for doc_id in found:
-                self._delete_rows(self._docs.pop(doc_id)["rows"])
-            self._changed_docs += found
-            return len(found)
-
     def _delete_rows(self, rows: list[int]) -> None:
         self._bm25.delete(rows)
         self._vectors.delete(rows)
@@ -236,113 +200,5 @@ class KnowledgeBase(SegmentPersistence):
                 del held[key]
             self._chunks[row] = None
 
-    def search(self, query: str, k: int = 5, mode: str = "hybrid", filters: dict | None = None,
-               rerank: bool | None = None) -> list[Hit]:
-        """The k best chunks for the query; each hit records its rank in each retriever."""
-        return search_with(self, self._retrievers, query, k, mode, filters, rerank)
-
-    @property
-    def _retrievers(self) -> Retrievers:
-        """BM25 and vectors under the read lock (search_with's plan, fusion and rerank are every backend's)."""
-        def read(work):
-            with self._lock.read():
-                return work(None)
-
-        def retrieve(_, plan, tokens, vector):
-            allowed = filter_mask(self._chunks, plan.filters) if plan.filters else None
-            found = {}
-            if "bm25" in plan.use:
-                found["bm25"] = self._bm25.top(tokens, plan.depth, allowed)
-            if "vector" in plan.use:
-                found["vector"] = self._vectors.search(vector, plan.depth, allowed)
-            return found
-
-        return Retrievers(read, lambda _: len(self), retrieve, lambda _, fused: [self._hit(*f) for f in fused],
-                          lambda _, tokens: self._bm25.idf(tokens))
-
-    @property
-    def fusion(self) -> tuple[str, float]:
-        """Hybrid search's (fusion method, vector weight): the config's where set, else the embedder's
-        measured defaults (its `fusion` trait; SEMANTIC_FUSION for an embedder that declares none)."""
-        return fusion_of(self.embedder, self.config.search)
-
-    def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
-        """Chunks behind the graph edges within `hops` of the names in the query, nearest first
-        (ties by BM25 for the query); each hit's `path` is the chain of names that reached it."""
-        check_graph_arguments(k, hops)
-        with self._lock.read():
-            found = self._graph.walk(self._graph.find(query), hops)
-            ranked = graph_ranking(found, self._bm25.scores(tokenize(query)), k)
-            return [self._hit(row, score, ranks).model_copy(update={"path": path})
-                    for row, score, ranks, path in ranked]
-
-    def pagerank_search(self, query: str, k: int = 8, seeds: dict[str, float] | None = None,
-                        hops: int = 2) -> list[Hit]:
-        """The k chunks personalized PageRank ranks first, over passages and the names they share
-        (the knowledge graph), walked from the query's names and seed chunks (chunk id -> weight;
-        by default the query's best hybrid-search hits): what a chain of shared names leads to.
-        The walk's ranking is fused with the seeds' (pagerank_ranking): `ranks` gives both."""
-        check_graph_arguments(k, hops)
-        seeds = pagerank_seeds(self, query, seeds)
-        with self._lock.read():
-            graph, found = self._graph, self._rows_of(list(seeds))
-            held = {row: (cast(dict, self._chunks[row])["text"], seeds[c]) for c, row in found.items()}
-            ranked = pagerank_ranking(query, {key: graph.labels[key] for key in graph.find(query)}, held,
-                                      graph.rows_of, graph.nodes_of, hops, k, self.config.search.rrf_k)
-            return [self._hit(*f) for f in ranked]
-
-    def restricted(self, filters: dict, scope: bool = False) -> RestrictedView:
-        """This knowledge base as a run sees it when only chunks matching `filters` may be used: every
-        search keeps to them (and a route's own filters narrow further). For a service request's
-        filters; with `scope` (an API key's filter), its term weights count only those chunks too."""
-        checked = check_filters(filters)
-        return RestrictedView(self, [checked], [checked] if scope else [])
-
     def close(self) -> None:
         """Nothing to release: it holds no connection or file open between calls (the protocol asks for it)."""
-
-    @property
-    def graph_size(self) -> tuple[int, int]:
-        """(nodes, edges) of the knowledge graph."""
-        return len(self._graph.adjacent), len(self._graph)
-
-    def term_weights(self, text: str, filters: Sequence[dict] = ()) -> dict[str, float]:
-        """BM25 idf of each distinct token of `text` that the knowledge base holds; with `filters`
-        (every one must hold), among the chunks they keep: a term only other chunks hold is absent."""
-        with self._lock.read():
-            if not filters:
-                return self._bm25.idf(tokenize(text))
-            allowed = np.logical_and.reduce([filter_mask(self._chunks, check_filters(f)) for f in filters])
-            return self._bm25.idf_within(tokenize(text), allowed)
-
-    def bm25_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
-        """The BM25 score of each given chunk for `query`: comparable across chunks found by other queries."""
-        with self._lock.read():
-            scores = self._bm25.scores(tokenize(query))
-            return {chunk_id: float(scores[row]) for chunk_id, row in self._rows_of(chunk_ids).items()}
-
-    def vector_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
-        """The cosine similarity of each given chunk's vector to the query's (both are unit vectors)."""
-        vector = embed_query(self.embedder, query)
-        with self._lock.read():
-            rows = self._rows_of(chunk_ids)
-            if not rows:
-                return {}
-            similar = self._vectors.vectors_of(list(rows.values())) @ vector.astype(np.float32)
-            return {chunk_id: float(s) for chunk_id, s in zip(rows, similar, strict=True)}
-
-    def _rows_of(self, chunk_ids: list[str]) -> dict[str, int]:
-        """The rows of the given chunk ids that are live (under the read lock)."""
-        out = {}
-        for chunk_id in chunk_ids:
-            for row in self._docs.get(chunk_id.rsplit("#", 1)[0], {}).get("rows", []):
-                if self._chunks[row]["id"] == chunk_id:
-                    out[chunk_id] = row
-        return out
-
-    def _hit(self, row: int, score: float, ranks: dict[str, int]) -> Hit:
-        chunk = cast(dict, self._chunks[row])  # a row a search found: live
-        return Hit(id=chunk["id"], doc_id=chunk["doc_id"], source=chunk["source"], title=chunk["title"],
-                   text=chunk["text"], score=score, ranks=ranks, metadata=chunk["metadata"])
-
-

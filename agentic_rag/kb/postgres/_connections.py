@@ -22,12 +22,14 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from typing import Any
 from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
 from ...core._errors import ConfigurationError
-from ._postgres_errors import first_line, safe_url
+from ._errors import first_line, safe_url
+from ._sql import Connection
 
 OPTIONS = ("read", "pool_size", "pool_timeout", "prepare_threshold", "max_lag_s")
 RESTING_S = 30.0  # a replica skipped is not tried again for this long
@@ -52,7 +54,7 @@ def split_url(url: str) -> tuple[str, dict]:
     return urlunsplit(parts._replace(query="&".join(kept))), options  # libpq's parameters as they were written
 
 
-def _number(key: str, value: str, url: str):
+def _number(key: str, value: str, url: str) -> float | None:
     if key == "prepare_threshold" and value.lower() == "none":
         return None
     try:
@@ -87,7 +89,7 @@ class Busy(NoConnection):
 class Servers:
     """The pools of the primary and of each read replica, opened on first use."""
 
-    def __init__(self, url: str, options: dict, configure):
+    def __init__(self, url: str, options: dict, configure: Callable[[Connection], None]) -> None:
         self.url, self.options, self._configure = url, options, configure
         self._pools: dict[str, object] = {}
         self._resting: dict[str, float] = {}  # replica URL -> when it may be tried again
@@ -97,7 +99,7 @@ class Servers:
         self._turn = 0
         self.written: str | None = None  # the primary's WAL position after this knowledge base's last write
 
-    def _pool(self, url: str):
+    def _pool(self, url: str) -> Any:
         from psycopg_pool import ConnectionPool
 
         with self._lock:
@@ -199,7 +201,7 @@ class Servers:
         return [u for u in urls[turn % len(urls):] + urls[:turn % len(urls)]
                 if self._resting.get(u, 0.0) <= now] if urls else []
 
-    def _behind(self, db) -> str | None:
+    def _behind(self, db: Connection) -> str | None:
         """Why this replica cannot serve a read now, or None: how it lags, or "" when it only lacks this
         knowledge base's last write (the primary serves that read)."""
         written = self.written
@@ -221,7 +223,7 @@ class Servers:
         with self._lock:
             self._resting[url] = time.monotonic() + RESTING_S
 
-    def wrote(self, db) -> None:
+    def wrote(self, db: Connection) -> None:
         """Note the primary's WAL insert position after a write committed on `db` (or on opening): reads
         must see it. Kept as the largest seen, since threads note theirs in any order; one that cannot be
         read sends reads to the primary until the next write is noted."""

@@ -21,15 +21,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeGuard
 
-from ...core._config import Config, IndexConfig, SearchConfig
-from ...core._errors import ConfigurationError, RetrievalError
-from .._layout import MANIFEST
-from ..embedders._embedders import Embedder
-from ._embedded import KnowledgeBase
-from ._postgres import PostgresKnowledgeBase
-from ._postgres_errors import safe_url
+from ..core._config import Config, IndexConfig, SearchConfig
+from ..core._errors import ConfigurationError, RetrievalError
+from ._layout import MANIFEST
 from ._protocol import KnowledgeBaseBackend
-from ._store import check_target, writer_lock
+from .embedders._embedders import Embedder
+from .folder import KnowledgeBase, check_target, writer_lock
+from .indexes._graph import TripleExtractor
+from .postgres import PostgresKnowledgeBase, safe_url
 
 DATABASE_SCHEMES = ("postgresql://", "postgres://")  # the two libpq takes
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
@@ -43,7 +42,7 @@ def is_database(kb: object) -> TypeGuard[str]:
 
 def open_kb(path_or_url: str | os.PathLike, embedder: Embedder | None = None,
             config: Config | IndexConfig | SearchConfig | None = None, *, create: bool = False,
-            extract_triples=None, graph_method: str | None = None) -> KnowledgeBaseBackend:
+            extract_triples: TripleExtractor | None = None, graph_method: str | None = None) -> KnowledgeBaseBackend:
     """The knowledge base saved in a folder or held in a PostgreSQL database (by its URL).
 
     A folder holding one is loaded (KnowledgeBase.load: the embedder and the config's chunking
@@ -103,7 +102,7 @@ def writing(path_or_url: str | os.PathLike, *, create: bool = False, wait_s: flo
         yield
 
 
-def check_address(path_or_url) -> Path | None:
+def check_address(path_or_url: str | os.PathLike) -> Path | None:
     """The folder a knowledge base's address names, None when it names a database; what names
     neither (not a str or path, empty, or another URL) is a ConfigurationError."""
     if isinstance(path_or_url, os.PathLike):
@@ -119,7 +118,7 @@ def check_address(path_or_url) -> Path | None:
     return None if is_database(path_or_url) else Path(path_or_url)
 
 
-def _folder(path_or_url) -> Path:
+def _folder(path_or_url: str | os.PathLike) -> Path:
     """The folder a str or path names; what check_address refuses, or a file, is refused."""
     check_address(path_or_url)
     folder = Path(path_or_url)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 
@@ -15,7 +16,7 @@ class ReadWriteLock:
         self._writers_waiting = 0
 
     @contextmanager
-    def read(self):
+    def read(self) -> Iterator[None]:
         """Shared access."""
         with self._cond:
             while self._writer or self._writers_waiting:
@@ -30,7 +31,7 @@ class ReadWriteLock:
                     self._cond.notify_all()
 
     @contextmanager
-    def write(self):
+    def write(self) -> Iterator[None]:
         """Exclusive access."""
         with self._cond:
             self._writers_waiting += 1
