@@ -12,34 +12,37 @@ are public namespaces too.
 """
 from typing import Any as _Any
 
-from .core._config import Config, IndexConfig, RunConfig, SearchConfig
-from .core._errors import (
+from .core import (
     AccessDenied,
     AgenticRAGError,
+    Answer,
     BudgetExceeded,
+    Condensed,
+    Config,
     ConfigurationError,
     ConnectionLost,
     DeadlineExceeded,
-    ModelError,
-    ModelOutputError,
-    RetrievalError,
-    StorageError,
-    ToolError,
-    WriteConflict,
-)
-from .core._evidence import Evidence, cited_as, new_evidence
-from .core._schemas import (
-    Answer,
-    Condensed,
     Decomposition,
+    Evidence,
     Faithfulness,
     Grade,
     GradedAnswer,
+    IndexConfig,
+    ModelError,
+    ModelOutputError,
+    RetrievalError,
     Rewrite,
     RouteDecision,
+    RunConfig,
+    SearchConfig,
+    StorageError,
     SubQuery,
+    ToolError,
     Triple,
     Triples,
+    WriteConflict,
+    cited_as,
+    new_evidence,
 )
 from .kb import (
     AddResult,

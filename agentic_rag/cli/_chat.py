@@ -7,10 +7,9 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from ..core._errors import AgenticRAGError
-from ..core._files import write_text_atomic
+from ..core import AgenticRAGError, write_text_atomic
 from ..kb import os_cause
-from ..loop._conversation import Conversation
+from ..loop import Conversation
 from ._display import _isatty, line_ended, print_passages, print_result
 
 HELP = """Each line is a question; a follow-up ("and in 2.4?", "what does it cost?") is read with the turns

@@ -14,10 +14,9 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from ..core._evidence import cited_as
+from ..core import cited_as
 from ..kb import os_cause
-from ..loop import tool_notes
-from ..loop._state import format_trace
+from ..loop import format_trace, tool_notes
 
 
 def counted(n: int, noun: str) -> str:

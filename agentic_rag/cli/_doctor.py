@@ -1,13 +1,10 @@
 """`agentic-rag doctor`: check the model configuration and say what is wrong and how to fix it."""
 from __future__ import annotations
 
-from ..core._errors import AgenticRAGError
-from ..core._openai_api import call_error, make_client
-from ..core._schemas import Answer
+from ..core import AgenticRAGError, Answer, call_error, make_client
 from ..kb import KnowledgeBaseBackend, open_kb, safe_url, saved_embedder
-from ..kb.embedders._openai import OpenAIEmbedder
-from ..models._openai_client import OpenAIChatModel
-from ..models._protocol import ModelRequest
+from ..kb.embedders import OpenAIEmbedder
+from ..models import ModelRequest, OpenAIChatModel
 from ._display import counted
 
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from ..core._errors import ConfigurationError
-from ..kb.indexes._filters import check_filters
+from ..core import ConfigurationError
+from ..kb.indexes import check_filters
 
 
 def _whole(text: str) -> int:
@@ -124,7 +124,7 @@ SERVER_DEFAULTS = SimpleNamespace(header_timeout_s=10.0, body_timeout_s=60.0, id
 def connection_flags(parser: argparse.ArgumentParser) -> None:
     """serve's guards against slow clients, with ServerLimits' defaults (the same without the serve extra)."""
     try:
-        from ..service._server import ServerLimits
+        from ..service import ServerLimits
     except ImportError:
         given: Any = SERVER_DEFAULTS  # the same fields as ServerLimits, without the serve extra
     else:
@@ -193,8 +193,7 @@ def history_file(text: str) -> dict:
     file holds it (the run bounds it, and its trace says what was dropped); a file that cannot be
     used is one line."""
     from ..kb import os_cause
-    from ..loop._conversation import FORMAT
-    from ..loop._history import history_messages
+    from ..loop import FORMAT, history_messages
 
     try:
         with open(text, encoding="utf-8") as file:

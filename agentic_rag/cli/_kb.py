@@ -8,12 +8,17 @@ import importlib.util
 import shlex
 from pathlib import Path
 
-from ..core._config import Config
-from ..core._errors import ConfigurationError
-from ..kb import KnowledgeBaseBackend, LoadResult, check_address, open_kb, saved_embedder
-from ..kb._layout import MANIFEST, check_not_in_segment
-from ..kb.ingestion._documents import SUFFIXES
-from ..kb.ingestion._loaders import IMAGE_SUFFIXES
+from ..core import Config, ConfigurationError
+from ..kb import (
+    MANIFEST,
+    KnowledgeBaseBackend,
+    LoadResult,
+    check_address,
+    check_not_in_segment,
+    open_kb,
+    saved_embedder,
+)
+from ..kb.ingestion import IMAGE_SUFFIXES, SUFFIXES
 from ._settings import make_cli_embedder, make_model, model_settings, saved_cli_embedder
 
 # where a folder's `index` keeps the embeddings it has made until the knowledge base is saved (a

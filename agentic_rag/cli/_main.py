@@ -15,14 +15,11 @@ from pathlib import Path
 from types import FrameType
 from typing import NoReturn
 
-from ..core._config import Config, RunConfig
-from ..core._errors import AgenticRAGError, ConfigurationError
-from ..kb import KnowledgeBaseBackend, check_address, load_documents, os_cause, safe_url, writing
-from ..kb._layout import MANIFEST
-from ..kb.embedders._cache import EmbeddingCache
-from ..kb.folder import _store as store
-from ..loop._conversation import Conversation
-from ..loop._driver import run_agentic_rag
+from ..core import AgenticRAGError, Config, ConfigurationError, RunConfig
+from ..kb import MANIFEST, KnowledgeBaseBackend, check_address, load_documents, os_cause, safe_url, writing
+from ..kb.embedders import EmbeddingCache
+from ..kb.folder import segments
+from ..loop import Conversation, run_agentic_rag
 from ..models import Model, OfflineModel
 from ..tools import OffTool, Tool
 from . import _parser
@@ -150,7 +147,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
             print("nothing to compact: a PostgreSQL knowledge base keeps no segments (VACUUM is the server's)")
             return 0
         kb_dir = Path(args.kb)
-        before = store.segments(json.loads((kb_dir / MANIFEST).read_text(encoding="utf-8")))
+        before = segments(json.loads((kb_dir / MANIFEST).read_text(encoding="utf-8")))
         kb.save(kb_dir, compact=True)
     print(f"compacted {counted(len(before), 'segment')} into one: {counted(kb.document_count, 'document')}, "
           f"{counted(len(kb), 'chunk')}; {time.perf_counter() - start:.1f} s -> {kb_dir}")
@@ -211,8 +208,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
-        from ..service import ServiceLimits, create_collections
-        from ..service._server import ServerLimits, create_server
+        from ..service import ServerLimits, ServiceLimits, create_collections, create_server
     except ImportError:
         raise ConfigurationError("agentic-rag serve needs the serve extra: pip install 'agentic-rag[serve]'") from None
     guards = ServerLimits(header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout,
@@ -269,7 +265,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
     remove one; a running server reads the file again by itself."""
     import secrets
 
-    from ..service._keys import change_keys_file, digest
+    from ..service import change_keys_file, digest
 
     file = Path(args.file)
     if args.action == "remove":
@@ -309,7 +305,7 @@ def _noting_ctrl_c() -> Iterator[list[int]]:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from ..eval._bench import MODES, run_bench
+    from ..eval import MODES, run_bench
 
     modes = list(MODES) if args.mode == "both" else [args.mode]
     settings = model_settings(args)
@@ -329,7 +325,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_rgb(args: argparse.Namespace) -> int:
-    from ..eval._rgb import run_rgb
+    from ..eval import run_rgb
 
     model = make_model(model_settings(args))
     report = run_rgb(Path(args.file), args.noise_rate, args.passages, model, args.limit,

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterable
 from typing import Any, NoReturn, TypeAlias
 
 from .. import __version__
-from ..core._config import SEARCH_MODES
+from ..core import SEARCH_MODES
 from ..kb import EMBEDDERS
-from ..kb.ingestion._files import MAX_FILE_BYTES, MAX_UPLOAD_BYTES
+from ..kb.ingestion import MAX_FILE_BYTES, MAX_UPLOAD_BYTES
 from ._flags import (
     at_least,
     connection_flags,

@@ -7,10 +7,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core._errors import ConfigurationError
-from ..core._openai_api import endpoint_from_env
+from ..core import ConfigurationError, endpoint_from_env
 from ..kb import Embedder, KnowledgeBaseBackend, make_embedder, open_kb, saved_embedder
-from ..models._factory import build_model, read_models_file
+from ..models import build_model, read_models_file
 from ..tools import CALCULATOR, OffTool, Tool, shop_tools
 
 if TYPE_CHECKING:
@@ -61,7 +60,7 @@ def make_cli_embedder(name: str, settings: dict) -> Embedder:
     """An embedder by name; `openai` calls the configured endpoint with the embedding settings, and a
     saved `openai:MODEL[+input_type][+query=NAME]` with the options it was built with."""
     if name == "openai" or name.startswith("openai:"):
-        from ..kb.embedders._openai import OpenAIEmbedder, parse_openai_embedder_name
+        from ..kb.embedders import OpenAIEmbedder, parse_openai_embedder_name
 
         options = parse_openai_embedder_name(name) if name.startswith("openai:") else {
             "model": settings["embedding_model"], "query_model": settings.get("embedding_query_model"),
@@ -114,8 +113,8 @@ def ask_tools(args: argparse.Namespace) -> list[Tool | OffTool]:
 
 def tracing_from_environment() -> TracerProvider | None:
     """`serve`'s OpenTelemetry tracer provider, set up from the standard OTEL_* variables when they
-    ask for traces (_otel.configure_from_environment), else None."""
-    from ..core._otel import configure_from_environment
+    ask for traces (tracing.configure_from_environment), else None."""
+    from ..core import configure_from_environment
 
     return configure_from_environment(os.environ)
 
@@ -125,7 +124,7 @@ def serve_collections(args: argparse.Namespace) -> dict[str, str]:
     "default"; `--kb NAME=DIR` (repeated) and `--collections FILE` name them."""
     import json
 
-    from ..service._collections import NAME
+    from ..service import NAME
 
     given: dict[str, str] = {}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING
 
-from ..text._tokenize import CJK_CHAR
+from ..text import CJK_CHAR
 
 if TYPE_CHECKING:
     import tiktoken

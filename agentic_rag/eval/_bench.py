@@ -10,17 +10,12 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from ..core._config import Config
-from ..core._errors import ConfigurationError
+from ..core import Config, ConfigurationError
 from ..kb import FORMAT_VERSION, Embedder, KnowledgeBase, ingestion, make_embedder
-from ..loop._driver import run_agentic_rag
-from ..loop._state import format_trace
-from ..models._meter import Meter
-from ..models._protocol import Model
-from ..steps import check_faithfulness, generate_answer, verify_citations
-from ..steps._search import hit_evidence
-from ..steps._verify import question_weights
-from ..text._tokenize import TOKENIZER_SETTINGS
+from ..loop import format_trace, run_agentic_rag
+from ..models import Meter, Model
+from ..steps import check_faithfulness, generate_answer, hit_evidence, question_weights, verify_citations
+from ..text import TOKENIZER_SETTINGS
 from . import _conversations
 from ._datasets import DOCS, Question, is_conversation_set, load_questions, load_set
 from ._report import summarize, write_reports

@@ -3,12 +3,10 @@ them agentic runs, so that what the history gives (and what a wrong earlier turn
 off one report. The scoring is the single-question bench's (summarize), on the last turn only."""
 from __future__ import annotations
 
-from ..core._config import Config
-from ..core._errors import ConfigurationError
+from ..core import Config, ConfigurationError
 from ..kb import KnowledgeBase
-from ..loop._conversation import Conversation
-from ..loop._driver import run_agentic_rag
-from ..models._protocol import Model
+from ..loop import Conversation, run_agentic_rag
+from ..models import Model
 from ._answers import answer_correct
 from ._datasets import Question
 from ._metrics import bootstrap_ci

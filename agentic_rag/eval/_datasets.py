@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..core._errors import ConfigurationError
+from ..core import ConfigurationError
 from ..kb import Document, load_documents
 
 

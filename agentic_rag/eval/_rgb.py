@@ -8,11 +8,10 @@ import random
 import sys
 from pathlib import Path
 
-from ..core._config import Config, IndexConfig, RunConfig
-from ..core._errors import ConfigurationError
+from ..core import Config, ConfigurationError, IndexConfig, RunConfig
 from ..kb import Document, KnowledgeBase
-from ..loop._driver import run_agentic_rag
-from ..models._protocol import Model
+from ..loop import run_agentic_rag
+from ..models import Model
 from ._answers import answer_correct
 from ._bench import answer_linear
 from ._metrics import bootstrap_ci

@@ -17,7 +17,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ..kb.ingestion._files import MAX_FILE_BYTES
+from ..kb.ingestion import MAX_FILE_BYTES
 from ._report import write_report
 
 _CHILD = ("import json, sys, time; from agentic_rag.kb import load_documents; "

@@ -137,9 +137,7 @@ def _keys(scopes: int, collections: list[str]) -> list[dict]:
 
 def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, ...] = ("embedded", "postgres"),
         postgres_url: str | None = None, seed: int = 7, replica: bool = False) -> dict:
-    from ..service import KeyRing, create_collections
-    from ..service._keys import digest, write_keys_file
-    from ..service._server import create_server
+    from ..service import KeyRing, create_collections, create_server, digest, write_keys_file
 
     planted, rng = Planted(), random.Random(seed + 1)  # the questions' and the writer's, apart from the corpus's
     documents = corpus(scopes, docs, seed, planted)

@@ -23,7 +23,7 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
-from ..kb.ingestion._pdf import UNSPACED  # the very rule the reader warns by
+from ..kb.ingestion import UNSPACED
 from ._report import write_report
 
 WORD = re.compile(r"\b[a-z]{3,}\b")

@@ -32,11 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..core._config import IndexConfig
-from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend, PostgresKnowledgeBase
-from ..kb._hit import Hit
-from ..kb.embedders._embedders import HashingEmbedder, SymmetricEmbedder, _l2_normalize
-from ..kb.ingestion._documents import load_documents
+from ..core import IndexConfig
+from ..kb import Document, Hit, KnowledgeBase, KnowledgeBaseBackend, PostgresKnowledgeBase
+from ..kb.embedders import HashingEmbedder, SymmetricEmbedder, l2_normalize
+from ..kb.ingestion import load_documents
 from ._bench import half_of
 from ._datasets import Question, _read_jsonl, load_set
 from ._metrics import mrr_at_k, percentile, recall_at_k
@@ -161,7 +160,7 @@ class DenseProjection(SymmetricEmbedder):
         self._projection = np.random.default_rng(11).standard_normal((2048, 384)).astype(np.float32)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return _l2_normalize(self._hashing.embed(texts) @ self._projection)
+        return l2_normalize(self._hashing.embed(texts) @ self._projection)
 
 
 def speed(server_url: str, size: int, query_count: int, embedders: tuple[str, ...] = ("hashing", "dense 384")) -> dict:

@@ -19,11 +19,11 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core._config import Config
+from ..core import Config
 from ..kb import KnowledgeBase, make_embedder
-from ..kb.embedders._embedders import Embedder, embedder_trait
-from ..kb.indexes._fusion import FUSIONS
-from ..text._tokenize import tokenize
+from ..kb.embedders import Embedder, embedder_trait
+from ..kb.indexes import FUSIONS
+from ..text import tokenize
 from ._bench import cached_kb, half_of
 from ._datasets import Question, load_set
 from ._metrics import all_relevant_at_k, bootstrap_ci, mrr_at_k, percentile, recall_at_k

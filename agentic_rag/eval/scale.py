@@ -34,13 +34,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from ..core._config import IndexConfig, SearchConfig
-from ..core._errors import ConfigurationError
+from ..core import ConfigurationError, IndexConfig, SearchConfig
 from ..kb import Document, KnowledgeBase, read_generation
-from ..kb.embedders._embedders import HashingEmbedder
-from ..kb.indexes._bm25 import BM25
-from ..kb.indexes._vectors import DenseIndex, SparseIndex
-from ..text._tokenize import tokenize
+from ..kb.embedders import HashingEmbedder
+from ..kb.indexes import BM25, DenseIndex, SparseIndex
+from ..text import tokenize
 from ._metrics import percentile
 from ._report import write_report
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ..kb import KnowledgeBase, KnowledgeBaseBackend
-from ..loop._driver import run_agentic_rag
+from ..loop import run_agentic_rag
 from ..models import OfflineModel
 from ._metrics import percentile
 from ._report import write_report
@@ -160,7 +160,7 @@ class Tenants:
         import secrets
 
         from ..kb import Document
-        from ..service._keys import digest, write_keys_file
+        from ..service import digest, write_keys_file
 
         self.count, self.names = count, ["default"] if count == 1 else [f"c{n}" for n in range(count)]
         self.keys = [] if count == 1 else [secrets.token_urlsafe(24) for _ in range(count)]

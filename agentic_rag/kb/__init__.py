@@ -11,8 +11,7 @@
 """
 # Names written `NAME as NAME` are not public (not in __all__ nor the reference docs): what the
 # command line, the service and the benchmarks take from here, so that they need no private module.
-from ..text._sentences import split_sentences
-from ..text._tokenize import tokenize
+from ..text import split_sentences, tokenize
 from ._hit import Hit
 from ._layout import MANIFEST as MANIFEST
 from ._layout import check_not_in_segment as check_not_in_segment
@@ -24,17 +23,21 @@ from ._open import writing as writing
 from ._protocol import KnowledgeBaseBackend
 from ._records import ADD_BATCH as ADD_BATCH
 from ._records import AddResult
-from .embedders._embedders import EMBEDDERS, E5Embedder, Embedder, HashingEmbedder, SymmetricEmbedder, make_embedder
-from .embedders._openai import OpenAIEmbedder
+from .embedders import (
+           EMBEDDERS,
+           E5Embedder,
+           Embedder,
+           HashingEmbedder,
+           OpenAIEmbedder,
+           SymmetricEmbedder,
+           make_embedder,
+)
 from .folder import FORMAT_VERSION as FORMAT_VERSION
 from .folder import KnowledgeBase, writer_lock
 from .folder import os_cause as os_cause
 from .folder import read_generation as read_generation
-from .indexes._bm25 import BM25
-from .indexes._fusion import reciprocal_rank_fusion, score_fusion
-from .indexes._rerank import LexicalReranker, Reranker
-from .ingestion._chunking import chunk_text
-from .ingestion._documents import Document, LoadResult, load_documents
+from .indexes import BM25, LexicalReranker, Reranker, reciprocal_rank_fusion, score_fusion
+from .ingestion import Document, LoadResult, chunk_text, load_documents
 from .postgres import PostgresKnowledgeBase
 from .postgres import safe_url as safe_url
 

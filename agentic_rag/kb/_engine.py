@@ -9,9 +9,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..core._config import Config
-from ..core._errors import RetrievalError
-from ..text._tokenize import tokenize
+from ..core import Config, RetrievalError
+from ..text import tokenize
 from ._hit import Hit
 from ._port import Fused, Snapshot, Store
 from ._search import (
@@ -23,10 +22,8 @@ from ._search import (
     pagerank_seeds,
 )
 from ._views import RestrictedView
-from .embedders._embedders import Embedder, embed_query
-from .indexes._filters import check_filters
-from .indexes._graph import walk
-from .indexes._rerank import Reranker
+from .embedders import Embedder, embed_query
+from .indexes import Reranker, check_filters, walk
 
 
 class Engine(ABC):

@@ -17,7 +17,7 @@ import re
 import shlex
 from pathlib import Path
 
-from ..core._errors import ConfigurationError
+from ..core import ConfigurationError
 
 MANIFEST = "manifest.json"
 GENERATION = re.compile(r"^gen-(\d{6})$")

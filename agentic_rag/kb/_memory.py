@@ -12,19 +12,15 @@ from typing import TypeVar
 
 import numpy as np
 
-from ..core._config import Config, IndexConfig, SearchConfig, as_config
-from ..core._errors import ConfigurationError
-from ..text._tokenize import tokenize
+from ..core import Config, ConfigurationError, IndexConfig, SearchConfig, as_config
+from ..text import tokenize
 from ._engine import Engine
 from ._hit import Hit
 from ._port import Fused, Neighbours, Ranked, Snapshot, Store
 from ._records import AddResult, chunk_records, index_text
-from .embedders._embedders import Embedder, embed_batches, make_embedder
-from .indexes._bm25 import bm25_idf
-from .indexes._filters import chunk_fields, compile_filters
-from .indexes._graph import KnowledgeGraph
-from .indexes._rerank import LexicalReranker, Reranker
-from .ingestion._documents import Document
+from .embedders import Embedder, embed_batches, make_embedder
+from .indexes import KnowledgeGraph, LexicalReranker, Reranker, bm25_idf, chunk_fields, compile_filters
+from .ingestion import Document
 
 T = TypeVar("T")
 

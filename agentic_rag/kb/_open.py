@@ -21,13 +21,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeGuard
 
-from ..core._config import Config, IndexConfig, SearchConfig
-from ..core._errors import ConfigurationError, RetrievalError
+from ..core import Config, ConfigurationError, IndexConfig, RetrievalError, SearchConfig
 from ._layout import MANIFEST
 from ._protocol import KnowledgeBaseBackend
-from .embedders._embedders import Embedder
+from .embedders import Embedder
 from .folder import KnowledgeBase, check_target, writer_lock
-from .indexes._graph import TripleExtractor
+from .indexes import TripleExtractor
 from .postgres import PostgresKnowledgeBase, safe_url
 
 DATABASE_SCHEMES = ("postgresql://", "postgres://")  # the two libpq takes

@@ -6,14 +6,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..core._config import Config
+from ..core import Config
 from ._hit import Hit
 from ._records import AddResult
 
 if TYPE_CHECKING:
     from ._views import RestrictedView
-from .embedders._embedders import Embedder
-from .ingestion._documents import Document
+from .embedders import Embedder
+from .ingestion import Document
 
 
 @runtime_checkable

@@ -6,12 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from ..core._config import Config, IndexConfig, SearchConfig, as_config
-from ..core._errors import ConfigurationError, RetrievalError
-from ..text._tokenize import TOKENIZER_SETTINGS
-from .embedders._embedders import REMOVED, Embedder, make_embedder
-from .ingestion._chunking import document_chunks
-from .ingestion._documents import Document
+from ..core import Config, ConfigurationError, IndexConfig, RetrievalError, SearchConfig, as_config
+from ..text import TOKENIZER_SETTINGS
+from .embedders import REMOVED, Embedder, make_embedder
+from .ingestion import Document, document_chunks
 
 ADD_BATCH = 2048  # chunks tokenized and embedded at a time by an add: its scratch memory is bounded by it
 

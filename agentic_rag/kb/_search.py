@@ -8,13 +8,10 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..core._config import SEARCH_MODES, SearchConfig
-from ..core._errors import ConfigurationError
+from ..core import SEARCH_MODES, ConfigurationError, SearchConfig
 from ._hit import Hit
-from .embedders._embedders import Embedder, embedder_trait
-from .indexes._filters import check_filters
-from .indexes._fusion import reciprocal_rank_fusion, score_fusion
-from .indexes._graph import pagerank, seed_names
+from .embedders import Embedder, embedder_trait
+from .indexes import check_filters, pagerank, reciprocal_rank_fusion, score_fusion, seed_names
 
 Ranked = list[tuple[int, float]]  # (row, score), best first
 

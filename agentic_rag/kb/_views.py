@@ -8,13 +8,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Protocol
 
-from ..core._config import Config
-from ..core._errors import ConfigurationError
+from ..core import Config, ConfigurationError
 from ._hit import Hit
 from ._search import check_graph_arguments, pagerank_seeds
-from .embedders._embedders import Embedder
-from .indexes._filters import MAX_FILTER_VALUES, check_filters, filter_values, matches
-from .ingestion._documents import Document
+from .embedders import Embedder
+from .indexes import MAX_FILTER_VALUES, check_filters, filter_values, matches
+from .ingestion import Document
 
 if TYPE_CHECKING:
     from ._records import AddResult

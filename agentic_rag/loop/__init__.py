@@ -3,6 +3,9 @@ phases it may return) with one module per phase, the Patch a handler returns its
 state and its trace, conversation history and the Conversation helper. Other parts of the package
 import the loop from here."""
 from ._conversation import FORMAT as CONVERSATION_FORMAT
+
+# for the package's other folders, not public API (the public names are in __all__)
+from ._conversation import FORMAT as FORMAT
 from ._conversation import Conversation
 from ._driver import run_agentic_rag, stop_condition
 from ._endings import tool_notes

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..core._evidence import Evidence
-from ..core._schemas import Faithfulness
-from ..steps import check_faithfulness, repair_answer, verify_citations
-from ..steps._decisions import after_faithfulness
+from ..core import Evidence, Faithfulness
+from ..steps import after_faithfulness, check_faithfulness, repair_answer, verify_citations
 from ._endings import abstain
 from ._patch import Patch
 from ._run import Run, traced

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from typing import cast
 
-from ..core._evidence import Evidence
-from ..steps import condense_query
-from ..steps._search import merge_into_pool
+from ..core import Evidence
+from ..steps import condense_query, merge_into_pool
 from ._history import carried_evidence, history_lines
 from ._patch import Patch
 from ._run import Run, traced

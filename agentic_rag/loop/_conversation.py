@@ -8,8 +8,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..core._config import Config, RunConfig
-from ..core._errors import ConfigurationError
+from ..core import Config, ConfigurationError, RunConfig
 from ..kb import KnowledgeBaseBackend
 from ..models import Model
 from ..tools import OffTool, Tool

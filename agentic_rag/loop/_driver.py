@@ -26,10 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from ..core import _otel
-from ..core._config import Config, RunConfig
-from ..core._errors import BudgetExceeded, DeadlineExceeded
-from ..core._openai_api import RUN_DEADLINE
+from ..core import RUN_DEADLINE, BudgetExceeded, Config, DeadlineExceeded, RunConfig, tracing
 from ..kb import KnowledgeBaseBackend
 from ..models import Meter, Model
 from ..tools import OffTool, Tool, ToolRegistry
@@ -88,7 +85,7 @@ def run_agentic_rag(question: str, kb: KnowledgeBaseBackend, model: Model, tools
     deadline = time.monotonic() + config.deadline_s  # every model call carries it (Meter), and each round's start
     reset = RUN_DEADLINE.set(deadline)  # and an embedder's calls inside the run's searches
     try:
-        with _otel.span("invoke_agent agentic-rag", {"gen_ai.operation.name": "invoke_agent",
+        with tracing.span("invoke_agent agentic-rag", {"gen_ai.operation.name": "invoke_agent",
                                                      "gen_ai.agent.name": "agentic-rag",
                                                      "gen_ai.request.model": getattr(model, "name", None)}) as span:
             final = _run(begun, config, kb, model, tools, deadline, on_step, on_token)
@@ -104,7 +101,7 @@ def _run_attributes(span: Any, state: AgentState) -> None:
     if span is None:
         return
     usage = state["usage"]
-    _otel.set_attributes(span, {
+    tracing.set_attributes(span, {
         "gen_ai.usage.input_tokens": usage["prompt_tokens"], "gen_ai.usage.output_tokens": usage["completion_tokens"],
         "agentic_rag.cost_usd": usage["cost_usd"], "agentic_rag.model_calls": usage["model_calls"],
         "agentic_rag.rounds": state["round"], "agentic_rag.stop_reason": state["stop_reason"] or "none",
@@ -112,7 +109,7 @@ def _run_attributes(span: Any, state: AgentState) -> None:
         "agentic_rag.evidence_ids": [e["id"] for e in state["evidence"]][:64],
         "agentic_rag.cited_ids": [c["id"] for c in state["citations"]]})
     if state["stop_reason"] == "error":
-        _otel.failed(span, state.get("error") or "the run failed")
+        tracing.failed(span, state.get("error") or "the run failed")
 
 
 def _run(state: AgentState, config: Config, kb: KnowledgeBaseBackend, model: Model, tools: Iterable[Tool | OffTool],

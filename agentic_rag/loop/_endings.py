@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..steps._answer import number_citations
-from ..steps._refusal import refusal_reason, refusal_text
+from ..steps import number_citations, refusal_reason, refusal_text
 from ._patch import Patch
 from ._run import Run
 from ._state import AgentState

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..core._evidence import Evidence
-from ..core._schemas import Answer, GradedAnswer
-from ..steps import generate_answer, verify_citations
-from ..steps._verify import question_weights
+from ..core import Answer, Evidence, GradedAnswer
+from ..steps import generate_answer, question_weights, verify_citations
 from ._endings import abstain
 from ._patch import Patch
 from ._run import Run, traced

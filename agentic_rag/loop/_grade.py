@@ -2,8 +2,8 @@
 draft delivered or kept for a later stop."""
 from __future__ import annotations
 
-from ..core._schemas import GradedAnswer
-from ..steps._verify import folded_grade
+from ..core import GradedAnswer
+from ..steps import folded_grade
 from ._generate import deliver
 from ._patch import Patch
 from ._run import Run, present

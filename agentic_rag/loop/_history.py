@@ -7,9 +7,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..core._accounting import count_tokens
-from ..core._errors import ConfigurationError
-from ..text._lexical import NUMBER, entities
+from ..core import ConfigurationError, count_tokens
+from ..text import NUMBER, entities
 
 MAX_TURNS = 8             # user questions kept, the latest; older turns are dropped and the trace says so
 MAX_TOKENS = 2000         # tokens of history kept (the messages' text); older turns are dropped past it

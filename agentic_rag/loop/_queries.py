@@ -2,9 +2,8 @@
 or a decomposition along the bridge names in the evidence."""
 from __future__ import annotations
 
-from ..core._schemas import SubQuery
-from ..steps import decompose_query, rewrite_query
-from ..steps._plan import first_hop_plan, plan_strategy
+from ..core import SubQuery
+from ..steps import decompose_query, first_hop_plan, plan_strategy, rewrite_query
 from ._patch import Patch
 from ._run import Run, present, traced
 from ._state import AgentState

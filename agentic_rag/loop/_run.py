@@ -8,8 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-from ..core import _otel
-from ..core._config import Config
+from ..core import Config, tracing
 from ..kb import KnowledgeBaseBackend
 from ..models import Meter
 from ..tools import ToolRegistry
@@ -57,10 +56,10 @@ def traced(state: AgentState, run: Run, patch: Patch, step: str) -> Iterator[dic
     `detail`. A block that raises adds no event (what it set in the patch before stays)."""
     event: dict[str, Any] = {"summary": step, "detail": {}}
     tokens, cost, start = run.meter.tokens_used, run.meter.usage["cost_usd"], time.perf_counter()
-    with _otel.span(f"agentic_rag.{step}", {"agentic_rag.round": patch.get(state, "round"),
+    with tracing.span(f"agentic_rag.{step}", {"agentic_rag.round": patch.get(state, "round"),
                                             "agentic_rag.phase": state["phase"]}) as span:
         yield event
-        _otel.set_attributes(span, {"agentic_rag.summary": event["summary"],
+        tracing.set_attributes(span, {"agentic_rag.summary": event["summary"],
                                     "agentic_rag.tokens": run.meter.tokens_used - tokens,
                                     "agentic_rag.cost_usd": run.meter.usage["cost_usd"] - cost})
     patch.events.append(Event(step, event["summary"], event["detail"], (time.perf_counter() - start) * 1000,

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..core._schemas import RouteDecision
-from ..steps import SearchOutcome, call_tool, graph_search, pagerank_search, vector_search
-from ..steps._bridge import bridge_names, bridge_search
-from ..steps._progress import detect_convergence, detect_stall
-from ..steps._search import merge_into_pool, usable_filters
+from ..core import RouteDecision
+from ..steps import (
+    SearchOutcome,
+    bridge_names,
+    bridge_search,
+    call_tool,
+    detect_convergence,
+    detect_stall,
+    graph_search,
+    merge_into_pool,
+    pagerank_search,
+    usable_filters,
+    vector_search,
+)
 from ._patch import Patch
 from ._queries import plan_queries
 from ._run import Run, present, traced

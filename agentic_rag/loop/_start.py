@@ -6,8 +6,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import cast
 
-from ..core._config import Config, RunConfig
-from ..core._errors import ConfigurationError, RetrievalError
+from ..core import Config, ConfigurationError, RetrievalError, RunConfig
 from ..kb import KnowledgeBaseBackend
 from ..models import Model
 from ._history import MAX_TOKENS, MAX_TURNS, history_messages

@@ -8,10 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, fields
 from typing import Any, TypedDict
 
-from ..core._accounting import count_tokens, new_usage
-from ..core._config import Config
-from ..core._errors import ConfigurationError
-from ..core._evidence import Evidence
+from ..core import Config, ConfigurationError, Evidence, count_tokens, new_usage
 
 PHASES = ("condense", "route", "search", "tool", "verify", "generate", "grade", "check", "done")
 STOP_REASONS = ("sufficient", "direct", "max_rounds", "token_budget", "low_confidence", "converged", "deadline",

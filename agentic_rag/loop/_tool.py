@@ -1,7 +1,7 @@
 """The tool phase: the routed tool called, its result taken as evidence that needs no grading."""
 from __future__ import annotations
 
-from ..core._schemas import RouteDecision
+from ..core import RouteDecision
 from ..steps import call_tool
 from ._patch import Patch
 from ._run import Run, present, traced

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..core._evidence import Evidence
-from ..core._schemas import Grade
-from ..steps import verify_sufficiency
-from ..steps._decisions import count_low_rounds, wants_tool_first
-from ..steps._verify import question_weights, unseen_terms
+from ..core import Evidence, Grade
+from ..steps import count_low_rounds, question_weights, unseen_terms, verify_sufficiency, wants_tool_first
 from ._patch import Patch
 from ._route import tool_failures
 from ._run import Run, present, traced

@@ -4,27 +4,31 @@ from __future__ import annotations
 
 import re
 
-from ..core._schemas import Answer, Faithfulness, Grade
-from ..kb.embedders._embedders import Embedder, embedder_trait
-from ..text._candidates import FRAMING, answer_windows, candidates, restates
-from ..text._lexical import (
+from ..core import Answer, Faithfulness, Grade
+from ..kb.embedders import Embedder, embedder_trait
+from ..text import (
+    FRAMING,
     GREETING,
     NUMBER,
     absent_terms,
     answer_type,
+    answer_windows,
+    candidates,
     cited_support,
     coverage,
     entities,
     evidence_texts,
     has_answer_type,
+    has_cjk,
     has_content,
     hop_levels,
     is_bridge_question,
     key_terms,
     missing_parts,
+    restates,
     sentences,
+    tokenize,
 )
-from ..text._tokenize import has_cjk, tokenize
 
 # a clause ends after a Chinese clause mark, or a Latin one before a space (not inside a URL or 1,000)
 _CLAUSE = re.compile(r"(?<=[，；：])|(?<=[,;:])(?=\s)")

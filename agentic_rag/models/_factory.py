@@ -4,8 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..core._errors import ConfigurationError
-from ..core._openai_api import Endpoint
+from ..core import ConfigurationError, Endpoint
 from ._model_set import ModelSet
 from ._offline import OfflineModel
 from ._openai_client import OpenAIChatModel

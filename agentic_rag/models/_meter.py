@@ -9,10 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..core import _otel
-from ..core._accounting import cost_usd, new_usage
-from ..core._config import Config
-from ..core._errors import BudgetExceeded
+from ..core import BudgetExceeded, Config, cost_usd, new_usage, tracing
 from ._protocol import (
     Model,
     ModelRequest,
@@ -105,12 +102,12 @@ class Meter:
 
     def _call(self, request: ModelRequest, on_token: Callable[[str], object] | None) -> BaseModel:
         request = self.limit(request)
-        with _otel.span(f"chat {self.model.name}", {"gen_ai.operation.name": "chat", "gen_ai.request.model":
+        with tracing.span(f"chat {self.model.name}", {"gen_ai.operation.name": "chat", "gen_ai.request.model":
                                                     self.model.name, "agentic_rag.task": request.task},
                         kind="client") as span:
             before = self.usage["prompt_tokens"], self.usage["completion_tokens"], self.usage["cost_usd"]
             reply = self._metered(request, on_token)
-            _otel.set_attributes(span, {"gen_ai.usage.input_tokens": self.usage["prompt_tokens"] - before[0],
+            tracing.set_attributes(span, {"gen_ai.usage.input_tokens": self.usage["prompt_tokens"] - before[0],
                                         "gen_ai.usage.output_tokens": self.usage["completion_tokens"] - before[1],
                                         "agentic_rag.cost_usd": self.usage["cost_usd"] - before[2]})
             return reply

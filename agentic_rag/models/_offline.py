@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from ..core._errors import ModelError
-from ..core._schemas import GradedAnswer, Triples
-from ..text._names import names
-from ..text._sentences import split_sentences
+from ..core import GradedAnswer, ModelError, Triples
+from ..text import names, split_sentences
 from . import _extractive as extractive
 from . import _planning as planning
 from ._protocol import ModelRequest

@@ -11,9 +11,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from ..core._accounting import cost_usd
-from ..core._errors import ConfigurationError, DeadlineExceeded, ModelError
-from ..core._openai_api import Endpoint, bounded, call_error, make_client, send
+from ..core import (
+    ConfigurationError,
+    DeadlineExceeded,
+    Endpoint,
+    ModelError,
+    bounded,
+    call_error,
+    cost_usd,
+    make_client,
+    send,
+)
 from ._protocol import (
     ModelRequest,
     budget_tokens,

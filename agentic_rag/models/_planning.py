@@ -5,19 +5,20 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from ..core._schemas import Condensed, Decomposition, Rewrite, RouteDecision, SubQuery
-from ..text._lexical import (
+from ..core import Condensed, Decomposition, Rewrite, RouteDecision, SubQuery
+from ..text import (
     COMPARISON,
     bridge_entities,
     entities,
+    has_cjk,
     is_comparison,
     is_nested,
     key_terms,
+    names,
     relative_clause,
     same_text,
+    tokenize,
 )
-from ..text._names import names
-from ..text._tokenize import has_cjk, tokenize
 
 
 def route(inputs: dict) -> RouteDecision:

@@ -11,10 +11,7 @@ from typing import Any, Literal, Protocol, TypeGuard, cast, overload
 
 from pydantic import BaseModel, ValidationError
 
-from ..core._accounting import count_tokens
-from ..core._config import Config
-from ..core._errors import ConfigurationError, ModelOutputError
-from ..core._schemas import Answer
+from ..core import Answer, Config, ConfigurationError, ModelOutputError, count_tokens
 
 TASKS = ("condense", "route", "rewrite", "decompose", "grade", "generate", "judge", "repair", "extract")
 MAX_REPORTED_TOKENS = 10_000_000  # a call's count past this (ten times the largest context on offer) is not billed

@@ -7,7 +7,7 @@ from collections import deque
 
 from pydantic import BaseModel
 
-from ..core._errors import ModelError
+from ..core import ModelError
 from ._protocol import ModelRequest, complete_with_repair, count_reply, prompt_tokens
 
 

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core._openai_api import Endpoint, call_error, make_client, send
+from ..core import Endpoint, call_error, make_client, send
 
 if TYPE_CHECKING:
     import openai

@@ -10,8 +10,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..core._config import Config, as_config
-from ..core._errors import AgenticRAGError, ConfigurationError, RetrievalError
+from ..core import AgenticRAGError, Config, ConfigurationError, RetrievalError, as_config
 from ..kb import KnowledgeBase, KnowledgeBaseBackend
 from ..models import Model
 from ..tools import OffTool, Tool

@@ -9,10 +9,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 from typing import Any
 
-from ..core import _otel
-from ..core._config import Config
-from ..loop._driver import run_agentic_rag
-from ..loop._state import new_state
+from ..core import Config, tracing
+from ..loop import new_state, run_agentic_rag
 from ._cache import cache_key
 from ._http import DATABASE_FAILED, Reply, ServiceError, log, read_json
 from ._parts import Parts
@@ -73,7 +71,7 @@ class Asking:
         ready = {"question": question, "kb": kb, "generation": generation, "config": config, "key": key,
                  "scope": scope_filter or {}, "filters": request.filters, "store": request.cache,
                  "history": history or [],
-                 "trace_context": _otel.current_context(),  # the request's span, for a stream's thread
+                 "trace_context": tracing.current_context(),  # the request's span, for a stream's thread
                  "instructions": instructions}
         if request.cache and (cached := parts.cache.get(key)) is not None:
             parts.metrics.cache.labels("hit").inc()
@@ -136,7 +134,7 @@ def streamed(work: Callable[[OnToken], dict], context: Any = None) -> queue.Queu
 
     def run() -> None:
         try:
-            with _otel.attached(context):  # the request's span: the run's parent in this thread too
+            with tracing.attached(context):  # the request's span: the run's parent in this thread too
                 items.put(("answer", work(lambda text: items.put(("draft", text)))))
         except ServiceError as exc:
             items.put(("error", (exc.status, exc.kind, str(exc))))

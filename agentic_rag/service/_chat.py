@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..core._errors import ConfigurationError
+from ..core import ConfigurationError
 
 HISTORY_ROLES = ("user", "assistant")
 INSTRUCTION_ROLES = ("system", "developer")  # "developer" is what newer OpenAI clients call the system message

@@ -11,8 +11,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from ..core._evidence import cited_as
-from ..loop._history import history_messages
+from ..core import cited_as
+from ..loop import history_messages
 from ._ask import Asking, streamed
 from ._chat import Asked, answer_reason, read_messages
 from ._conversations import Claim, ConversationError, ConversationStore

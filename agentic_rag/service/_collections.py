@@ -20,8 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..core import _otel
-from ..core._errors import ConfigurationError
+from ..core import ConfigurationError, tracing
 from ..kb import KnowledgeBaseBackend
 from ..models import Model
 from ._app import Service
@@ -91,7 +90,7 @@ class Collections:
             return start_response(status, headers, exc_info)
 
         route = endpoint_label(path)
-        span, token = _otel.start_request(f"{method} {route}", {
+        span, token = tracing.start_request(f"{method} {route}", {
             "traceparent": environ.get("HTTP_TRACEPARENT", ""), "tracestate": environ.get("HTTP_TRACESTATE", "")},
             {"http.request.method": method, "http.route": route, "url.path": path[:200]})
         try:  # the request's span is current while it is answered: a run's span is its child
@@ -103,7 +102,7 @@ class Collections:
             log.exception("request %s %s failed", method, path)
             reply = respond(noting, 500, error_body("internal_error", "the server failed on this request; see its log"))
         finally:
-            _otel.detach(token)
+            tracing.detach(token)
         return self._logged(reply, method, path, seen, started, span)
 
     def _dispatch(self, environ: dict, method: str, path: str, seen: Seen,
@@ -276,7 +275,7 @@ class Collections:
                 close()
             access_log.info("%s %s %s %.1fms collection=%s key=%s", method, path[:200], seen["status"],
                             (time.perf_counter() - started) * 1000, seen["collection"], seen["key"])
-            _otel.end_request(span, int(seen["status"]), {"agentic_rag.collection": seen["collection"],
+            tracing.end_request(span, int(seen["status"]), {"agentic_rag.collection": seen["collection"],
                                                           "agentic_rag.key_id": seen["key"]})
 
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..loop._history import history_messages
+from ..loop import history_messages
 
 log = logging.getLogger("agentic_rag.service")
 FILE = "conversations.sqlite"

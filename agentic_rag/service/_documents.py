@@ -9,10 +9,8 @@ from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from ..kb import Document, KnowledgeBaseBackend
-from ..kb.indexes._filters import matches
-from ..kb.ingestion._documents import read_file
-from ..kb.ingestion._gzip import gunzip
-from ..kb.ingestion._loaders import IMAGE_SUFFIXES, Unreadable, unpacked_size
+from ..kb.indexes import matches
+from ..kb.ingestion import IMAGE_SUFFIXES, Unreadable, gunzip, read_file, unpacked_size
 from ._http import Reply, ServiceError, read_json
 from ._parts import Parts
 from ._schemas import DocumentIn, DocumentsRequest, WriteReply

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..core._errors import AccessDenied, AgenticRAGError, ConfigurationError, ConnectionLost
+from ..core import AccessDenied, AgenticRAGError, ConfigurationError, ConnectionLost
 
 log = logging.getLogger("agentic_rag.service")
 MODEL_ID = "agentic-rag"  # the one model /v1/models lists: the agent, whatever model it runs on

@@ -23,9 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core._errors import ConfigurationError
-from ..core._files import write_text_atomic
-from ..kb.indexes._filters import check_filters
+from ..core import ConfigurationError, write_text_atomic
+from ..kb.indexes import check_filters
 
 log = logging.getLogger("agentic_rag.service")
 ALL = "*"

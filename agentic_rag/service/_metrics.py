@@ -3,8 +3,8 @@ one), so that two applications in one process keep their own counts. prometheus_
 extra) is imported when a service is made, so that importing the service's reply shape needs none."""
 from __future__ import annotations
 
-from ..core._errors import ConfigurationError
-from ..loop._state import AgentState
+from ..core import ConfigurationError
+from ..loop import AgentState
 
 
 class Metrics:

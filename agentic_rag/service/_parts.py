@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core._config import Config
-from ..kb.ingestion._files import MAX_UPLOAD_BYTES
+from ..core import Config
+from ..kb.ingestion import MAX_UPLOAD_BYTES
 from ..models import Model
 from ..tools import OffTool, Tool
 from ._access import Access

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..loop._state import format_trace
+from ..loop import format_trace
 
 # the fields of a citation a reply shows (the evidence's other fields are the run's own)
 CITATION_FIELDS = ("n", "id", "doc_id", "source", "title", "text", "kind", "page", "page_label", "section", "media")

@@ -7,9 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
-from ..core._config import SEARCH_MODES
-from ..core._errors import ConfigurationError
-from ..kb.indexes._filters import check_filters
+from ..core import SEARCH_MODES, ConfigurationError
+from ..kb.indexes import check_filters
 
 
 class _Strict(BaseModel):

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..core._errors import AgenticRAGError, ConfigurationError, StorageError, WriteConflict
+from ..core import AgenticRAGError, ConfigurationError, StorageError, WriteConflict
 from ..kb import KnowledgeBase, KnowledgeBaseBackend, writer_lock
 from ._cache import AnswerCache
 from ._http import FULL, RETRY, ServiceError, log, public_message

@@ -18,7 +18,7 @@ from waitress.adjustments import Adjustments
 from waitress.server import TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
-from ..core._errors import ConfigurationError
+from ..core import ConfigurationError
 from ._connections import Channel, error_reply
 
 log = logging.getLogger("agentic_rag.service")

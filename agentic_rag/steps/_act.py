@@ -3,10 +3,8 @@ from __future__ import annotations
 
 import json
 
-from ..core._errors import ToolError
-from ..core._evidence import Evidence, new_evidence
-from ..core._schemas import RouteDecision
-from ..tools._registry import ToolRegistry
+from ..core import Evidence, RouteDecision, ToolError, new_evidence
+from ..tools import ToolRegistry
 
 
 def call_tool(decision: RouteDecision, tools: ToolRegistry) -> tuple[list[Evidence], str | None]:

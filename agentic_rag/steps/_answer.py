@@ -4,11 +4,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from ..core._errors import ModelOutputError
-from ..core._evidence import Evidence
-from ..core._schemas import Answer, GradedAnswer
-from ..kb.embedders._embedders import Embedder
-from ..models._protocol import Model
+from ..core import Answer, Evidence, GradedAnswer, ModelOutputError
+from ..kb.embedders import Embedder
+from ..models import Model
 from ._ask import ask
 from ._prompts import GRADING
 

@@ -6,7 +6,7 @@ from typing import TypeVar, cast
 
 from pydantic import BaseModel
 
-from ..models._protocol import Model, ModelRequest, answer_text, has_capability
+from ..models import Model, ModelRequest, answer_text, has_capability
 from ._prompts import render
 
 Reply = TypeVar("Reply", bound=BaseModel)

@@ -3,10 +3,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..core._evidence import Evidence
-from ..core._schemas import SubQuery
+from ..core import Evidence, SubQuery
 from ..kb import KnowledgeBaseBackend
-from ..text._lexical import bridge_entities
+from ..text import bridge_entities
 from ._search import SearchOutcome, vector_search
 
 # two names, three hits each: measured on the multi-hop dev sets (hotpotqa, musique)

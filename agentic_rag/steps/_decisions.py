@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..core._config import RunConfig
-from ..core._schemas import Faithfulness
+from ..core import Faithfulness, RunConfig
 
 
 def count_low_rounds(score: float, low_rounds: int, floor: float) -> int:

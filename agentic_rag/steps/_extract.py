@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..core._errors import ModelOutputError
-from ..core._schemas import Triples
-from ..models._protocol import Model
+from ..core import ModelOutputError, Triples
+from ..models import Model
 from ._ask import ask
 
 

@@ -3,11 +3,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..core._errors import ModelOutputError
-from ..core._evidence import Evidence
-from ..core._schemas import Answer, Faithfulness
-from ..models._protocol import Model
-from ..text._lexical import cited_support, evidence_texts, missing_hops, missing_parts, sentences
+from ..core import Answer, Evidence, Faithfulness, ModelOutputError
+from ..models import Model
+from ..text import cited_support, evidence_texts, missing_hops, missing_parts, sentences
 from ._ask import ask
 
 SUPPORTED, UNSUPPORTED = 0.8, 0.3  # lexical support at or above / below which no model is asked

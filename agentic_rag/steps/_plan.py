@@ -1,7 +1,7 @@
 """plan_strategy and first_hop_plan: how a vector round chooses its queries, with no model call."""
 from __future__ import annotations
 
-from ..core._schemas import SubQuery
+from ..core import SubQuery
 
 
 def plan_strategy(route: str, vector_tried: bool) -> str:

@@ -1,8 +1,8 @@
 """detect_convergence and detect_stall: whether a round moved the evidence on, from its ids and texts alone."""
 from __future__ import annotations
 
-from ..core._evidence import Evidence
-from ..text._lexical import adds_needed
+from ..core import Evidence
+from ..text import adds_needed
 
 
 def detect_convergence(round_no: int, top: list[str], last_top: list[str], new_ids: list[str],

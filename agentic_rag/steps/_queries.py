@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..core._errors import ModelOutputError
-from ..core._evidence import Evidence
-from ..core._schemas import Condensed, Decomposition, Rewrite, SubQuery
+from ..core import Condensed, Decomposition, Evidence, ModelOutputError, Rewrite, SubQuery
 from ..kb import KnowledgeBaseBackend
-from ..models._protocol import Model
-from ..text._lexical import coverage, key_terms, same_text
+from ..models import Model
+from ..text import coverage, key_terms, same_text
 from ._ask import ask
 from ._search import hit_evidence
 from ._verify import question_weights

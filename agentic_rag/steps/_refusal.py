@@ -1,8 +1,8 @@
 """refusal_reason and refusal_text: whether a run that stopped short abstains, and what its refusal says."""
 from __future__ import annotations
 
-from ..core._config import RunConfig
-from ..text._tokenize import has_cjk
+from ..core import RunConfig
+from ..text import has_cjk
 
 
 def refusal_reason(stop_reason: str, grade: dict | None, has_evidence: bool, config: RunConfig) -> str | None:

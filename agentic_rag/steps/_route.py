@@ -4,12 +4,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..core._errors import ModelOutputError
-from ..core._evidence import Evidence
-from ..core._schemas import RouteDecision
-from ..models._protocol import Model
-from ..text._lexical import entities, has_content, is_comparison, is_direct, is_nested, key_terms
-from ..tools._registry import ToolRegistry
+from ..core import Evidence, ModelOutputError, RouteDecision
+from ..models import Model
+from ..text import entities, has_content, is_comparison, is_direct, is_nested, key_terms
+from ..tools import ToolRegistry
 from ._ask import ask
 
 _RELATION = re.compile(r"\bwho (?:developed|founded|created|invented|wrote|directed|owns|built|made|published|"

@@ -7,13 +7,10 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..core._errors import ConfigurationError
-from ..core._evidence import Evidence, new_evidence
-from ..core._schemas import SubQuery
-from ..kb import KnowledgeBaseBackend
-from ..kb._hit import Hit
-from ..kb.indexes._filters import MAX_FILTER_VALUES, check_filters
-from ..text._lexical import bridge_entities
+from ..core import ConfigurationError, Evidence, SubQuery, new_evidence
+from ..kb import Hit, KnowledgeBaseBackend
+from ..kb.indexes import MAX_FILTER_VALUES, check_filters
+from ..text import bridge_entities
 
 
 @dataclass

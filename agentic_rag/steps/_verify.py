@@ -3,22 +3,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..core._errors import ModelOutputError
-from ..core._evidence import Evidence
-from ..core._schemas import Grade, GradedAnswer
-from ..models._protocol import Model
-from ..text._candidates import answer_windows
-from ..text._lexical import (
+from ..core import Evidence, Grade, GradedAnswer, ModelOutputError
+from ..models import Model
+from ..text import (
     NUMBER,
     absent_terms,
     answer_type,
+    answer_windows,
     coverage,
     entities,
     evidence_texts,
     has_answer_type,
     key_terms,
+    tokenize,
 )
-from ..text._tokenize import tokenize
 from ._ask import ask
 
 

@@ -7,8 +7,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ..core._errors import ToolError
-from ..core._evidence import Evidence
+from ..core import Evidence, ToolError
 from ._registry import Tool
 
 _OPERATORS: dict[type, Callable[..., Any]] = {

@@ -8,8 +8,7 @@ from datetime import date, datetime, time, timedelta
 
 from pydantic import BaseModel
 
-from ..core._errors import ToolError
-from ..core._evidence import Evidence
+from ..core import Evidence, ToolError
 from ._registry import Tool
 
 _WEEKDAYS_ZH = "一二三四五六日"

@@ -14,9 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError, create_model
 
-from ..core._errors import ConfigurationError, ToolError
-from ..core._evidence import Evidence
-from ..text._tokenize import has_cjk
+from ..core import ConfigurationError, Evidence, ToolError
+from ..text import has_cjk
 
 
 @dataclass(frozen=True)

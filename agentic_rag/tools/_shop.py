@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel
 
-from ..core._evidence import Evidence
+from ..core import Evidence
 from ._registry import OffTool, Tool
 from ._sql import SQLDatabase, named_query
 

@@ -18,8 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..core._errors import ConfigurationError, ToolError
-from ..core._evidence import Evidence
+from ..core import ConfigurationError, Evidence, ToolError
 from ._registry import Tool
 
 # a recursive WITH can double a string past any size in a few steps; only a length cap (setlimit, Python

@@ -9,7 +9,7 @@ import urllib.request
 
 from pydantic import BaseModel
 
-from ..core._errors import ConfigurationError, ToolError
+from ..core import ConfigurationError, ToolError
 from ._registry import Tool
 
 FRESH = (r"最新|最近|新闻|近期|今天.{0,6}消息|\blatest\b|\brecent(?:ly)?\b|\bnews\b|this (?:week|month)",)

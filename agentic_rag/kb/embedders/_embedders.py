@@ -13,8 +13,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ...core._errors import ConfigurationError
-from ...text._tokenize import tokenize
+from ...core import ConfigurationError
+from ...text import tokenize
 
 
 @runtime_checkable
@@ -70,7 +70,7 @@ class SymmetricEmbedder:
         return self.embed(texts)
 
 
-def _l2_normalize(matrix: np.ndarray) -> np.ndarray:
+def l2_normalize(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return (matrix / np.maximum(norms, 1e-12)).astype(np.float32)
 
@@ -110,7 +110,7 @@ class HashingEmbedder(SymmetricEmbedder):
                     buckets[token] = (digest % self.dimension, 1.0 if digest >> 63 else -1.0)
                 bucket, sign = buckets[token]
                 out[i, bucket] += sign * (1.0 + math.log(tf))
-        return _l2_normalize(out)
+        return l2_normalize(out)
 
 
 class E5Embedder:
@@ -148,7 +148,7 @@ class E5Embedder:
             return np.zeros((0, self.dimension), np.float32)
         with self._lock:
             vectors = encode(list(texts))
-        return _l2_normalize(np.asarray(vectors, np.float32).reshape(len(texts), self.dimension))
+        return l2_normalize(np.asarray(vectors, np.float32).reshape(len(texts), self.dimension))
 
 
 EMBEDDERS: dict[str, Callable[[], Embedder]] = {"hashing": HashingEmbedder, "e5": E5Embedder}

@@ -7,9 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ...core._errors import ConfigurationError, DeadlineExceeded, ModelError
-from ...core._openai_api import Endpoint, call_error, make_client, send
-from ._embedders import _l2_normalize
+from ...core import ConfigurationError, DeadlineExceeded, Endpoint, ModelError, call_error, make_client, send
+from ._embedders import l2_normalize
 
 
 def openai_embedder_name(model: str, query_model: str | None = None, input_type: bool = False) -> str:
@@ -86,7 +85,7 @@ class OpenAIEmbedder:
         rows = sorted(response.data, key=lambda d: d.index)
         if len(rows) != len(texts):
             raise ModelError(f"{model} returned {len(rows)} embeddings for {len(texts)} texts")
-        return _l2_normalize(np.asarray([r.embedding for r in rows], np.float32))
+        return l2_normalize(np.asarray([r.embedding for r in rows], np.float32))
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed documents, calling the server only for texts not embedded before."""

@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ...core._errors import RetrievalError
-from ..indexes._checks import require
+from ...core import RetrievalError
+from ..indexes import require
 
 # what a damaged file raises while it is parsed (RecursionError: JSON nested past Python's stack)
 LOAD_ERRORS = (ValueError, KeyError, TypeError, IndexError, AttributeError, OSError, RuntimeError, EOFError,

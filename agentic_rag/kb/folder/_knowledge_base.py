@@ -11,25 +11,30 @@ from typing import Any, cast
 
 import numpy as np
 
-from ...core._config import Config, IndexConfig, SearchConfig, as_config
-from ...core._errors import ConfigurationError
-from ...text._tokenize import tokenize
+from ...core import Config, ConfigurationError, IndexConfig, SearchConfig, as_config
+from ...text import tokenize
 from .._engine import Engine
 from .._records import ADD_BATCH, AddResult, batches, chunk_records, index_text
-from ..embedders._cache import EmbeddingCache
-from ..embedders._embedders import (
+from ..embedders import (
     Embedder,
+    EmbeddingCache,
     EmbedProgress,
     content_key,
     embed_batches,
     embedder_trait,
     make_embedder,
 )
-from ..indexes._bm25 import BM25, batch_postings
-from ..indexes._graph import KnowledgeGraph, TripleExtractor
-from ..indexes._rerank import LexicalReranker, Reranker
-from ..indexes._vectors import VectorIndex, vector_index
-from ..ingestion._documents import Document
+from ..indexes import (
+    BM25,
+    KnowledgeGraph,
+    LexicalReranker,
+    Reranker,
+    TripleExtractor,
+    VectorIndex,
+    batch_postings,
+    vector_index,
+)
+from ..ingestion import Document
 from ._rwlock import ReadWriteLock
 from ._segments import SegmentPersistence, saved_vectors
 from ._snapshot import FolderStore

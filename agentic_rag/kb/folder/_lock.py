@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from ...core._errors import WriteConflict
+from ...core import WriteConflict
 
 LOCK, QUEUE = ".lock", ".lock-queue"
 POLL_S = 0.02  # how often a waiting writer asks again: a small delay per turn, no busy loop

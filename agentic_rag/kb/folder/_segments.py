@@ -12,24 +12,31 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from ...core._config import Config, IndexConfig, SearchConfig
-from ...core._errors import ConfigurationError, RetrievalError
-from ...text._tokenize import TOKENIZER_SETTINGS, tokenize
+from ...core import Config, ConfigurationError, IndexConfig, RetrievalError, SearchConfig
+from ...text import TOKENIZER_SETTINGS, tokenize
 from .._records import built_embedder, check_built_with, check_tokenizer, index_text
-from ..embedders._embedders import Embedder, content_key, embedder_trait
-from ..indexes._bm25 import BM25
-from ..indexes._checks import check_bm25, check_bm25_arrays, check_graph, check_vocab
-from ..indexes._csr import write_npz
-from ..indexes._graph import KnowledgeGraph, TripleExtractor
-from ..indexes._rerank import Reranker
-from ..indexes._vectors import load_vectors, saved_arrays, vector_index
+from ..embedders import Embedder, content_key, embedder_trait
+from ..indexes import (
+    BM25,
+    KnowledgeGraph,
+    Reranker,
+    TripleExtractor,
+    check_bm25,
+    check_bm25_arrays,
+    check_graph,
+    check_vocab,
+    load_vectors,
+    saved_arrays,
+    vector_index,
+    write_npz,
+)
 from . import _store as store
 from ._integrity import LOAD_ERRORS, check_chunk, check_documents, reading
 
 if TYPE_CHECKING:
     import threading
 
-    from ..indexes._vectors import VectorIndex
+    from ..indexes import VectorIndex
     from ._rwlock import ReadWriteLock
 
 # a save writes one full segment instead of a delta when the folder holds more delta segments than

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._hit import Hit
 from .._port import Fused, Neighbours, Ranked, Snapshot, Store
-from ..indexes._filters import chunk_fields, compile_filters, filter_mask
+from ..indexes import chunk_fields, compile_filters, filter_mask
 
 if TYPE_CHECKING:
     from ._knowledge_base import KnowledgeBase

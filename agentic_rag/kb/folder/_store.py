@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from ...core._errors import ConfigurationError, RetrievalError, StorageError, WriteConflict
+from ...core import ConfigurationError, RetrievalError, StorageError, WriteConflict
 from .._layout import GENERATION, MANIFEST, SEGMENT_LIKE, check_not_in_segment, segment_names, segment_parent
 from . import _lock
 

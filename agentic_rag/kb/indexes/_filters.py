@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core._errors import ConfigurationError
+from ...core import ConfigurationError
 
 _RANGE = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le}
 _LISTS = (list, tuple, set, frozenset)

@@ -9,9 +9,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
-from ...text._names import names
-from ...text._sentences import split_sentences
-from ...text._tokenize import tokenize
+from ...text import names, split_sentences, tokenize
 
 MAX_NAMES = 12  # per sentence: a list of fifty names is a table, not a relation
 

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ...text._sentences import split_sentences
-from ...text._tokenize import tokenize
+from ...text import split_sentences, tokenize
 from .._hit import Hit
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...core._config import IndexConfig, SearchConfig
+from ...core import IndexConfig, SearchConfig
 from ._checks import check_hnsw, check_vectors
 from ._csr import group, parts_of, write_npz
 from ._filters import fit_mask

@@ -9,7 +9,7 @@ if TYPE_CHECKING:
 
 from collections.abc import Iterator
 
-from ...text._sentences import LEVELS, cuts
+from ...text import LEVELS, cuts
 
 
 def _split(text: str, size: int, level: int = 0) -> Iterator[str]:

@@ -17,7 +17,7 @@ from functools import partial
 from pathlib import Path
 from urllib.parse import unquote
 
-from ...core._errors import ConfigurationError
+from ...core import ConfigurationError
 from ._files import MAX_FILE_BYTES, inside, listed, read_inside, too_large
 from ._gzip import gunzip, inner_suffix, is_gzip_name
 from ._html import decode_html, read_html

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from ...core._errors import ConfigurationError
+from ...core import ConfigurationError
 from .._layout import is_segment_folder
 from ._gzip import inner_suffix, is_gzip_name
 from ._unreadable import Unreadable, too_large

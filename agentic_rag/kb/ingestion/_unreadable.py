@@ -3,7 +3,7 @@ reasons they share. Its own module so that the readers (_loaders, _ocr, _html, _
 import it without importing each other."""
 from __future__ import annotations
 
-from ...core._errors import AgenticRAGError
+from ...core import AgenticRAGError
 
 
 class Unreadable(AgenticRAGError):

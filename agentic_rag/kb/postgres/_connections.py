@@ -27,7 +27,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 from urllib.parse import parse_qsl, unquote_plus, urlsplit, urlunsplit
 
-from ...core._errors import ConfigurationError
+from ...core import ConfigurationError
 from ._errors import first_line, safe_url
 from ._sql import Connection
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ...core._errors import AccessDenied, ConfigurationError, RetrievalError
+from ...core import AccessDenied, ConfigurationError, RetrievalError
 
 
 def safe_url(url: str) -> str:

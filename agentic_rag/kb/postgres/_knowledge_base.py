@@ -32,13 +32,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ...core._config import Config, IndexConfig, SearchConfig, as_config
-from ...core._errors import ConfigurationError, ConnectionLost, RetrievalError
+from ...core import Config, ConfigurationError, ConnectionLost, IndexConfig, RetrievalError, SearchConfig, as_config
 from .._engine import Engine
 from .._records import ADD_BATCH, AddResult, batches, check_built_with, chunk_records
-from ..embedders._embedders import Embedder, EmbedProgress, embedder_trait, make_embedder
-from ..indexes._rerank import LexicalReranker, Reranker
-from ..ingestion._documents import Document
+from ..embedders import Embedder, EmbedProgress, embedder_trait, make_embedder
+from ..indexes import LexicalReranker, Reranker
+from ..ingestion import Document
 from ._connections import Busy, NoConnection, Servers, split_url
 from ._errors import data_error, first_line, foreign_schema, no_right, safe_url
 from ._snapshot import PostgresStore

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core._config import Config, SearchConfig
-from ...text._names import names
+from ...core import Config, SearchConfig
+from ...text import names
 from .._hit import Hit
-from ..embedders._embedders import Embedder, embedder_trait
-from ..indexes._bm25 import bm25_idf
-from ..indexes._graph import HUB_ROWS, node_key
+from ..embedders import Embedder, embedder_trait
+from ..indexes import HUB_ROWS, bm25_idf, node_key
 from ._pruned import SPARSE_DEEPEST, pruned_top
 from ._sql import Connection, bound_sql, indexed
 

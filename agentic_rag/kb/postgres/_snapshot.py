@@ -26,8 +26,8 @@ from ._search import (
 from ._sql import remove
 
 if TYPE_CHECKING:
-    from ...core._config import Config
-    from ..embedders._embedders import Embedder
+    from ...core import Config
+    from ..embedders import Embedder
     from ._knowledge_base import PostgresKnowledgeBase
 
 T = TypeVar("T")

@@ -11,12 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from ...core._config import Config, IndexConfig, SearchConfig
-from ...core._errors import ConfigurationError
-from ...text._tokenize import TOKENIZER_SETTINGS, tokenize
+from ...core import Config, ConfigurationError, IndexConfig, SearchConfig
+from ...text import TOKENIZER_SETTINGS, tokenize
 from .._records import index_text
-from ..embedders._embedders import Embedder, EmbedProgress, embed_batches, embedder_trait
-from ..indexes._graph import KnowledgeGraph
+from ..embedders import Embedder, EmbedProgress, embed_batches, embedder_trait
+from ..indexes import KnowledgeGraph
 
 # a psycopg connection and cursor: psycopg is an optional dependency (the postgres extra), so they
 # are typed by name, not imported
