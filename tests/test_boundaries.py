@@ -2,6 +2,7 @@
 by modules of its own folder (its subfolders are part of it: kb/folder/ may use kb/_hit.py, as a room
 uses its house's hall), and no two modules import each other."""
 import ast
+import re
 
 from helpers import ROOT
 
@@ -80,3 +81,27 @@ def test_no_two_modules_import_each_other_when_the_code_runs():
     circles = sorted({tuple(sorted((a, b))) for a, targets in imports.items() for b in targets
                       if a != b and a in imports.get(b, ()) and not _nested(a, b)})
     assert not circles, f"modules that import each other: {circles}"
+
+
+# the package's floors, lowest first (docs/concepts/architecture.md draws them): a folder imports only
+# folders on a floor below its own; the package root (the public names, __version__) stands outside them
+FLOORS = (("text",), ("core",), ("kb", "tools"), ("models",), ("steps",), ("loop",), ("service",), ("eval",), ("cli",))
+
+
+def test_each_folder_imports_only_the_floors_below_it():
+    floor = {folder: i for i, folders in enumerate(FLOORS) for folder in folders}
+    assert set(floor) == {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}, "a folder has no floor"
+
+    def folder_of(name):
+        parts = name.split(".")
+        return parts[1] if len(parts) > 1 else None
+
+    upward = [(module_name(path), target) for path in PACKAGE.rglob("*.py") for target in imported_modules(path)
+              if (a := folder_of(module_name(path))) and (b := folder_of(target)) and a != b and floor[b] >= floor[a]]
+    assert not upward, "imports of a folder on the same floor or above:\n" + "\n".join(f"{a} -> {b}" for a, b in upward)
+
+
+def test_the_architecture_page_draws_these_floors():
+    page = (ROOT / "docs" / "concepts" / "architecture.md").read_text(encoding="utf-8")
+    drawn = {name: int(n) for name, n in re.findall(r"^  (\w+)/\s+floor (\d+)", page, re.MULTILINE)}
+    assert drawn == {folder: i for i, folders in enumerate(FLOORS) for folder in folders}
