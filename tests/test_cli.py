@@ -211,6 +211,15 @@ def test_ask_json_has_every_documented_field(capsys, example_kb_dir):
     assert result["stop_reason"] == "sufficient" and result["model"] == "offline"
 
 
+def test_ask_json_needs_no_serve_extra(example_kb_dir):
+    """`ask --json` prints the service's reply shape, without the server (waitress, the serve extra)."""
+    blocked = "import sys; sys.modules['waitress'] = None; from agentic_rag.cli import main; sys.exit(main())"
+    done = subprocess.run([sys.executable, "-c", blocked, "ask", "登录报错的问题在 2.3.1 版本里修复了吗？",
+                           "--kb", str(example_kb_dir), "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["stop_reason"] == "sufficient"
+
+
 def test_ask_text_output_and_abstention_exit_zero(capsys, example_kb_dir):
     code, out, _ = run(capsys, "ask", "Does Nimbus have an Android app?", "--kb", example_kb_dir, "--trace")
     assert code == 0 and out.startswith("The knowledge base does not hold")

@@ -1,4 +1,4 @@
-"""PostgreSQL's pruned top k (_postgres_pruned) against the exhaustive sums it replaces, on a real
+"""PostgreSQL's pruned top k (kb/postgres/_pruned) against the exhaustive sums it replaces, on a real
 PostgreSQL: BM25 and the hashing embedder's sparse vectors, with and without filters, for several
 k, through adds and deletes that move the document frequencies and the average length past the
 one the bounds were made for. Small blocks make the pruning read several rounds, and a small

@@ -1,5 +1,5 @@
 """The ground floor every other part stands on: errors, settings, evidence, reply schemas, token
-accounting, the OpenAI-protocol HTTP client and tracing. Imports nothing else of the package."""
+accounting, the OpenAI-protocol HTTP client and tracing. Imports nothing else of the package but text/."""
 from ._accounting import cost_usd as cost_usd
 from ._accounting import count_tokens as count_tokens
 from ._accounting import new_usage as new_usage

@@ -3,9 +3,11 @@
 - ingestion: files to Documents (Markdown, HTML, PDF, Word, images, JSON lines), and chunking;
 - embedders: text to vectors (hashing, e5, an OpenAI-compatible server);
 - indexes: BM25, vectors, the knowledge graph, filters, fusion and rerank;
-- the engine, here: what a knowledge base promises (_protocol), chunk records and the built-with
-  checks (_records), the search template and graph ranking (_search), scoped views (_views), and
-  open_kb, which opens either store by where it lives (_open);
+- the engine, here: the search template and every query written once over a store port (_engine),
+  the port itself, a store's snapshot and writes (_port), the plans, fusion and graph ranking the
+  engine runs (_search), what a knowledge base promises (_protocol), chunk records and the built-with
+  checks (_records), scoped views (_views), an in-memory store for tests (_memory), and open_kb,
+  which opens either store by where it lives (_open);
 - folder: the embedded KnowledgeBase, saved to a folder of segments;
 - postgres: PostgresKnowledgeBase, in PostgreSQL with pgvector.
 """

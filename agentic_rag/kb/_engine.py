@@ -41,6 +41,7 @@ class Engine(ABC):
     def generation(self, directory: str | Path | None) -> str | None:
         """What it holds, as a name that changes with every saved change (KnowledgeBaseBackend.generation)."""
 
+    # These counts take the store's read lock: not for use inside a store.read() callback.
     def __len__(self) -> int:
         return self.store.read(lambda s: s.size())
 
@@ -124,12 +125,13 @@ class Engine(ABC):
     def term_weights(self, text: str, filters: Sequence[dict] = ()) -> dict[str, float]:
         """BM25 idf of each distinct token of `text` that the knowledge base holds; with `filters`
         (every one must hold), among the chunks they keep: a term only other chunks hold is absent."""
-        checked = [check_filters(f) for f in filters]
-        return self.store.read(lambda s: s.idf(tokenize(text), checked))
+        checked, tokens = [check_filters(f) for f in filters], tokenize(text)
+        return self.store.read(lambda s: s.idf(tokens, checked)) if tokens else {}
 
     def bm25_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
         """The BM25 score of each given chunk for `query`: comparable across chunks found by other queries."""
-        return self.store.read(lambda s: s.bm25_scores(tokenize(query), chunk_ids))
+        tokens = tokenize(query)
+        return self.store.read(lambda s: s.bm25_scores(tokens, chunk_ids)) if tokens and chunk_ids else {}
 
     def vector_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]:
         """The cosine similarity of each given chunk's vector to the query's (both are unit vectors)."""

@@ -2,7 +2,8 @@
 worked out from the chunks by brute force (BM25 summed over each row's tokens, cosine against
 every vector), and MemoryKnowledgeBase, the engine over it with the simplest writes. Nothing it
 holds lasts past the process. It is the reference the contract suite (tests/test_backend_contract.py)
-checks the folder and PostgreSQL stores against, and a knowledge base for tests."""
+checks the folder and PostgreSQL stores against, and a knowledge base for tests: one thread at a
+time (it takes no lock)."""
 from __future__ import annotations
 
 from collections import Counter

@@ -10,10 +10,9 @@ from typing import Protocol
 
 from ..core import SEARCH_MODES, ConfigurationError, SearchConfig
 from ._hit import Hit
+from ._port import Ranked
 from .embedders import Embedder, embedder_trait
 from .indexes import check_filters, pagerank, reciprocal_rank_fusion, score_fusion, seed_names
-
-Ranked = list[tuple[int, float]]  # (row, score), best first
 
 
 class Searchable(Protocol):

@@ -2,8 +2,6 @@
 phases it may return) with one module per phase, the Patch a handler returns its changes in, the run
 state and its trace, conversation history and the Conversation helper. Other parts of the package
 import the loop from here."""
-from ._conversation import FORMAT as CONVERSATION_FORMAT
-
 # for the package's other folders, not public API (the public names are in __all__)
 from ._conversation import FORMAT as FORMAT
 from ._conversation import Conversation
@@ -15,6 +13,6 @@ from ._patch import Event, Patch
 from ._run import Run
 from ._state import STATE_KEYS, STOP_REASONS, AgentState, Round, format_trace, new_state
 
-__all__ = ["run_agentic_rag", "Conversation", "CONVERSATION_FORMAT", "new_state", "AgentState", "Round",
+__all__ = ["run_agentic_rag", "Conversation", "new_state", "AgentState", "Round",
            "STOP_REASONS", "STATE_KEYS", "format_trace", "history_messages", "MAX_TURNS", "MAX_TOKENS", "tool_notes",
            "GRAPH", "Phase", "TransitionError", "Patch", "Event", "Run", "stop_condition"]

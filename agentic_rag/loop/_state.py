@@ -1,4 +1,5 @@
-"""The run state: one plain, JSON-serialisable dict per run, its evidence items, and a one-line trace."""
+"""The run state: one plain, JSON-serialisable dict per run, and a one-line trace (the evidence items it
+holds are core.Evidence)."""
 from __future__ import annotations
 
 import re

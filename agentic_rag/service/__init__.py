@@ -18,12 +18,9 @@ from ._parts import ServiceLimits
 from ._reply import result_json
 from ._routes import ROUTES, Route, route_listing
 
-# for the package's other folders, not public API (the public names are in __all__)
-from ._server import ServerLimits as ServerLimits
-from ._server import create_server as create_server
-
 if TYPE_CHECKING:  # loaded when first asked for (see __getattr__): they need waitress
-    from ._server import ServerLimits, create_server
+    from ._server import ServerLimits as ServerLimits
+    from ._server import create_server as create_server
 
 
 def create_app(model: Model, kb_dir: str | Path | None = None, kb: KnowledgeBaseBackend | None = None,

@@ -34,7 +34,9 @@ class ServiceLimits:
 @dataclass
 class Parts:
     """One service's parts, shared by its endpoints: each handler reads them here at every request,
-    so that limits given to the service later (`service.limits = ...`) hold for all of them."""
+    so that limits given to the service later (`service.limits = ...`) hold for what a request may ask
+    (sizes, k, rounds, budgets); the concurrent runs and the conversation store are sized once, when
+    the service is made."""
 
     model: Model
     tools: tuple[Tool | OffTool, ...]

@@ -209,11 +209,6 @@ class KnowledgeGraph:
         keys += sorted((k for k in self.adjacent if len(k) >= 4 and k in lowered), key=len, reverse=True)[:5]
         return list(dict.fromkeys(keys))
 
-    def walk(self, starts: list[str], hops: int = 2, limit: int = NEIGHBOURS) -> dict[int, tuple[int, list[str]]]:
-        """Chunk rows behind the edges within `hops` of the start nodes: row -> (hop, path of names)."""
-        return walk(self.neighbours, self.steps,
-                    {s: self.labels[s] for s in starts if s in self.adjacent}, hops, limit)
-
     def rows_of(self, nodes: list[str]) -> dict[str, set[int]]:
         """The rows each node's edges hold (a PageRank walk's `rows_of`)."""
         return {node: set().union(*(self.edges[_pair(node, other)] for other in self.adjacent[node]))

@@ -1,5 +1,5 @@
-"""The PostgreSQL knowledge base's retrievers in SQL, as functions of a connection (the class in
-_knowledge_base runs them in one read-only snapshot): filters as SQL conditions, BM25 with the embedded
+"""The PostgreSQL knowledge base's retrievers in SQL, as functions of a connection (_snapshot
+runs them in one read-only snapshot): filters as SQL conditions, BM25 with the embedded
 index's formula, cosine similarity through the HNSW index or an exact scan, the hits' rows, idf,
 and the graph: the nodes a query names, each node's neighbours, the names on a path and the rows
 and nodes PageRank walks, which the engine (kb/_engine) walks and ranks as every store's."""

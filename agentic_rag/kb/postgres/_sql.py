@@ -65,7 +65,7 @@ def bound_sql(bound: dict, alias: str = "") -> str:
     """A posting's BM25 term score without its idf, tf * (k1 + 1) / (tf + k1 * (1 - b + b * |d| / L)),
     for the average length L, k1 and b in `bound` (ar_meta's bm25_bound): the key of the postings'
     index by bound. For the average length A now, the score is at most max(1, A / L) times it, since
-    the score grows with A and the ratio of the two is below A / L (_postgres_search.bm25_lists)."""
+    the score grows with A and the ratio of the two is below A / L (_search.bm25_lists)."""
     k1, b, length = (float(bound[key]) for key in ("k1", "b", "length"))
     tf, dl = f"{alias}tf", f"{alias}length"
     return (f"({tf} * {k1 + 1!r}::float8 / ({tf} + {k1 * (1 - b)!r}::float8 + "
