@@ -41,7 +41,7 @@ class Served:
         connection.request("POST", "/v1/search", body=json.dumps({"query": "认证失败", "k": 2}),
                            headers={"Content-Type": "application/json"})
         response = connection.getresponse()
-        reply = json.loads(response.read())
+        reply, self.last_headers = json.loads(response.read()), response.headers
         connection.close()
         return response.status, reply
 
@@ -124,19 +124,61 @@ def test_connections_past_the_per_address_bound_are_refused_while_another_addres
     held = [served.connect("127.0.0.3") for _ in range(3)]
     for client in held:
         client.sendall(b"GET /healthz HTTP/1.1\r\n")  # a request under way, slowly
-    refused = []
-    for _ in range(4):
-        extra = served.connect("127.0.0.3")
-        refused.append(_closed(extra, 10))
-        extra.close()
-    assert all(answer is not None for answer in refused), "a fourth connection from 127.0.0.3 was kept"
-    for answer in filter(None, refused):
-        status, body = _json(answer)
+    for _ in range(4):  # a client that sends its request at once is answered before the close
+        status, body = served.search("127.0.0.3")
         assert status == 429 and body["error"]["type"] == "too_many_connections"
+        assert served.last_headers["Retry-After"] == "1"
+    silent = served.connect("127.0.0.3")  # one that sends nothing within a second: the close alone
+    assert _closed(silent, 10) == b""
+    silent.close()
     assert served.search("127.0.0.2")[0] == 200
     assert all(_closed(client, 0) is None for client in held)  # the three within the bound stay open
     for client in held:
         client.close()
+
+
+def test_a_connection_past_the_connection_limit_is_answered_503_with_retry_after():
+    """Four requests in flight hold all four connections: a fifth client is answered, not left
+    waiting in the listen queue; once they finish, a new one is served."""
+    release, inside = threading.Event(), threading.Semaphore(0)
+
+    def app(environ, start_response):
+        inside.release()
+        release.wait(30)
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"done"]
+
+    server = create_server(app, "127.0.0.1", 0, 4, MAX_BODY, ServerLimits(max_connections=4, max_per_address=4))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    port = int(server.effective_port)
+    held = [http.client.HTTPConnection("127.0.0.1", port, timeout=30) for _ in range(4)]
+    try:
+        for connection in held:
+            connection.request("GET", "/slow")
+        for _ in held:
+            assert inside.acquire(timeout=30)
+        extra = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        extra.request("GET", "/healthz")
+        response = extra.getresponse()
+        status, body = response.status, json.loads(response.read())
+        assert (status, body["error"]["type"], response.headers["Retry-After"]) == (503, "unavailable", "1")
+        release.set()
+        assert [c.getresponse().read() for c in held] == [b"done"] * 4
+        for connection in held:
+            connection.close()
+        for _ in range(300):  # the server sees the four closes
+            if not server.active_channels:
+                break
+            threading.Event().wait(0.1)
+        later = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        later.request("GET", "/after")
+        assert later.getresponse().status == 200
+        later.close()
+    finally:
+        release.set()
+        server.close()
+        thread.join(10)
 
 
 @pytest.mark.parametrize("served", [{**FAST, "header_timeout_s": 60.0, "max_connections": 12,

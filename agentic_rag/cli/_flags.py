@@ -141,10 +141,12 @@ def connection_flags(parser: argparse.ArgumentParser) -> None:
                         help="seconds a connection's replies may wait for its client to read them all; then it "
                              "is closed (default %(default)g)")
     parser.add_argument("--max-connections", type=positive, default=given.max_connections, metavar="N",
-                        help="connections open at once (default %(default)s)")
+                        help="connections open at once; more are answered 503 with Retry-After and closed "
+                             "(default %(default)s)")
     parser.add_argument("--max-per-address", type=positive, default=given.max_per_address, metavar="N",
-                        help="connections from one client address; more are refused with 429; behind a proxy "
-                             "set it to --max-connections (default %(default)s)")
+                        help="connections from one client address; more are answered 429 with Retry-After and "
+                             "closed; behind a proxy (every client is its address) set it to --max-connections "
+                             "(default %(default)s)")
     parser.add_argument("--reading-share", type=share, default=given.reading_share, metavar="SHARE",
                         help="share of --max-connections that connections still sending a request may hold; "
                              "past it the slowest-sending are closed (default %(default)g)")

@@ -9,6 +9,7 @@ import socket
 import time
 from typing import Any
 
+from waitress import wasyncore
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.task import ErrorTask
@@ -19,12 +20,60 @@ _REASONS = {400: "Bad Request", 408: "Request Timeout", 413: "Content Too Large"
             503: "Service Unavailable"}
 
 
-def error_reply(status: int, kind: str, message: str) -> bytes:
+def error_reply(status: int, kind: str, message: str, retry_after_s: int | None = None) -> bytes:
     """A whole HTTP response that closes the connection, with the service's JSON error body."""
     body = json.dumps({"error": {"type": kind, "message": message}}).encode("utf-8")
+    retry = f"Retry-After: {retry_after_s}\r\n" if retry_after_s is not None else ""
     head = (f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json; charset=utf-8\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n")
+            f"Content-Length: {len(body)}\r\n{retry}Connection: close\r\n\r\n")
     return head.encode("latin-1") + body
+
+
+class Refusal(wasyncore.dispatcher):
+    """A connection turned away at the door, politely: it waits `wait_s` at most for the request's
+    first line, answers `reply`, stops sending and reads whatever else the client sends until it
+    closes or as long again has passed, so that the close is not a reset that could lose the
+    answer. A client that sends no line in time gets the close alone. `held` is the set of
+    refusals under way, which it leaves when it closes."""
+
+    def __init__(self, sock: socket.socket, map: dict, reply: bytes, wait_s: float, held: set) -> None:
+        super().__init__(sock, map)
+        self.reply, self.wait_s, self.held = reply, wait_s, held
+        self.pending, self.head, self.answered = b"", b"", False
+        self.deadline = time.monotonic() + wait_s
+        held.add(self)
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return bool(self.pending)
+
+    def handle_read(self) -> None:
+        data = self.recv(65536)  # b"" when the client closed or reset (wasyncore has closed it then)
+        if not data:
+            self.close()
+        elif not self.answered:
+            self.head = (self.head + data)[-4096:]
+            if b"\n" in self.head:  # the request line is here: answer it
+                self.answered, self.pending = True, self.reply
+                self.deadline = time.monotonic() + self.wait_s
+
+    def handle_write(self) -> None:
+        self.pending = self.pending[self.send(self.pending):]
+        if not self.pending:
+            try:
+                if self.socket is not None:
+                    self.socket.shutdown(socket.SHUT_WR)
+            except OSError:
+                self.close()
+
+    def handle_close(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.held.discard(self)
+        super().close()
 
 
 class JSONErrorTask(ErrorTask):

@@ -19,9 +19,12 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ThreadedTaskDispatcher
 
 from ..core import ConfigurationError
-from ._connections import Channel, error_reply
+from ._connections import Channel, Refusal, error_reply
 
 log = logging.getLogger("agentic_rag.service")
+REFUSING_AT_ONCE = 64  # connections turned away at once (each waits 1 s at most for its request line)
+REFUSAL_WAIT_S = 1.0   # how long a connection turned away has to send its request line, to be answered
+RETRY_AFTER_S = 1      # the Retry-After of an answer at the door
 
 
 @dataclass(frozen=True)
@@ -63,10 +66,12 @@ class GuardedServer(TcpWSGIServer):
     active_channels: dict[int, Channel]  # type: ignore[assignment]  # the stubs say one channel
     _map: dict[int, Any]  # wasyncore's socket map
     effective_port: int   # the port it listens on, set once bound (these two the stubs leave out)
+    next_channel_cleanup: float  # type: ignore[assignment]  # waitress keeps a time.time() here
 
     def __init__(self, application: Any, limits: ServerLimits, **kw: Any) -> None:
         self.limits = limits
         self._stop, self._stopped, self._serving = threading.Event(), threading.Event(), False
+        self.refusing: set[Refusal] = set()
         self._shutting = threading.RLock()  # re-entrant: closing a channel may pull the trigger
         super().__init__(application, **kw)
 
@@ -106,12 +111,23 @@ class GuardedServer(TcpWSGIServer):
         with self._shutting:
             if self.socket is None:  # already shut
                 return
-            for channel in list(self.active_channels.values()):
+            for channel in [*self.active_channels.values(), *self.refusing]:
                 channel.handle_close()
             super().close()
 
+    def readable(self) -> bool:
+        """Accept while serving, past the connection limit too (to answer 503 rather than leave
+        clients waiting unanswered), unless that many are being turned away already; waitress's
+        once-a-second maintenance runs from here, as in waitress."""
+        now = time.time()
+        if now >= self.next_channel_cleanup:
+            self.next_channel_cleanup = now + self.adj.cleanup_interval
+            self.maintenance(now)
+        return bool(self.accepting) and len(self.refusing) < REFUSING_AT_ONCE
+
     def handle_accept(self) -> None:
-        """Take a connection, unless its address holds max_per_address already; then make room."""
+        """Take a connection, unless the server holds max_connections or its address max_per_address
+        already (then it is answered 503 or 429 and closed); then make room."""
         try:
             pair = self.accept()
             if pair is None:
@@ -120,23 +136,22 @@ class GuardedServer(TcpWSGIServer):
             self.set_socket_options(conn)
         except OSError:  # the client left before accept() returned, as waitress itself shrugs off
             return
-        host = addr[0]
-        held = sum(1 for c in list(self.active_channels.values()) if c.addr and c.addr[0] == host)
-        if held >= self.limits.max_per_address:
-            log.info("refused a connection from %s: it holds %d already", host, held)
-            self._refuse_socket(conn, host)
-            return
-        self.channel_class(self, conn, self.fix_addr(addr), self.adj, map=self._map)
-        self._make_room()
+        host, channels = addr[0], list(self.active_channels.values())
+        held = sum(1 for c in channels if c.addr and c.addr[0] == host)
+        if len(channels) >= self.limits.max_connections:
+            log.info("turned away a connection from %s: the server holds %d connections", host, len(channels))
+            self._turn_away(conn, 503, "unavailable", f"the server holds {len(channels)} connections, its limit; "
+                                                      f"retry in {RETRY_AFTER_S} s")
+        elif held >= self.limits.max_per_address:
+            log.info("turned away a connection from %s: it holds %d already", host, held)
+            self._turn_away(conn, 429, "too_many_connections", f"{host} holds {held} connections already, the "
+                                                               f"limit per address; close one or retry later")
+        else:
+            self.channel_class(self, conn, self.fix_addr(addr), self.adj, map=self._map)
+            self._make_room()
 
-    def _refuse_socket(self, conn: socket.socket, host: str) -> None:
-        try:
-            conn.setblocking(False)
-            conn.send(error_reply(429, "too_many_connections", f"{host} holds {self.limits.max_per_address} "
-                                                          f"connections already, the limit per address; close one"))
-        except OSError:
-            pass
-        conn.close()
+    def _turn_away(self, conn: socket.socket, status: int, kind: str, message: str) -> None:
+        Refusal(conn, self._map, error_reply(status, kind, message, RETRY_AFTER_S), REFUSAL_WAIT_S, self.refusing)
 
     def _make_room(self) -> None:
         """Past the reading share, close the connections whose replies wait for a client that does
@@ -153,10 +168,12 @@ class GuardedServer(TcpWSGIServer):
                     continue
                 channel.refuse(503, "unavailable", "too many connections are sending requests slowly; retry")
 
-    def maintenance(self, now: int) -> None:
+    def maintenance(self, now: float) -> None:
         """waitress's own check (a stuck write), then each reading connection's deadline, then the share."""
-        super().maintenance(now)
+        super().maintenance(now)  # type: ignore[arg-type]  # waitress passes time.time()
         at = time.monotonic()
+        for refusal in [r for r in self.refusing if at > r.deadline]:
+            refusal.close()
         for channel in list(self.active_channels.values()):
             if channel.reading():
                 late = self._late(channel, at)
