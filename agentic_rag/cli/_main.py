@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
-from typing import NoReturn
+from typing import Protocol
 
 from ..core import AgenticRAGError, Config, ConfigurationError, RunConfig
 from ..kb import MANIFEST, KnowledgeBaseBackend, check_address, load_documents, os_cause, safe_url, writing
@@ -246,17 +246,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "no keys (open to anyone who can connect)"
     served = safe_url(addresses["default"]) if list(addresses) == ["default"] else \
         counted(len(addresses), "collection") + f" ({', '.join(addresses)})"
-    print(f"serving {served} on http://{args.host}:{server.effective_port} with {args.threads} "
-          f"threads, {keys}; Ctrl-C stops", file=sys.stderr, flush=True)
-    with _noting_ctrl_c() as pressed:
+    with _stopping_gracefully(server, args.shutdown_timeout) as signals:  # taken before the line says so
+        print(f"serving {served} on http://{args.host}:{server.effective_port} with {args.threads} "
+              f"threads, {keys}; Ctrl-C stops", file=sys.stderr, flush=True)
         try:
-            server.run()  # returns on Ctrl-C (the server ends its connections first)
+            server.run()  # returns once a graceful stop has finished, or at once on a second signal
         finally:
             server.close()
             if traces is not None:
                 traces.shutdown()  # the spans still queued are sent
-    if pressed:
+    if len(signals) > 1:
         raise KeyboardInterrupt  # main says "stopped", exit code 130
+    cut = f"; {counted(server.cut_off, 'request')} still under way after {args.shutdown_timeout:g} s cut off" \
+        if server.cut_off else ""
+    print(f"stopped: finished the requests under way{cut}", file=sys.stderr)
     return 0
 
 
@@ -283,25 +286,33 @@ def cmd_keys(args: argparse.Namespace) -> int:
     return 0
 
 
-@contextmanager
-def _noting_ctrl_c() -> Iterator[list[int]]:
-    """A list that gets an item when Ctrl-C (SIGINT) comes while the block runs; the interrupt
-    itself is raised as ever."""
-    pressed: list[int] = []
+class GracefulServer(Protocol):
+    def stop_gracefully(self, timeout_s: float) -> None: ...
 
-    def note(signum: int, frame: FrameType | None) -> NoReturn:
-        pressed.append(signum)
-        raise KeyboardInterrupt
+
+@contextmanager
+def _stopping_gracefully(server: GracefulServer, timeout_s: float) -> Iterator[list[int]]:
+    """While the block runs, SIGTERM (what systemd, Docker and Kubernetes send) or SIGINT (Ctrl-C)
+    stops the server gracefully; a second one raises KeyboardInterrupt, which stops it at once.
+    The list gets each signal that came."""
+    signals: list[int] = []
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        signals.append(signum)
+        if len(signals) > 1:
+            raise KeyboardInterrupt
+        server.stop_gracefully(timeout_s)
 
     try:
-        previous = signal.signal(signal.SIGINT, note)
-    except ValueError:  # not the main thread: nothing to note
-        yield pressed
+        previous = {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGINT)}
+    except ValueError:  # not the main thread: signals are not ours to take
+        yield signals
         return
     try:
-        yield pressed
+        yield signals
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

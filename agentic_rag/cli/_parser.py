@@ -24,6 +24,7 @@ from ._flags import (
     port,
     positive,
     rate,
+    seconds,
     tool_flags,
 )
 
@@ -196,6 +197,10 @@ def _serve(commands: _Commands) -> tuple[str, _Parser]:
                                                            "(agentic-rag keys add makes them); or lines 'read KEY' "
                                                            "or 'write KEY' (also AGENTIC_RAG_READ_KEYS, "
                                                            "AGENTIC_RAG_WRITE_KEYS)")
+    serve.add_argument("--shutdown-timeout", type=seconds, default=10.0, metavar="S",
+                       help="on SIGTERM or SIGINT, seconds to finish the requests under way (uploads and "
+                            "conversation turns too) before cutting them off; a second signal stops at once "
+                            "(default %(default)g)")
     connection_flags(serve)
     model_flags(serve)
     tool_flags(serve)

@@ -72,6 +72,8 @@ class GuardedServer(TcpWSGIServer):
         self.limits = limits
         self._stop, self._stopped, self._serving = threading.Event(), threading.Event(), False
         self.refusing: set[Refusal] = set()
+        self.stop_by: float | None = None  # set by stop_gracefully: when the connections still open are cut off
+        self.cut_off = 0  # connections with a request under way when the server stopped
         self._shutting = threading.RLock()  # re-entrant: closing a channel may pull the trigger
         super().__init__(application, **kw)
 
@@ -83,16 +85,35 @@ class GuardedServer(TcpWSGIServer):
                 super().pull_trigger()
 
     def run(self) -> None:
-        """Serve until close() (from any thread) or Ctrl-C; then every connection is closed."""
+        """Serve until close() (from any thread), KeyboardInterrupt, or the end of a graceful stop;
+        then every connection is closed."""
         self._serving = True
         try:
             while self._map and not self._stop.is_set():  # poll(), not select(): no limit of 1024 sockets
                 wasyncore.poll2(self.adj.asyncore_loop_timeout, self._map)
+                if self.stop_by is not None and self._finished():
+                    break
         except (SystemExit, KeyboardInterrupt):
             pass
         finally:
+            self.cut_off = sum(not c.reading() or c.request_since is not None for c in self.active_channels.values())
             self._shut()
             self._stopped.set()
+
+    def stop_gracefully(self, timeout_s: float) -> None:
+        """Stop taking connections (new ones are answered 503) and close each open one once nothing
+        is under way on it: run() returns when none is left, or after `timeout_s` with those still
+        busy cut off (counted in cut_off). Safe from a signal handler and from any thread."""
+        self.stop_by = time.monotonic() + timeout_s
+        self.pull_trigger()
+
+    def _finished(self) -> bool:
+        """During a graceful stop: close the connections with nothing under way (no request's byte
+        read, nothing to answer or send); whether none is left or the time is up."""
+        for channel in list(self.active_channels.values()):
+            if channel.reading() and channel.request_since is None:
+                channel.handle_close()
+        return not self.active_channels or time.monotonic() > (self.stop_by or 0.0)
 
     def close(self) -> None:
         """Stop serving: from another thread, the loop is asked to stop and closes everything itself
@@ -138,7 +159,9 @@ class GuardedServer(TcpWSGIServer):
             return
         host, channels = addr[0], list(self.active_channels.values())
         held = sum(1 for c in channels if c.addr and c.addr[0] == host)
-        if len(channels) >= self.limits.max_connections:
+        if self.stop_by is not None:
+            self._turn_away(conn, 503, "unavailable", "the server is stopping; retry with another")
+        elif len(channels) >= self.limits.max_connections:
             log.info("turned away a connection from %s: the server holds %d connections", host, len(channels))
             self._turn_away(conn, 503, "unavailable", f"the server holds {len(channels)} connections, its limit; "
                                                       f"retry in {RETRY_AFTER_S} s")

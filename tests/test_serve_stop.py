@@ -1,0 +1,106 @@
+"""`agentic-rag serve` stopped by SIGTERM (what systemd, Docker and Kubernetes send) or SIGINT, in a
+real process: it stops taking connections (a new one is answered 503), finishes the request under
+way (an upload whose body is still arriving when the signal comes), exits 0 with one line, and the
+knowledge base holds the upload whole; a second signal stops it at once, leaving the knowledge base
+as it was; past --shutdown-timeout what is still under way is cut off and counted."""
+import json
+import shutil
+import signal
+import socket
+
+import pytest
+
+from agentic_rag import KnowledgeBase
+from helpers import start_service
+
+WRITER = "writer-key-0123456789abcdef"
+
+
+def _upload_begun(port: int, doc_id: str) -> tuple[socket.socket, bytes]:
+    """A POST /v1/documents under way: its headers read by the server (it has said 100 Continue) and
+    part of its body sent; the rest of the body is returned."""
+    body = json.dumps({"documents": [{"id": doc_id, "text": "Zebras cross the road at dawn. " * 50}]}).encode()
+    client = socket.create_connection(("127.0.0.1", port), timeout=60)
+    client.sendall(f"POST /v1/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {WRITER}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                   f"Expect: 100-continue\r\n\r\n".encode())
+    assert client.recv(4096).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+    client.sendall(body[:100])
+    return client, body[100:]
+
+
+def _reply(client: socket.socket) -> bytes:
+    received = b""
+    while chunk := client.recv(65536):
+        received += chunk
+    return received
+
+
+def _stopping(port: int) -> bytes:
+    """What a new connection is told while the server stops (it sends its request line at once)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as client:
+        client.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        return _reply(client)
+
+
+@pytest.fixture
+def served(example_kb_dir, tmp_path):
+    folder = tmp_path / "kb"
+    shutil.copytree(example_kb_dir, folder)
+    started: list = []
+
+    def start(*flags: str):
+        process, port = start_service(folder, tmp_path, "serve", *flags, env={"AGENTIC_RAG_WRITE_KEYS": WRITER})
+        started.append(process)
+        return process, port
+
+    yield folder, start
+    for process in started:  # passed or failed, no server is left behind
+        if process.poll() is None:
+            process.kill()
+            process.wait(60)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_finishes_the_upload_under_way_then_exits_0_with_one_line(served, tmp_path, signum):
+    folder, start = served
+    process, port = start()
+    client, rest = _upload_begun(port, "zebra")
+    process.send_signal(signum)
+    refused = _stopping(port)  # answered only once the signal has been taken
+    assert refused.startswith(b"HTTP/1.1 503 ") and b"the server is stopping" in refused, refused
+    client.sendall(rest)
+    reply = _reply(client)
+    client.close()
+    assert reply.startswith(b"HTTP/1.1 200 "), reply
+    assert process.wait(60) == 0
+    log = (tmp_path / "serve.log").read_text().splitlines()
+    assert log[-1] == "stopped: finished the requests under way", log
+    assert KnowledgeBase.load(folder).held_documents(["zebra"]) == ["zebra"]
+
+
+def test_a_second_signal_stops_at_once_and_the_knowledge_base_is_as_it_was(served, tmp_path):
+    folder, start = served
+    before = (folder / "manifest.json").read_text()
+    process, port = start()
+    client, _ = _upload_begun(port, "zebra")
+    process.send_signal(signal.SIGTERM)
+    assert _stopping(port).startswith(b"HTTP/1.1 503 ")
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(60) == 130
+    client.close()
+    assert (tmp_path / "serve.log").read_text().endswith("agentic-rag: stopped\n")
+    assert (folder / "manifest.json").read_text() == before
+    assert not KnowledgeBase.load(folder).held_documents(["zebra"])
+
+
+def test_what_is_still_under_way_at_the_shutdown_timeout_is_cut_off_and_counted(served, tmp_path):
+    folder, start = served
+    process, port = start("--shutdown-timeout", "1")
+    client, _ = _upload_begun(port, "zebra")  # its body never comes
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(60) == 0
+    client.close()
+    assert (tmp_path / "serve.log").read_text().splitlines()[-1] == \
+        "stopped: finished the requests under way; 1 request still under way after 1 s cut off"
+    assert not KnowledgeBase.load(folder).held_documents(["zebra"])
