@@ -36,11 +36,16 @@ def _reply(client: socket.socket) -> bytes:
     return received
 
 
-def _stopping(port: int) -> bytes:
-    """What a new connection is told while the server stops (it sends its request line at once)."""
+def _stopping(port: int) -> None:
+    """A new connection while the server stops is turned away: answered 503 if its request line
+    came within the second it has (on a machine too busy for that, closed without an answer)."""
     with socket.create_connection(("127.0.0.1", port), timeout=60) as client:
-        client.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        return _reply(client)
+        try:
+            client.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            refused = _reply(client)
+        except ConnectionResetError:
+            refused = b""
+    assert refused == b"" or (refused.startswith(b"HTTP/1.1 503 ") and b"the server is stopping" in refused), refused
 
 
 @pytest.fixture
@@ -67,8 +72,7 @@ def test_a_signal_finishes_the_upload_under_way_then_exits_0_with_one_line(serve
     process, port = start()
     client, rest = _upload_begun(port, "zebra")
     process.send_signal(signum)
-    refused = _stopping(port)  # answered only once the signal has been taken
-    assert refused.startswith(b"HTTP/1.1 503 ") and b"the server is stopping" in refused, refused
+    _stopping(port)  # turned away: the signal has been taken
     client.sendall(rest)
     reply = _reply(client)
     client.close()
@@ -85,7 +89,7 @@ def test_a_second_signal_stops_at_once_and_the_knowledge_base_is_as_it_was(serve
     process, port = start()
     client, _ = _upload_begun(port, "zebra")
     process.send_signal(signal.SIGTERM)
-    assert _stopping(port).startswith(b"HTTP/1.1 503 ")
+    _stopping(port)
     process.send_signal(signal.SIGTERM)
     assert process.wait(60) == 130
     client.close()

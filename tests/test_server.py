@@ -120,7 +120,8 @@ def test_blank_lines_do_not_keep_an_idle_connection_open(served):
 
 
 @pytest.mark.parametrize("served", [{**FAST, "header_timeout_s": 60.0, "max_per_address": 3}], indirect=True)
-def test_connections_past_the_per_address_bound_are_refused_while_another_address_connects(served):
+def test_connections_past_the_per_address_bound_are_refused_while_another_address_connects(served, monkeypatch):
+    monkeypatch.setattr("agentic_rag.service._server.REFUSAL_WAIT_S", 30.0)  # the client's line, on a busy machine
     held = [served.connect("127.0.0.3") for _ in range(3)]
     for client in held:
         client.sendall(b"GET /healthz HTTP/1.1\r\n")  # a request under way, slowly
@@ -128,18 +129,26 @@ def test_connections_past_the_per_address_bound_are_refused_while_another_addres
         status, body = served.search("127.0.0.3")
         assert status == 429 and body["error"]["type"] == "too_many_connections"
         assert served.last_headers["Retry-After"] == "1"
-    silent = served.connect("127.0.0.3")  # one that sends nothing within a second: the close alone
-    assert _closed(silent, 10) == b""
-    silent.close()
     assert served.search("127.0.0.2")[0] == 200
     assert all(_closed(client, 0) is None for client in held)  # the three within the bound stay open
     for client in held:
         client.close()
 
 
-def test_a_connection_past_the_connection_limit_is_answered_503_with_retry_after():
+@pytest.mark.parametrize("served", [{**FAST, "max_per_address": 1}], indirect=True)
+def test_a_connection_turned_away_that_sends_nothing_is_closed_without_an_answer(served):
+    held = served.connect("127.0.0.4")
+    held.sendall(b"GET /healthz HTTP/1.1\r\n")
+    silent = served.connect("127.0.0.4")  # it sends nothing within the second it has: the close alone
+    assert _closed(silent, 30) == b""
+    silent.close()
+    held.close()
+
+
+def test_a_connection_past_the_connection_limit_is_answered_503_with_retry_after(monkeypatch):
     """Four requests in flight hold all four connections: a fifth client is answered, not left
     waiting in the listen queue; once they finish, a new one is served."""
+    monkeypatch.setattr("agentic_rag.service._server.REFUSAL_WAIT_S", 30.0)  # the client's line, on a busy machine
     release, inside = threading.Event(), threading.Semaphore(0)
 
     def app(environ, start_response):
