@@ -23,6 +23,35 @@ def tiny_kb():
     return kb
 
 
+@pytest.fixture(autouse=True)
+def no_process_left():
+    """Every process a test starts (a server, a writer, the CLI, a replica) has ended when the test
+    has, passed or failed: one still running after its teardown (given 30 s to finish a graceful
+    stop) is killed and fails the test by name. Processes of wider fixtures, started before, are not
+    the test's. A busy machine only makes them slower, so the bound is generous."""
+    import psutil
+
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    yield
+    left = []
+    for process in me.children(recursive=True):
+        try:
+            if process.pid not in before and process.status() != psutil.STATUS_ZOMBIE:
+                left.append((process, " ".join(process.cmdline())[:200]))
+        except psutil.NoSuchProcess:
+            pass
+    if not left:
+        return
+    _, alive = psutil.wait_procs([p for p, _ in left], timeout=30)
+    for process in alive:
+        process.kill()
+    psutil.wait_procs(alive, timeout=30)
+    if alive:
+        pytest.fail(f"the test left {len(alive)} process(es) running (killed now): "
+                    + "; ".join(line for p, line in left if p in alive))
+
+
 def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true",
                      help="rewrite tests/golden files from the current behaviour instead of comparing")

@@ -4,6 +4,7 @@ inside every search, its writes kept to its scope), the keys file read again whe
 chat models as collections, and one access line per request."""
 import json
 import logging
+import re
 import shutil
 import time
 
@@ -203,9 +204,12 @@ def test_metrics_are_for_an_operator_key_and_each_request_has_an_access_line(col
             if len(lines := [r.getMessage() for r in caplog.records if r.name == "agentic_rag.access"]) == 3:
                 break
             time.sleep(0.01)
-    refused = next(line for line in lines if line.startswith("GET /metrics 403 "))  # written by the server's
-    searched = next(line for line in lines if line.startswith("POST /v1/collections/docs/search 200 "))  # threads
-    assert refused.endswith("collection=- key=acme") and searched.endswith("collection=docs key=acme")
+    refused = next(line for line in lines if '"GET /metrics HTTP/1.1" 403 ' in line)  # written by the server's
+    searched = next(line for line in lines if '"POST /v1/collections/docs/search HTTP/1.1" 200 ' in line)  # threads
+    assert re.fullmatch(r'127\.0\.0\.1 - - \[\d\d/\w{3}/\d{4}:\d\d:\d\d:\d\d [+-]\d{4}\] '  # the Common Log Format
+                        r'"POST /v1/collections/docs/search HTTP/1\.1" 200 \d+ collection=docs key=acme \d+\.\dms',
+                        searched), searched
+    assert " collection=- key=acme " in refused
     assert not any(ACME in line for line in lines)
     assert server.request("GET", "/healthz")[2] == {"status": "ok", "collections": 3}
     wrong = server.request("GET", "/v1/collections/docs/documents", key=ACME)[2]["error"]["message"]
@@ -227,8 +231,9 @@ def test_one_collection_keeps_the_paths_and_keys_of_one_knowledge_base(tmp_path)
         assert server.request("GET", "/healthz")[2]["documents"] == 3
         chat = {"model": "agentic-rag", "messages": [{"role": "user", "content": "What is the launch code of Acme?"}]}
         assert server.request("POST", "/v1/chat/completions", chat, key=ACME)[2]["model"] == "agentic-rag"
-        assert [m["id"] for m in server.request("GET", "/v1/models", key=ACME)[2]["data"]] == ["agentic-rag",
-                                                                                            "default"]
+        assert [m["id"] for m in server.request("GET", "/v1/models", key=ACME)[2]["data"]] == ["agentic-rag"]
+        chat["model"] = "default"  # the collection's own name is still taken, though not listed
+        assert server.request("POST", "/v1/chat/completions", chat, key=ACME)[0] == 200
         assert server.request("POST", "/v1/documents", {"documents": [{"id": "x", "text": "y"}]},
                               key=ACME)[0] == 403  # a read key
     finally:

@@ -2,7 +2,9 @@
 real process: it stops taking connections (a new one is answered 503), finishes the request under
 way (an upload whose body is still arriving when the signal comes), exits 0 with one line, and the
 knowledge base holds the upload whole; a second signal stops it at once, leaving the knowledge base
-as it was; past --shutdown-timeout what is still under way is cut off and counted."""
+as it was; past --shutdown-timeout what is still under way is cut off and counted. Its access lines
+go to stderr unless --access-log says otherwise."""
+import http.client
 import json
 import shutil
 import signal
@@ -80,6 +82,7 @@ def test_a_signal_finishes_the_upload_under_way_then_exits_0_with_one_line(serve
     assert process.wait(60) == 0
     log = (tmp_path / "serve.log").read_text().splitlines()
     assert log[-1] == "stopped: finished the requests under way", log
+    assert any('"POST /v1/documents HTTP/1.1" 200 ' in line and " key=" in line for line in log), log  # stderr
     assert KnowledgeBase.load(folder).held_documents(["zebra"]) == ["zebra"]
 
 
@@ -96,6 +99,29 @@ def test_a_second_signal_stops_at_once_and_the_knowledge_base_is_as_it_was(serve
     assert (tmp_path / "serve.log").read_text().endswith("agentic-rag: stopped\n")
     assert (folder / "manifest.json").read_text() == before
     assert not KnowledgeBase.load(folder).held_documents(["zebra"])
+
+
+def test_access_lines_go_to_a_file_or_nowhere_and_a_bad_file_is_one_line(served, tmp_path):
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    folder, start = served
+    process, port = start("--access-log", str(tmp_path / "access.log"))
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    connection.request("GET", "/healthz")
+    assert connection.getresponse().status == 200
+    connection.close()
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(60) == 0
+    access = (tmp_path / "access.log").read_text()
+    assert '"GET /healthz HTTP/1.1" 200 ' in access and "GET /healthz" not in (tmp_path / "serve.log").read_text()
+    done = subprocess.run([sys.executable, "-m", "agentic_rag.cli", "serve", "--kb", str(folder), "--port", "0",
+                           "--access-log", str(tmp_path / "no" / "such" / "dir.log")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 1 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("agentic-rag: error: --access-log ") and "- for stderr or off" in done.stderr
 
 
 def test_what_is_still_under_way_at_the_shutdown_timeout_is_cut_off_and_counted(served, tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import logging
 import signal
 import sys
 import time
@@ -222,6 +223,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     access = serve_settings(args, list(addresses))  # the keys and the metrics folder: the environment's too
     limits = ServiceLimits(max_concurrent_runs=args.max_runs, max_body_bytes=args.max_body,
                            max_file_bytes=args.max_file_size)
+    _access_log(args.access_log)
     model, tools = make_model(settings), ask_tools(args)
     traces = tracing_from_environment()  # OTLP export when the OTEL_* variables ask for it
     # a folder is loaded by its service, watched for other writers' saves and locked to write; a
@@ -284,6 +286,26 @@ def cmd_keys(args: argparse.Namespace) -> int:
     print(key)
     print(f"added key {args.id!r} to {file}; the line above is the key, shown this once", file=sys.stderr)
     return 0
+
+
+def _access_log(where: str) -> None:
+    """serve's access lines (the agentic_rag.access logger, INFO) to stderr ("-"), appended to a file,
+    or nowhere ("off": no handler of ours; the root logger's take them only if configured to)."""
+    access = logging.getLogger("agentic_rag.access")
+    for earlier in [h for h in access.handlers if h.get_name() == "serve"]:  # an earlier serve in this process
+        access.removeHandler(earlier)
+        earlier.close()
+    if where == "off":
+        return
+    try:
+        handler = logging.StreamHandler(sys.stderr) if where == "-" else logging.FileHandler(where, encoding="utf-8")
+    except OSError as exc:
+        raise ConfigurationError(f"--access-log {where}: cannot write it: {os_cause(exc)}; give a file you can "
+                                 f"write, - for stderr or off") from None
+    handler.set_name("serve")
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    access.addHandler(handler)
+    access.setLevel(logging.INFO)
 
 
 class GracefulServer(Protocol):

@@ -197,6 +197,9 @@ def _serve(commands: _Commands) -> tuple[str, _Parser]:
                                                            "(agentic-rag keys add makes them); or lines 'read KEY' "
                                                            "or 'write KEY' (also AGENTIC_RAG_READ_KEYS, "
                                                            "AGENTIC_RAG_WRITE_KEYS)")
+    serve.add_argument("--access-log", default="-", metavar="FILE|-|off",
+                       help="one line per request, in the Common Log Format plus its collection, key id and "
+                            "milliseconds: to FILE (appended), to stderr (-) or nowhere (off) (default %(default)s)")
     serve.add_argument("--shutdown-timeout", type=seconds, default=10.0, metavar="S",
                        help="on SIGTERM or SIGINT, seconds to finish the requests under way (uploads and "
                             "conversation turns too) before cutting them off; a second signal stops at once "

@@ -28,7 +28,7 @@ def _binaries() -> Path:
 class StreamingReplica:
     """A hot standby of the server at `primary_url`, streaming its WAL, with its files under `folder`."""
 
-    def __init__(self, primary_url: str, folder: Path, timeout_s: float = 30.0):
+    def __init__(self, primary_url: str, folder: Path, timeout_s: float = 180.0):
         self.folder, self.data, self.socket = Path(folder), Path(folder) / "data", Path(folder) / "socket"
         self.user = "pgserver" if os.geteuid() == 0 else None
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -49,7 +49,11 @@ class StreamingReplica:
              "-c", "hot_standby=on"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, user=self.user,
             start_new_session=True)  # its own process group: kill() takes its backends with it
         self.primary_url = primary_url
-        self._wait_ready(timeout_s)
+        try:
+            self._wait_ready(timeout_s)
+        except BaseException:  # a replica that did not start is not left running
+            self.kill()
+            raise
 
     def url(self, database: str | None = None) -> str:
         """The replica's URL: the primary's, by its socket folder, for `database` (default the primary URL's)."""
@@ -59,20 +63,26 @@ class StreamingReplica:
         return urlunsplit(parts._replace(path=path, query=urlencode(query)))
 
     def _wait_ready(self, timeout_s: float) -> None:
+        """Wait until the replica takes connections and streams the primary's WAL (its WAL receiver
+        says 'streaming'): a bound on readiness, generous for a busy machine, not a fixed sleep."""
         import psycopg
 
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                with psycopg.connect(self.url(), connect_timeout=2) as db:
-                    db.execute("SELECT 1")
-                    return
+                with psycopg.connect(self.url(), connect_timeout=5) as db:
+                    if (db.execute("SELECT status FROM pg_stat_wal_receiver").fetchone() or [None])[0] == "streaming":
+                        return
             except psycopg.OperationalError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"the replica in {self.data} did not start") from None
-                time.sleep(0.1)
+                pass
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the replica in {self.data} did not start: postgres exited with "
+                                   f"{self.process.returncode}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the replica in {self.data} was not streaming after {timeout_s:g} s")
+            time.sleep(0.1)
 
-    def caught_up(self, timeout_s: float = 30.0) -> None:
+    def caught_up(self, timeout_s: float = 180.0) -> None:
         """Wait until the replica has replayed everything the primary has written so far."""
         import psycopg
 
@@ -89,10 +99,16 @@ class StreamingReplica:
         """A fast shutdown (SIGINT), waited for."""
         if self.process.poll() is None:
             self.process.send_signal(2)
-            self.process.wait(30)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:  # not down in a minute: killed, not left behind
+                self.kill()
 
     def kill(self) -> None:
-        """The replica and all its processes killed (SIGKILL), as a crashed host would leave it."""
-        if self.process.poll() is None:
+        """The replica and all its processes killed (SIGKILL), as a crashed host would leave it; its
+        backends too, should the postmaster have gone before them."""
+        try:
             os.killpg(self.process.pid, 9)
-            self.process.wait(30)
+        except ProcessLookupError:  # the whole group has gone
+            pass
+        self.process.wait(60)

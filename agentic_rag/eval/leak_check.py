@@ -157,6 +157,7 @@ def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, .
                 import pgserver
 
                 server_pg = pgserver.get_server(Path(scratch) / "pgdata", cleanup_mode="stop")
+                cleanup.callback(server_pg.cleanup)  # stopped however the run ends, after the replica
                 url = server_pg.get_uri()
             if replica:  # stopped as the run ends, before the scratch folder holding it is removed
                 standby = StreamingReplica(url, Path(scratch) / "replica")
@@ -189,8 +190,6 @@ def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, .
         served = None
         if standby is not None:
             served = _transactions(standby)
-        if server_pg is not None:
-            server_pg.cleanup()
     leaks = sum(f["leaks"] for f in figures.values())
     return {"scopes": scopes, "documents_per_scope": docs, "questions_per_key": count, "backends": list(backends),
             "keys": len(keys), "leaks": leaks, "runs": figures, "replica_transactions": served}

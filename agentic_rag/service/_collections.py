@@ -59,6 +59,19 @@ Seen = dict[str, str]  # what the access line says of a request: status, collect
 Answer = Callable[[dict, str, str, Seen, StartResponse], Iterable[bytes]]
 
 
+def access_line(environ: dict, seen: Seen, sent: int, seconds: float) -> str:
+    """A request in the Common Log Format (client address, -, -, [time], "request line", status,
+    bytes sent), then its collection, key id (never the key) and milliseconds:
+    127.0.0.1 - - [07/Dec/2026:15:04:05 +0000] "POST /v1/search HTTP/1.1" 200 512 collection=docs key=acme 41.3ms
+    What the client sent is escaped: no quote, backslash or control character reaches the log."""
+    target = environ.get("PATH_INFO", "/") + (f"?{environ['QUERY_STRING']}" if environ.get("QUERY_STRING") else "")
+    request = " ".join((environ.get("REQUEST_METHOD", "-"), target[:300], environ.get("SERVER_PROTOCOL", "-")))
+    request = "".join(c if " " <= c < "\x7f" and c not in '"\\' else f"\\x{ord(c) & 0xff:02x}" for c in request)
+    when = time.strftime("%d/%b/%Y:%H:%M:%S %z")
+    return (f'{environ.get("REMOTE_ADDR", "-")} - - [{when}] "{request}" {seen["status"]} {sent or "-"} '
+            f'collection={seen["collection"]} key={seen["key"]} {seconds * 1000:.1f}ms')
+
+
 class Collections:
     """A WSGI application over named Services: `Collections({"docs": Service(...), ...}, KeyRing(...))`.
     The services should share one Metrics (create_collections does this), so that /metrics counts them all."""
@@ -103,7 +116,7 @@ class Collections:
             reply = respond(noting, 500, error_body("internal_error", "the server failed on this request; see its log"))
         finally:
             tracing.detach(token)
-        return self._logged(reply, method, path, seen, started, span)
+        return self._logged(reply, environ, seen, started, span)
 
     def _dispatch(self, environ: dict, method: str, path: str, seen: Seen,
                   start_response: StartResponse) -> Iterable[bytes]:
@@ -234,8 +247,10 @@ class Collections:
         return service(passed, start_response)
 
     def _models(self, scope: Scope) -> list[str]:
+        """The models a key may name: the collections it reads, or with one knowledge base the one
+        model agentic-rag (its collection's own name is taken in a request too, but not listed)."""
         names = scope.collections(self.services)
-        return [MODEL_ID, *names] if len(self.services) == 1 and names else names
+        return [MODEL_ID] if len(self.services) == 1 and names else names
 
     def _chat_collection(self, environ: dict, scope: Scope) -> str:
         """The collection a chat request's "model" names; the body is read here (within the size limit)
@@ -249,9 +264,10 @@ class Collections:
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise ServiceError(400, "invalid_request", f"the body is not UTF-8 JSON ({type(exc).__name__})") from None
         model = body.get("model") if isinstance(body, dict) else None  # a body of no object: the endpoint says so
-        if len(self.services) == 1 and model in (None, MODEL_ID):
+        names = scope.collections(self.services)
+        if len(self.services) == 1 and (model in (None, MODEL_ID) or model in names):
             return next(iter(self.services))
-        if not isinstance(model, str) or model not in self._models(scope):
+        if not isinstance(model, str) or model not in names:
             raise ServiceError(404, "model_not_found", f"model {str(model)[:70]!r} does not exist; the models are "
                                                        f"the collections (GET /v1/models lists those this key "
                                                        f"may use)")
@@ -261,20 +277,21 @@ class Collections:
         if method not in (allowed, "HEAD"):
             raise ServiceError(405, "method_not_allowed", f"{method} {path}: use {allowed}", [("Allow", allowed)])
 
-    def _logged(self, reply: Iterable[bytes], method: str, path: str, seen: Seen, started: float,
+    def _logged(self, reply: Iterable[bytes], environ: dict, seen: Seen, started: float,
                 span: Any = None) -> Iterator[bytes]:
         """The reply, and once its last byte is sent (or the client went away while it was sent) one
-        access line: method, path, status, milliseconds, collection and key id (never the key); the
-        request's span ends then too."""
+        access line (access_line); the request's span ends then too."""
+        sent = 0
         try:
-            if method != "HEAD":
-                yield from reply
+            if environ.get("REQUEST_METHOD") != "HEAD":
+                for part in reply:
+                    sent += len(part)
+                    yield part
         finally:
             close = getattr(reply, "close", None)
             if close is not None:
                 close()
-            access_log.info("%s %s %s %.1fms collection=%s key=%s", method, path[:200], seen["status"],
-                            (time.perf_counter() - started) * 1000, seen["collection"], seen["key"])
+            access_log.info("%s", access_line(environ, seen, sent, time.perf_counter() - started))
             tracing.end_request(span, int(seen["status"]), {"agentic_rag.collection": seen["collection"],
                                                           "agentic_rag.key_id": seen["key"]})
 
