@@ -184,6 +184,17 @@ def test_a_bad_value_the_parser_can_check_exits_2(capsys, argv, named):
     assert named in refused(capsys, *argv)
 
 
+@pytest.mark.parametrize("flags, said", [
+    (["--chunk-size", "100", "--chunk-overlap", "200"], "--chunk-overlap 200 must be smaller than --chunk-size 100"),
+    (["--chunk-size", "60"], "--chunk-overlap 100 (its default) must be smaller than --chunk-size 60"),
+    (["--chunk-overlap", "900"], "--chunk-overlap 900 must be smaller than --chunk-size 800 (its default)"),
+])
+def test_chunking_flags_that_disagree_are_named_as_flags(capsys, tmp_path, flags, said):
+    code, _, err = run(capsys, "index", str(EXAMPLE_DATA), "--kb", str(tmp_path / "kb"), *flags)
+    assert code == 1 and err == f"agentic-rag: error: {said}; lower the overlap or raise the size\n", err
+    assert not (tmp_path / "kb" / "manifest.json").exists()
+
+
 def test_help_names_values_as_elsewhere():
     commands = build_parser()._subparsers._group_actions[0].choices
     serve, rgb = commands["serve"].format_help(), commands["bench-rgb"].format_help()

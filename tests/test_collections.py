@@ -369,3 +369,16 @@ def test_a_scoped_answer_does_not_tell_a_word_only_another_scope_holds_from_one_
         return "\n".join(said).replace(number, "N")
 
     assert asked("9924") == asked("9921")  # 9924 is Globex's launch code; 9921 is held nowhere
+
+
+@pytest.mark.parametrize("name", ["keys.json", ".keys.json"])
+def test_keys_add_leaves_one_hidden_lock_file_that_the_ignore_file_matches(tmp_path, capsys, name):
+    import subprocess
+
+    from agentic_rag.cli import main
+    from helpers import ROOT
+
+    assert main(["keys", "add", "--file", str(tmp_path / name), "--id", "ops", "--write", "*"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted({name, ".keys.json.lock"})
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", "-q", ".keys.json.lock"], cwd=ROOT)
+    assert ignored.returncode == 0  # the project's own .gitignore, where the docs make the keys file

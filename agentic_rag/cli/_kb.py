@@ -81,6 +81,11 @@ def open_or_create(kb_dir: str, args: argparse.Namespace) -> KnowledgeBaseBacken
     embedder, chunking and graph; flags that disagree with a saved one are refused."""
     chunking = {k: v for k, v in (("chunk_size", args.chunk_size), ("chunk_overlap", args.chunk_overlap))
                 if v is not None}
+    given = {"chunk_size": Config.chunk_size, "chunk_overlap": Config.chunk_overlap} | chunking
+    if chunking and given["chunk_overlap"] >= given["chunk_size"]:  # named as flags here, not as Config's fields
+        size, overlap = (f"--{k.replace('_', '-')} {v}" + ("" if k in chunking else " (its default)")
+                         for k, v in given.items())
+        raise ConfigurationError(f"{overlap} must be smaller than {size}; lower the overlap or raise the size")
     settings = model_settings(args)
     extract, method = None, "names"
     if args.graph_model:  # a language model reads each chunk into triples for the graph

@@ -183,12 +183,18 @@ def _scope(entry: object, where: str, collections: frozenset[str] | None, strict
     return Scope(key_id, hashed, grants["read"], grants["write"], dict(conditions))
 
 
+def keys_lock(path: Path) -> Path:
+    """The lock file beside a keys file: hidden, one dot however the keys file is named
+    (keys.json and .keys.json both lock .keys.json.lock), so one ignore pattern covers it."""
+    return path.with_name(f".{path.name.lstrip('.')}.lock")
+
+
 def change_keys_file(path: Path, key_id: str, entry: dict | None) -> None:
     """Add `entry` (a keys file entry, id `key_id`) to the keys file, or with None remove `key_id`,
-    one writer at a time (an flock on a file beside it), so that two changes at once both land."""
+    one writer at a time (an flock on keys_lock(path)), so that two changes at once both land."""
     import fcntl
 
-    with open(path.with_name(f".{path.name}.lock"), "a") as lock:
+    with open(keys_lock(path), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         entries = _entries(path) if path.exists() else []
         held = [e for e in entries if e.get("id") == key_id]
