@@ -75,6 +75,7 @@ TIERS_BY_FILE = {
     "test_server.py": "waits",                 # holds sockets open until the server's timeouts fire
     "test_retrieval_bench.py": "bench",
     "test_hostile_files.py": "bench",
+    "test_under_load.py": "load",              # every core kept busy while processes start
 }
 # by function name (with every parameter): the docs' code blocks, and the few tests that take seconds
 # though no other rule finds them
@@ -98,7 +99,7 @@ TIERS_BY_NAME = {
     "test_every_tampered_file_loads_the_same_or_fails_in_one_line_naming_it": "slow",
     "test_every_tampered_manifest_field_loads_the_same_or_fails_in_one_line": "slow",
 }
-TIERS = {"postgres", "e5", "notebook", "docs", "twoprocess", "waits", "bench"}
+TIERS = {"postgres", "e5", "notebook", "docs", "twoprocess", "waits", "bench", "load"}
 
 
 def _starts_python(function) -> bool:

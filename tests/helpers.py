@@ -105,11 +105,13 @@ def start_service(folder: Path, tmp_path: Path, name: str, *flags: str, python=N
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                                env={**{k: v for k, v in os.environ.items() if not k.startswith("AGENTIC_RAG_")},
                                     **(env or {})})
-    for _ in range(200):
+    deadline = time.monotonic() + 180  # readiness, with room for a busy machine: not a fixed count of tries
+    while process.poll() is None and time.monotonic() < deadline:
         try:
-            http.client.HTTPConnection("127.0.0.1", port, timeout=1).request("GET", "/healthz")
+            http.client.HTTPConnection("127.0.0.1", port, timeout=5).request("GET", "/healthz")
             return process, port
         except OSError:
             time.sleep(0.05)
     process.kill()
+    process.wait(60)
     raise AssertionError((tmp_path / f"{name}.log").read_text())
