@@ -87,6 +87,18 @@ class DenseHashing(HashingEmbedder):
         super().__init__(dimension)
 
 
+def stop_service(process: subprocess.Popen) -> None:
+    """A served process stopped as an operator would (SIGTERM: a graceful stop, which may take its
+    --shutdown-timeout), killed if a busy machine has not seen it end in two minutes."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(120)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(60)
+
+
 def start_service(folder: Path, tmp_path: Path, name: str, *flags: str, python=None,
                   env: dict | None = None) -> tuple[subprocess.Popen, int]:
     """`agentic-rag serve --kb folder` (and `flags`) in a process of its own, on a port it reports

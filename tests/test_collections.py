@@ -200,7 +200,7 @@ def test_metrics_are_for_an_operator_key_and_each_request_has_an_access_line(col
         assert server.request("GET", "/metrics", key=ACME)[0] == 403
         assert server.request("GET", "/metrics", key=OPERATOR)[0] == 200
         server.request("POST", "/v1/collections/docs/search", {"query": "launch"}, key=ACME)
-        for _ in range(500):  # a line is written once the server has sent the reply's last byte
+        for _ in range(6000):  # a line is written once the server has sent the reply's last byte (60 s at most)
             if len(lines := [r.getMessage() for r in caplog.records if r.name == "agentic_rag.access"]) == 3:
                 break
             time.sleep(0.01)
@@ -245,7 +245,7 @@ def test_two_server_processes_share_collections_keys_and_conversations(tmp_path)
     import subprocess
     import sys
 
-    from helpers import start_service
+    from helpers import start_service, stop_service
 
     for name, documents in (("docs", DOCS), ("policy", POLICY)):
         _saved(tmp_path / name, documents)
@@ -279,8 +279,7 @@ def test_two_server_processes_share_collections_keys_and_conversations(tmp_path)
             assert server.request("GET", "/v1/collections", key=new_key)[2]["data"][0]["name"] == "policy"
     finally:
         for process, _ in started:
-            process.terminate()
-            process.wait(10)
+            stop_service(process)
     log = (tmp_path / "a.log").read_text()
     assert "serving 2 collections (docs, policy)" in log and ACME not in log
 

@@ -103,7 +103,7 @@ class _Receiver(http.server.BaseHTTPRequestHandler):
 
 
 def test_serve_exports_request_run_and_step_spans_over_otlp_http(tmp_path):
-    from helpers import start_service
+    from helpers import start_service, stop_service
 
     kb = KnowledgeBase()
     kb.add_documents(load_documents(EXAMPLE_DATA).documents)
@@ -138,8 +138,7 @@ def test_serve_exports_request_run_and_step_spans_over_otlp_http(tmp_path):
         status = {a.key: a.value.int_value for a in served.attributes}["http.response.status_code"]
         assert status == 200
     finally:
-        process.terminate()
-        process.wait(10)
+        stop_service(process)
         receiver.shutdown()
 
 

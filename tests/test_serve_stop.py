@@ -65,7 +65,7 @@ def served(example_kb_dir, tmp_path):
     for process in started:  # passed or failed, no server is left behind
         if process.poll() is None:
             process.kill()
-            process.wait(60)
+        process.wait(60)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

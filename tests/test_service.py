@@ -15,7 +15,7 @@ from agentic_rag import KnowledgeBase, OfflineModel, RunConfig, ScriptedModel
 from agentic_rag.kb import load_documents, writer_lock
 from agentic_rag.service import ServiceLimits, create_app, keys_from
 from agentic_rag.service._server import create_server
-from helpers import EXAMPLE_DATA, ROOT, start_service
+from helpers import EXAMPLE_DATA, ROOT, start_service, stop_service
 
 QUESTION = "登录报错的问题在 2.3.1 版本里修复了吗？"
 READ, WRITE = "r" * 20, "w" * 20
@@ -494,8 +494,7 @@ def test_two_server_processes_share_one_folder(kb_dir, tmp_path):
         assert health["documents"] == KnowledgeBase.load(folder).document_count == held + 1 + 6
     finally:
         for process in (a, b):
-            process.terminate()
-            process.wait(10)
+            stop_service(process)
 
 
 def test_a_knowledge_base_that_cannot_be_loaded_answers_503_and_recovers(served):
@@ -686,8 +685,7 @@ def test_a_write_past_a_file_size_limit_is_507_and_nothing_is_lost(kb_dir, tmp_p
         assert not _server_paths(reply, folder)
         assert server.request("GET", "/healthz")[0] == 200
     finally:
-        process.terminate()
-        process.wait(30)
+        stop_service(process)
     assert (sorted(p.name for p in folder.iterdir()), (folder / "manifest.json").read_text()) == before
 
 

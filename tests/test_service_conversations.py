@@ -12,7 +12,7 @@ from openai import OpenAI
 
 from agentic_rag import Endpoint, OfflineModel, OpenAIChatModel
 from agentic_rag.service import ServiceLimits, create_app
-from helpers import start_service
+from helpers import start_service, stop_service
 from openai_server import FakeOpenAI
 from test_service import READ, WRITE, Server
 
@@ -298,8 +298,7 @@ def test_server_processes_sharing_a_state_dir_share_their_conversations(example_
         assert (tmp_path / "state" / "conversations.sqlite").stat().st_mode & 0o077 == 0   # its owner's only
     finally:
         for process in (a, b):
-            process.terminate()
-            process.wait(10)
+            stop_service(process)
 
 
 def test_a_state_folder_that_cannot_be_made_is_a_503_naming_no_server_path(example_kb_dir, tmp_path):
