@@ -178,6 +178,9 @@ def test_one_document_is_counted_in_the_singular(capsys, tmp_path):
     (["index", "x", "--kb", "d", "--chunk-size", "1"], "argument --chunk-size: 1 must be at least 50"),
     (["serve", "--kb", "d", "--reading-share", "5"], "argument --reading-share: 5 must be above 0 and below 1"),
     (["serve", "--kb", "d", "--cache-size", "-1"], "argument --cache-size: -1 must be at least 0"),
+    (["serve", "--kb", "d", "--cache-ttl", "nan"], "argument --cache-ttl: nan must be a finite number of seconds"),
+    (["serve", "--kb", "d", "--cache-ttl", "-1"], "argument --cache-ttl: -1 must be a finite number of seconds"),
+    (["serve", "--kb", "d", "--max-connections", "3"], "argument --max-connections: 3 must be at least 4"),
     (["bench-rgb", "--file", "x", "--noise-rate", "2"], "argument --noise-rate: 2 must be from 0 to 1"),
 ])
 def test_a_bad_value_the_parser_can_check_exits_2(capsys, argv, named):
@@ -193,6 +196,16 @@ def test_chunking_flags_that_disagree_are_named_as_flags(capsys, tmp_path, flags
     code, _, err = run(capsys, "index", str(EXAMPLE_DATA), "--kb", str(tmp_path / "kb"), *flags)
     assert code == 1 and err == f"agentic-rag: error: {said}; lower the overlap or raise the size\n", err
     assert not (tmp_path / "kb" / "manifest.json").exists()
+
+
+def test_serve_flags_that_cannot_work_together_are_one_line_naming_them(capsys, example_kb_dir, tmp_path):
+    code, _, err = run(capsys, "serve", "--kb", example_kb_dir, "--max-connections", "10")
+    assert code == 1 and err == ("agentic-rag: error: --max-per-address 20 must be at most --max-connections 10; "
+                                 "lower --max-per-address or raise --max-connections\n"), err
+    (tmp_path / "file").write_text("x")
+    code, _, err = run(capsys, "serve", "--kb", example_kb_dir, "--state-dir", str(tmp_path / "file"), "--port", "0")
+    assert code == 1 and err.startswith(f"agentic-rag: error: --state-dir {tmp_path / 'file'}: cannot keep "
+                                        f"conversations there: ") and err.count("\n") == 1, err
 
 
 def test_help_names_values_as_elsewhere():

@@ -221,6 +221,18 @@ def test_metrics_are_for_an_operator_key_and_each_request_has_an_access_line(col
                                                                                                            "id"]
 
 
+def test_an_access_line_gives_the_request_as_sent_and_nothing_can_forge_a_line():
+    from agentic_rag.service._collections import access_line
+
+    seen = {"status": "200", "collection": "docs", "key": "acme"}
+    sent = {"REQUEST_METHOD": "DELETE", "REQUEST_URI": "/v1/documents/a%2Fb%20c", "PATH_INFO": "/v1/documents/a/b c",
+            "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": "10.0.0.1"}
+    assert '"DELETE /v1/documents/a%2Fb%20c HTTP/1.1" 200 12 ' in access_line(sent, seen, 12, 0.01)
+    forged = dict(sent, REQUEST_URI='/x" 200 1\n10.0.0.9 - - [x] "GET / HTTP/1.1')
+    line = access_line(forged, seen, 0, 0.01)
+    assert "\n" not in line and line.count('"') == 2 and '"DELETE /x\\x22\\x20200\\x201\\x0a10.0.0.9' in line, line
+
+
 def test_one_collection_keeps_the_paths_and_keys_of_one_knowledge_base(tmp_path):
     _saved(tmp_path / "kb", DOCS)
     app = create_collections(OfflineModel(), {"default": tmp_path / "kb"}, KeyRing(legacy_scopes([ACME], [])))
@@ -234,6 +246,9 @@ def test_one_collection_keeps_the_paths_and_keys_of_one_knowledge_base(tmp_path)
         assert [m["id"] for m in server.request("GET", "/v1/models", key=ACME)[2]["data"]] == ["agentic-rag"]
         chat["model"] = "default"  # the collection's own name is still taken, though not listed
         assert server.request("POST", "/v1/chat/completions", chat, key=ACME)[0] == 200
+        chat["model"] = "nosuch"
+        status, _, reply = server.request("POST", "/v1/chat/completions", chat, key=ACME)
+        assert (status, reply["error"]["message"]) == (404, "model 'nosuch' does not exist; use 'agentic-rag'")
         assert server.request("POST", "/v1/documents", {"documents": [{"id": "x", "text": "y"}]},
                               key=ACME)[0] == 403  # a read key
     finally:

@@ -124,6 +124,21 @@ def test_access_lines_go_to_a_file_or_nowhere_and_a_bad_file_is_one_line(served,
     assert done.stderr.startswith("agentic-rag: error: --access-log ") and "- for stderr or off" in done.stderr
 
 
+def test_an_access_log_that_cannot_be_written_is_one_line_not_a_traceback_per_request(served, tmp_path):
+    folder, start = served
+    process, port = start("--access-log", "/dev/full")  # every write fails: no space left on device
+    for _ in range(3):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        connection.request("GET", "/healthz")
+        assert connection.getresponse().status == 200
+        connection.close()
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(60) == 0
+    log = (tmp_path / "serve.log").read_text()
+    assert "Traceback" not in log and "Logging error" not in log, log
+    assert log.count("agentic-rag serve: cannot write the access log /dev/full: ") == 1, log
+
+
 def test_what_is_still_under_way_at_the_shutdown_timeout_is_cut_off_and_counted(served, tmp_path):
     folder, start = served
     process, port = start("--shutdown-timeout", "1")

@@ -145,6 +145,26 @@ def test_a_connection_turned_away_that_sends_nothing_is_closed_without_an_answer
     held.close()
 
 
+def test_a_refusal_past_its_deadline_is_closed_after_the_poll_round_not_while_it_is_set_up():
+    """readable() runs the once-a-second maintenance while the loop builds its poll set: a socket
+    closed there would be polled by its old number, and a connection accepted under that number in
+    the same round would be handed the old one's events and reset."""
+    from agentic_rag.service._connections import Refusal
+
+    server = create_server(lambda environ, start_response: [], "127.0.0.1", 0, 1, MAX_BODY, ServerLimits())
+    ours, theirs = socket.socketpair()
+    try:
+        refusal = Refusal(ours, server._map, b"", 0.0, server.refusing)
+        refusal.deadline = 0.0  # long past
+        server.next_channel_cleanup = 0  # maintenance is due
+        server.readable()
+        assert ours.fileno() in server._map and refusal in server.refusing  # still open during the round
+        assert refusal in server._closing  # closed once the round is over
+    finally:
+        theirs.close()
+        server.close()
+
+
 def test_a_connection_past_the_connection_limit_is_answered_503_with_retry_after(monkeypatch):
     """Four requests in flight hold all four connections: a fifth client is answered, not left
     waiting in the listen queue; once they finish, a new one is served."""

@@ -140,7 +140,7 @@ def connection_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--send-timeout", type=seconds, default=given.send_timeout_s, metavar="S",
                         help="seconds a connection's replies may wait for its client to read them all; then it "
                              "is closed (default %(default)g)")
-    parser.add_argument("--max-connections", type=positive, default=given.max_connections, metavar="N",
+    parser.add_argument("--max-connections", type=at_least(4), default=given.max_connections, metavar="N",
                         help="connections open at once; more are answered 503 with Retry-After and closed "
                              "(default %(default)s)")
     parser.add_argument("--max-per-address", type=positive, default=given.max_per_address, metavar="N",

@@ -7,6 +7,7 @@ import argparse
 import errno
 import json
 import logging
+import os
 import signal
 import sys
 import time
@@ -212,6 +213,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from ..service import ServerLimits, ServiceLimits, create_collections, create_server
     except ImportError:
         raise ConfigurationError("agentic-rag serve needs the serve extra: pip install 'agentic-rag[serve]'") from None
+    if args.max_per_address > args.max_connections:  # named as flags here, not as ServerLimits' fields
+        raise ConfigurationError(f"--max-per-address {args.max_per_address} must be at most --max-connections "
+                                 f"{args.max_connections}; lower --max-per-address or raise "
+                                 f"--max-connections")
     guards = ServerLimits(header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout,
                           send_timeout_s=args.send_timeout,
                           idle_timeout_s=args.idle_timeout, max_connections=args.max_connections,
@@ -224,6 +229,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     limits = ServiceLimits(max_concurrent_runs=args.max_runs, max_body_bytes=args.max_body,
                            max_file_bytes=args.max_file_size)
     _access_log(args.access_log)
+    if args.state_dir:  # checked now, not at the first conversation (which could only say "retry")
+        try:
+            Path(args.state_dir).mkdir(parents=True, exist_ok=True)
+            if not os.access(args.state_dir, os.W_OK | os.X_OK):
+                raise PermissionError(errno.EACCES, "permission denied")
+        except OSError as exc:
+            raise ConfigurationError(f"--state-dir {args.state_dir}: cannot keep conversations there: "
+                                     f"{os_cause(exc)}; give a folder this user can write") from None
     model, tools = make_model(settings), ask_tools(args)
     traces = tracing_from_environment()  # OTLP export when the OTEL_* variables ask for it
     # a folder is loaded by its service, watched for other writers' saves and locked to write; a
@@ -298,7 +311,7 @@ def _access_log(where: str) -> None:
     if where == "off":
         return
     try:
-        handler = logging.StreamHandler(sys.stderr) if where == "-" else logging.FileHandler(where, encoding="utf-8")
+        handler = logging.StreamHandler(sys.stderr) if where == "-" else _AccessFile(where, encoding="utf-8")
     except OSError as exc:
         raise ConfigurationError(f"--access-log {where}: cannot write it: {os_cause(exc)}; give a file you can "
                                  f"write, - for stderr or off") from None
@@ -306,6 +319,21 @@ def _access_log(where: str) -> None:
     handler.setFormatter(logging.Formatter("%(message)s"))
     access.addHandler(handler)
     access.setLevel(logging.INFO)
+
+
+class _AccessFile(logging.FileHandler):
+    """The access log's file: a line it cannot write (a full disk) is said once on stderr, in one
+    line, not as a traceback for every request."""
+
+    failed = False
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if not self.failed:
+            self.failed = True
+            cause = sys.exc_info()[1]
+            print(f"agentic-rag serve: cannot write the access log {self.baseFilename}: "
+                  f"{os_cause(cause) if isinstance(cause, OSError) else cause}; access lines are lost until it "
+                  f"can", file=sys.stderr)
 
 
 class GracefulServer(Protocol):

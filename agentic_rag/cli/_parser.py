@@ -189,7 +189,8 @@ def _serve(commands: _Commands) -> tuple[str, _Parser]:
                             "(default %(default)s)")
     serve.add_argument("--cache-size", type=at_least(0), default=1024, metavar="N",
                        help="answers kept in memory; 0 turns the cache off (default %(default)s)")
-    serve.add_argument("--cache-ttl", type=float, default=300.0, help="seconds an answer is kept (default %(default)s)")
+    serve.add_argument("--cache-ttl", type=seconds, default=300.0, metavar="S",
+                       help="seconds an answer is kept (default %(default)g)")
     serve.add_argument("--state-dir", metavar="DIR", help="the service's own state: chat conversations "
                                                           "(conversations.sqlite); give every server process the "
                                                           "same one (default: a temporary folder, gone at exit)")

@@ -64,9 +64,11 @@ def access_line(environ: dict, seen: Seen, sent: int, seconds: float) -> str:
     bytes sent), then its collection, key id (never the key) and milliseconds:
     127.0.0.1 - - [07/Dec/2026:15:04:05 +0000] "POST /v1/search HTTP/1.1" 200 512 collection=docs key=acme 41.3ms
     What the client sent is escaped: no quote, backslash or control character reaches the log."""
-    target = environ.get("PATH_INFO", "/") + (f"?{environ['QUERY_STRING']}" if environ.get("QUERY_STRING") else "")
-    request = " ".join((environ.get("REQUEST_METHOD", "-"), target[:300], environ.get("SERVER_PROTOCOL", "-")))
-    request = "".join(c if " " <= c < "\x7f" and c not in '"\\' else f"\\x{ord(c) & 0xff:02x}" for c in request)
+    target = environ.get("REQUEST_URI") or environ.get("PATH_INFO", "/") + \
+        (f"?{environ['QUERY_STRING']}" if environ.get("QUERY_STRING") else "")  # as sent, where the server says
+    parts = (environ.get("REQUEST_METHOD", "-"), target[:300], environ.get("SERVER_PROTOCOL", "-"))
+    request = " ".join("".join(c if " " < c < "\x7f" and c not in '"\\' else f"\\x{ord(c) & 0xff:02x}" for c in part)
+                       for part in parts)
     when = time.strftime("%d/%b/%Y:%H:%M:%S %z")
     return (f'{environ.get("REMOTE_ADDR", "-")} - - [{when}] "{request}" {seen["status"]} {sent or "-"} '
             f'collection={seen["collection"]} key={seen["key"]} {seconds * 1000:.1f}ms')
@@ -268,9 +270,9 @@ class Collections:
         if len(self.services) == 1 and (model in (None, MODEL_ID) or model in names):
             return next(iter(self.services))
         if not isinstance(model, str) or model not in names:
-            raise ServiceError(404, "model_not_found", f"model {str(model)[:70]!r} does not exist; the models are "
-                                                       f"the collections (GET /v1/models lists those this key "
-                                                       f"may use)")
+            listed = f"use {MODEL_ID!r}" if len(self.services) == 1 else \
+                "the models are the collections (GET /v1/models lists those this key may use)"
+            raise ServiceError(404, "model_not_found", f"model {str(model)[:70]!r} does not exist; {listed}")
         return model
 
     def _method(self, method: str, path: str, allowed: str) -> None:

@@ -72,6 +72,7 @@ class GuardedServer(TcpWSGIServer):
         self.limits = limits
         self._stop, self._stopped, self._serving = threading.Event(), threading.Event(), False
         self.refusing: set[Refusal] = set()
+        self._closing: list[Any] = []  # connections to close once the loop's round of poll() is over
         self.stop_by: float | None = None  # set by stop_gracefully: when the connections still open are cut off
         self.cut_off = 0  # connections with a request under way when the server stopped
         self._shutting = threading.RLock()  # re-entrant: closing a channel may pull the trigger
@@ -91,6 +92,8 @@ class GuardedServer(TcpWSGIServer):
         try:
             while self._map and not self._stop.is_set():  # poll(), not select(): no limit of 1024 sockets
                 wasyncore.poll2(self.adj.asyncore_loop_timeout, self._map)
+                while self._closing:
+                    self._closing.pop().handle_close()
                 if self.stop_by is not None and self._finished():
                     break
         except (SystemExit, KeyboardInterrupt):
@@ -181,22 +184,25 @@ class GuardedServer(TcpWSGIServer):
         not read them, then the slowest-sending: slow clients, sending or reading, cannot take the
         slots of requests already read, nor push out a request arriving at a fair rate."""
         at = time.monotonic()
-        held = [c for c in list(self.active_channels.values()) if c.reading() or c.stalled(at)]
+        held = [c for c in list(self.active_channels.values())
+                if c not in self._closing and (c.reading() or c.stalled(at))]
         excess = len(held) - self.limits.max_reading
         if excess > 0:
             for channel in sorted(held, key=lambda c: -1.0 if c.stalled(at) else c.standing(at))[:excess]:
                 if channel.stalled(at):  # nothing can be said to a client that does not read
                     log.info("closed a connection from %s: its replies are not read", channel.addr[0])
-                    channel.handle_close()
+                    self._closing.append(channel)
                     continue
                 channel.refuse(503, "unavailable", "too many connections are sending requests slowly; retry")
 
     def maintenance(self, now: float) -> None:
-        """waitress's own check (a stuck write), then each reading connection's deadline, then the share."""
+        """waitress's own check (a stuck write), then each reading connection's deadline, then the share.
+        It runs inside the loop's poll set-up (from readable()): a socket closed here would be polled
+        by its old descriptor, and a connection accepted in the same round under that number would
+        get the old one's events (a reset). So connections are closed after the round (_closing)."""
         super().maintenance(now)  # type: ignore[arg-type]  # waitress passes time.time()
         at = time.monotonic()
-        for refusal in [r for r in self.refusing if at > r.deadline]:
-            refusal.close()
+        self._closing.extend(refusal for refusal in self.refusing if at > refusal.deadline)
         for channel in list(self.active_channels.values()):
             if channel.reading():
                 late = self._late(channel, at)
@@ -209,7 +215,7 @@ class GuardedServer(TcpWSGIServer):
             elif at - channel.output_since > self.limits.send_timeout_s:  # a total, as the others
                 log.info("closed a connection from %s: its replies were not read in %g s", channel.addr[0],
                          self.limits.send_timeout_s)
-                channel.handle_close()
+                self._closing.append(channel)
         self._make_room()
 
     def _late(self, channel: Channel, at: float) -> str | None:
