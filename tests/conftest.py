@@ -28,16 +28,18 @@ def no_process_left():
     """Every process a test starts (a server, a writer, the CLI, a replica) has ended when the test
     has, passed or failed: one still running after its teardown (given 30 s to finish a graceful
     stop) is killed and fails the test by name. Processes of wider fixtures, started before, are not
-    the test's. A busy machine only makes them slower, so the bound is generous."""
+    the test's, nor what they start meanwhile (a session's PostgreSQL starts a backend for every
+    connection). A busy machine only makes them slower, so the bound is generous."""
     import psutil
 
     me = psutil.Process()
     before = {p.pid for p in me.children(recursive=True)}
     yield
+    new = {p.pid: p for p in me.children(recursive=True) if p.pid not in before}
     left = []
-    for process in me.children(recursive=True):
-        try:
-            if process.pid not in before and process.status() != psutil.STATUS_ZOMBIE:
+    for process in new.values():
+        try:  # started by the test itself, or by a process it started
+            if (process.ppid() == me.pid or process.ppid() in new) and process.status() != psutil.STATUS_ZOMBIE:
                 left.append((process, " ".join(process.cmdline())[:200]))
         except psutil.NoSuchProcess:
             pass
