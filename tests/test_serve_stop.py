@@ -50,6 +50,17 @@ def _stopping(port: int) -> None:
     assert refused == b"" or (refused.startswith(b"HTTP/1.1 503 ") and b"the server is stopping" in refused), refused
 
 
+def asked_then_stopped(process, port: int, times: int = 1) -> None:
+    """GET /healthz answered 200 `times`, then a SIGTERM that ends the server with 0."""
+    for _ in range(times):
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        connection.request("GET", "/healthz")
+        assert connection.getresponse().status == 200
+        connection.close()
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(120) == 0
+
+
 @pytest.fixture
 def served(example_kb_dir, tmp_path):
     folder = tmp_path / "kb"
@@ -108,13 +119,7 @@ def test_access_lines_go_to_a_file_or_nowhere_and_a_bad_file_is_one_line(served,
     from helpers import ROOT
 
     folder, start = served
-    process, port = start("--access-log", str(tmp_path / "access.log"))
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    connection.request("GET", "/healthz")
-    assert connection.getresponse().status == 200
-    connection.close()
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(60) == 0
+    asked_then_stopped(*start("--access-log", str(tmp_path / "access.log")))
     access = (tmp_path / "access.log").read_text()
     assert '"GET /healthz HTTP/1.1" 200 ' in access and "GET /healthz" not in (tmp_path / "serve.log").read_text()
     done = subprocess.run([sys.executable, "-m", "agentic_rag.cli", "serve", "--kb", str(folder), "--port", "0",
@@ -125,15 +130,8 @@ def test_access_lines_go_to_a_file_or_nowhere_and_a_bad_file_is_one_line(served,
 
 
 def test_an_access_log_that_cannot_be_written_is_one_line_not_a_traceback_per_request(served, tmp_path):
-    folder, start = served
-    process, port = start("--access-log", "/dev/full")  # every write fails: no space left on device
-    for _ in range(3):
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        connection.request("GET", "/healthz")
-        assert connection.getresponse().status == 200
-        connection.close()
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(60) == 0
+    _, start = served
+    asked_then_stopped(*start("--access-log", "/dev/full"), times=3)  # every write fails: no space left on device
     log = (tmp_path / "serve.log").read_text()
     assert "Traceback" not in log and "Logging error" not in log, log
     assert log.count("agentic-rag serve: cannot write the access log /dev/full: ") == 1, log

@@ -4,9 +4,7 @@ streaming replica starts and serves reads, `agentic-rag serve` starts, answers a
 gracefully, and `agentic-rag index` runs in a process of its own; afterwards no process of theirs
 is left (by command line, so a postgres reparented away from the test is caught too). Readiness
 is waited on (the replica's WAL receiver streaming, the port answering), never a fixed sleep."""
-import http.client
 import os
-import signal
 import subprocess
 import sys
 
@@ -16,6 +14,7 @@ import pytest
 from agentic_rag.eval._replica import StreamingReplica
 from agentic_rag.kb import Document, PostgresKnowledgeBase
 from helpers import EXAMPLE_DATA, ROOT, start_service
+from test_serve_stop import asked_then_stopped
 
 SPIN = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
 
@@ -60,12 +59,7 @@ def test_a_replica_starts_serves_reads_and_is_gone_afterwards(busy_cpu, pg_serve
 def test_serve_starts_answers_and_stops_gracefully_under_load(busy_cpu, example_kb_dir, tmp_path):
     process, port = start_service(example_kb_dir, tmp_path, "busy")
     try:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        connection.request("GET", "/healthz")
-        assert connection.getresponse().status == 200
-        connection.close()
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(120) == 0
+        asked_then_stopped(process, port)
     finally:
         if process.poll() is None:
             process.kill()
