@@ -1,5 +1,6 @@
 """Shared fixtures: a tiny mixed Chinese/English corpus and knowledge bases built from it; the
 rules that sort the tests into tiers."""
+import signal
 import types
 from pathlib import Path
 
@@ -9,6 +10,12 @@ from agentic_rag import Config, KnowledgeBase
 from helpers import EXAMPLE_DATA, TINY
 
 TESTS = Path(__file__).parent
+
+# A suite started in the background of a shell (`... &`, as a CI script may) inherits SIGINT ignored,
+# and so would every Python it starts, which then takes no Ctrl-C: the tests that press Ctrl-C on a
+# child need it back (a handled signal is reset to the default in a child; an ignored one is not).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
