@@ -186,13 +186,19 @@ def example_tools():
 
 
 @pytest.fixture(scope="session")
-def pg_server(tmp_path_factory):
-    """A real PostgreSQL 16 with pgvector (pgserver), started once for the whole test session."""
+def pg_server():
+    """A real PostgreSQL 16 with pgvector (pgserver), started once for the whole test session. Its
+    data lives in a folder of its own, not under pytest's temporary folders: another test session
+    started meanwhile (a second checkout, an editor's run) prunes all but the newest three of those,
+    and would delete a running server's files from under it."""
+    import tempfile
+
     import pgserver
 
-    server = pgserver.get_server(tmp_path_factory.mktemp("pgdata"), cleanup_mode="stop")
-    yield server
-    server.cleanup()
+    with tempfile.TemporaryDirectory(prefix="agentic-rag-pgdata-") as folder:
+        server = pgserver.get_server(folder, cleanup_mode="stop")
+        yield server
+        server.cleanup()
 
 
 @pytest.fixture
