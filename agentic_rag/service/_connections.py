@@ -165,6 +165,10 @@ class Channel(HTTPChannel):
         """Still sending (or awaiting) a request: nothing read is being answered, nothing waits to go out."""
         return not (self.requests or self.total_outbufs_len or self.will_close or self.close_when_flushed)
 
+    def idle(self) -> bool:
+        """Nothing under way: no byte of a request read, nothing to answer, nothing waiting to go out."""
+        return self.reading() and self.request_since is None
+
     def since(self) -> float:
         """When this connection started costing a slot without a request to answer."""
         return self.request_since if self.request_since is not None else self.waiting_since

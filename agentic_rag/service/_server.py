@@ -99,7 +99,7 @@ class GuardedServer(TcpWSGIServer):
         except (SystemExit, KeyboardInterrupt):
             pass
         finally:
-            self.cut_off = sum(not c.reading() or c.request_since is not None for c in self.active_channels.values())
+            self.cut_off = sum(not c.idle() for c in self.active_channels.values())
             self._shut()
             self._stopped.set()
 
@@ -111,10 +111,9 @@ class GuardedServer(TcpWSGIServer):
         self.pull_trigger()
 
     def _finished(self) -> bool:
-        """During a graceful stop: close the connections with nothing under way (no request's byte
-        read, nothing to answer or send); whether none is left or the time is up."""
+        """During a graceful stop: close the idle connections; whether none is left or the time is up."""
         for channel in list(self.active_channels.values()):
-            if channel.reading() and channel.request_since is None:
+            if channel.idle():
                 channel.handle_close()
         return not self.active_channels or time.monotonic() > (self.stop_by or 0.0)
 
