@@ -13,6 +13,8 @@ from ._lexical import NUMBER as NUMBER
 from ._lexical import absent_terms as absent_terms
 from ._lexical import adds_needed as adds_needed
 from ._lexical import answer_type as answer_type
+from ._lexical import aside_terms as aside_terms
+from ._lexical import asked_entities as asked_entities
 from ._lexical import bridge_entities as bridge_entities
 from ._lexical import cited_support as cited_support
 from ._lexical import coverage as coverage
@@ -28,6 +30,7 @@ from ._lexical import is_nested as is_nested
 from ._lexical import key_terms as key_terms
 from ._lexical import missing_hops as missing_hops
 from ._lexical import missing_parts as missing_parts
+from ._lexical import named_terms as named_terms
 from ._lexical import relative_clause as relative_clause
 from ._lexical import same_text as same_text
 from ._lexical import sentences as sentences

@@ -42,6 +42,16 @@ def line_role(line: str, alone: bool = False) -> str:
     return "item" if _LIST_ITEM.match(line) else "text"
 
 
+def _titles_next(lines: list[str], i: int) -> bool:
+    """Whether line i opens its paragraph or follows a finished sentence, and the next line opens a
+    sentence of its own (a capital letter): a short line there without end punctuation is a heading
+    written straight above its text ("Keyboard shortcuts" over "To search all notebooks, ...")."""
+    opens = i == 0 or bool(_END.search(lines[i - 1]))
+    last = re.findall(r"\w+|\W$", lines[i])[-1:] if i < len(lines) else []
+    ends_open = not last or last[0].casefold() in STOPWORDS or last[0] in (",", "-", "，")  # "He moved to" / "Paris"
+    return opens and not ends_open and i + 1 < len(lines) and lines[i + 1][:1].isupper()
+
+
 def candidates(text: str) -> list[tuple[str, str]]:
     """The passage's pieces in order, each with its role (line_role): framing lines whole, a run of
     wrapped text lines joined and cut into sentences (no space where a line break fell between
@@ -52,8 +62,8 @@ def candidates(text: str) -> list[tuple[str, str]]:
         lines = [line.strip() for line in paragraph.strip().split("\n") if line.strip()]
         titles = len(lines) == 1 and at < len(paragraphs) - 1  # a one-line paragraph with text after it
         run: list[str] = []
-        for line in lines + [""]:
-            role = line_role(line, alone=titles) if line else "end"
+        for i, line in enumerate(lines + [""]):
+            role = line_role(line, alone=titles or _titles_next(lines, i)) if line else "end"
             if role == "text" and run:
                 run.append(line)
                 continue

@@ -24,7 +24,8 @@ vs versus compare compared comparison between difference differences differ
 """.split())
 # Chinese characters that only shape a sentence; a bigram holding one is not a content term
 _CJK_FUNCTION = frozenset("吗呢吧啊么什哪谁怎样几是否的了在有和与及请问我你他她它这那个些吧为何呀哦嘛着过被把将从对")
-_NOT_A_NAME = _QUESTION_WORDS | STOPWORDS  # leading words an entity drops: "Is DK-200" -> DK-200
+# leading words an entity drops ("Is DK-200" -> DK-200), the pronoun I's contractions among them
+_NOT_A_NAME = _QUESTION_WORDS | STOPWORDS | {f"i{a}{b}" for a in "'’" for b in ("m", "ve", "d", "ll")}
 
 # a message that needs no fact from the knowledge base
 GREETING = re.compile(r"^\s*(?:hi|hello|hey|thanks|thank you|good (?:morning|afternoon|evening)|你好|您好|谢谢|早上好|"
@@ -281,7 +282,7 @@ def hop_levels(question: str, evidence: Sequence[Passage]) -> dict[int, int]:
     same thing and shares its hop. Items no hop reaches are left out. A question without names puts
     everything at 0; names with Chinese characters do not count, since without capitals their edges
     are guesses."""
-    named = [n for n in (set(tokenize(n)) for n in entities(question) if not has_cjk(n)) if n]
+    named = [n for n in (set(tokenize(n)) for n in asked_entities(question) if not has_cjk(n)) if n]
     if not named:
         return dict.fromkeys(range(len(evidence)), 0)
     tokens = [set(tokenize(text)) for text in evidence_texts(evidence)]
@@ -329,3 +330,67 @@ def missing_hops(question: str, answer: str, evidence: Sequence[Passage]) -> lis
     firsts = {d: i for i, d in sorted(levels.items(), reverse=True)}  # each hop's best (first) passage
     return [f"hop {hop + 1}: {evidence[firsts[hop]].get('title') or evidence[firsts[hop]]['text'][:60]}"
             for hop in range(max(reached | {1}) + 1) if hop not in reached]
+
+
+# What a question names that a knowledge base must hold to answer it (named_terms): code-like words,
+# quotations, Latin-script words in Chinese, and a Chinese question's subject (what comes before its first 的)
+_CODE_WORD = re.compile(r"(?<![\w.-])(?:--?[A-Za-z][A-Za-z0-9-]*|[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+"  # --opt, a_b
+                        r"|[A-Za-z][A-Za-z0-9-]*(?:\.[A-Za-z0-9][A-Za-z0-9-]*)+|[a-z]+[A-Z][A-Za-z0-9]*"  # a.b, macOS
+                        r"|v?\d+(?:\.\d+)+)(?![A-Za-z0-9_-])")  # 1.2
+_LATIN_WORD = re.compile(r"(?<![A-Za-z0-9_.+-])[A-Za-z][A-Za-z0-9_.+-]*[A-Za-z0-9]")
+_CJK_SUBJECT = re.compile(rf"^\s*(?:请问|我想知道|想问一下)?\s*([{CJK}A-Za-z0-9]{{2,14}}?)的")
+# a clause these open is a condition, a means or a circumstance, not the question's subject
+_CJK_ADVERBIAL = re.compile(r"^(?:如果|假如|要是|若|当|在|用|使用|通过|对于|关于|为了|除了|把|给|让|从|向|跟|和|与)")
+# before a name in its clause, these make it an example or a contrast, not what the question asks about
+_ASIDE = re.compile(r"\b(?:like|such as|e\.g\.|for (?:example|instance)|unlike|instead of|rather than|other than|"
+                    r"besides|apart from|except|including)\s|例如|比如|诸如|像|除了|而不是", re.I)
+
+
+def named_terms(question: str) -> list[tuple[str, bool]]:
+    """What the question names, each with whether it is an aside (an example or a contrast: inside
+    parentheses, or after "like", "such as", "instead of", 例如 ... in its clause) rather than what it
+    asks about: quotations and titles, capitalised names past a sentence's first word, code-like words
+    (snake_case, dotted names, --options, mixedCase, versions); in a question with Chinese, its
+    Latin-script words and its subject (the words before its first 的)."""
+    found: dict[str, bool] = {}
+
+    def add(term: str, at: int) -> None:
+        term = term.strip(" .,;:!?'’\"“”「」《》`()")
+        if len(term) < 2 or not tokenize(term) or term.casefold() in _NOT_A_NAME:
+            return
+        clause = re.split(r"[,;:，；：()（）]", question[:at])[-1]
+        aside = bool(_ASIDE.search(clause)) or question[:at].count("(") + question[:at].count("（") > \
+            question[:at].count(")") + question[:at].count("）")
+        found[term] = found.get(term, True) and aside
+
+    cjk = has_cjk(question)
+    for match, words in mentions(question, _NOT_A_NAME, possessive=True):
+        first = question[:match.start()].rstrip()[-1:] in ("", ".", "!", "?", "。", "？", "！", "\n")
+        if cjk and match.group(0)[:1] not in "《“\"「":
+            continue  # in Chinese, only quotations: the name finder's other Chinese forms are guesses
+        if first and match.group(0)[:1].isalpha() and len(words) == len(match.group(0).split()):
+            words = words[1:]  # a sentence's first word is capitalised whatever it is
+        if words:
+            add(" ".join(words), match.start() + match.group(0).find(words[0]))
+    for pattern in (_CODE_WORD, _LATIN_WORD) if cjk else (_CODE_WORD,):
+        for match in pattern.finditer(question):
+            if not re.fullmatch(r"(?:\w\.)+\w?", match.group(0)):  # e.g, i.e, U.S: abbreviations, not names
+                add(match.group(0), match.start())
+    subject = _CJK_SUBJECT.match(question) if cjk else None
+    if subject and has_cjk(subject.group(1)) and not _CJK_ADVERBIAL.match(subject.group(1)) \
+            and not re.search(f"{_CJK_QUESTION.pattern}|是|[我你他她它咱]", subject.group(1)):
+        add(subject.group(1), subject.start(1))
+    return list(found.items())
+
+
+def aside_terms(question: str) -> set[str]:
+    """The key terms of the names the question gives only as an aside (named_terms), with the words
+    that make them one ("unlike", "such as"): what it does not ask about."""
+    terms = {t for name, aside in named_terms(question) if aside for t in key_terms(name)}
+    return terms | {t for m in _ASIDE.finditer(question) for t in key_terms(m.group(0))} if terms else terms
+
+
+def asked_entities(question: str) -> list[str]:
+    """entities() without the names the question gives only as an aside."""
+    aside = aside_terms(question)
+    return [n for n in entities(question) if not aside or not set(key_terms(n)) <= aside]

@@ -1,6 +1,7 @@
 """The HTML reader: a page's visible text by block, without scripts, styles and navigation; h1-h6
-start sections; table rows become lines of cells joined by ' | '; the images it shows are kept with
-their alt text and caption. Linear in the page, however deep its elements nest."""
+start sections; a list item's first line starts with "- "; table rows become lines of cells joined by
+' | '; the images it shows are kept with their alt text and caption. Linear in the page, however deep
+its elements nest."""
 from __future__ import annotations
 
 import re
@@ -135,6 +136,7 @@ class _HTMLText(HTMLParser):
         self._figure: list[tuple[list[int], list[str]]] = []  # per open <figure>: its images, its caption
         self._caption: list[str] | None = None
         self._caption_chars = caption_chars
+        self._item = False             # an <li> began: its first line is marked as a list item
         self._cells = 0                # open <td>/<th>
         self._row = 0                  # cells begun in the current row
 
@@ -170,6 +172,7 @@ class _HTMLText(HTMLParser):
             self._line.append(" ")  # a paragraph or line break inside a cell stays in its row
         elif tag in self.BLOCKS:
             self.flush()
+            self._item = self._item or tag == "li"  # <li><p>: the paragraph is the item's first line
         if tag == "pre":
             self._pre += 1
         elif tag == "figure":
@@ -254,4 +257,6 @@ class _HTMLText(HTMLParser):
         line = "".join(self._line)
         self._line = []
         if line.strip():
-            self.sections.add(line if self._pre else re.sub(r" {2,}", " ", line.strip()))
+            line = line if self._pre else re.sub(r" {2,}", " ", line.strip())
+            self.sections.add(f"- {line}" if self._item and not self._pre else line)
+            self._item = False
