@@ -122,6 +122,7 @@ def state_record(mode: str, q: Question, state: dict, asked: str, model: Model, 
         faithfulness = check_faithfulness(asked, state["answer"], shown, model).score
     return {"mode": mode, "id": q.id, "question": q.question, "kind": q.kind, "answerable": q.answerable,
             "answer": state["answer"], "abstained": state["abstained"], "stop_reason": state["stop_reason"],
+            "abstain_reason": state.get("abstain_reason", ""), "grade": (state.get("grade") or {}).get("score"),
             "rounds": state["round"], "ranking": [e["doc_id"] for e in state["evidence"]],
             "pool_size": len(shown) if mode == "linear" else len(state["evidence"]),
             "evidence": [e["doc_id"] for e in shown], "citations": [c["doc_id"] for c in state["citations"]],

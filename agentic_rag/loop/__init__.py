@@ -6,7 +6,7 @@ import the loop from here."""
 from ._conversation import FORMAT as FORMAT
 from ._conversation import Conversation
 from ._driver import run_agentic_rag, stop_condition
-from ._endings import tool_notes
+from ._endings import answer_notes
 from ._graph import GRAPH, Phase, TransitionError
 from ._history import MAX_TOKENS, MAX_TURNS, history_messages
 from ._patch import Event, Patch
@@ -14,5 +14,5 @@ from ._run import Run
 from ._state import STATE_KEYS, STOP_REASONS, AgentState, Round, format_trace, new_state
 
 __all__ = ["run_agentic_rag", "Conversation", "new_state", "AgentState", "Round",
-           "STOP_REASONS", "STATE_KEYS", "format_trace", "history_messages", "MAX_TURNS", "MAX_TOKENS", "tool_notes",
+           "STOP_REASONS", "STATE_KEYS", "format_trace", "history_messages", "MAX_TURNS", "MAX_TOKENS", "answer_notes",
            "GRAPH", "Phase", "TransitionError", "Patch", "Event", "Run", "stop_condition"]

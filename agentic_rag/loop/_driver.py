@@ -15,6 +15,7 @@ Who sets which stop_reason (settle writes those stop_condition decides at a roun
     max_rounds      stop_condition
     deadline        stop_condition; this loop, when a model call raises DeadlineExceeded
     sufficient      verify and grade (a sufficient grade), tool (a tool's result)
+    unmentioned     route: the question asks about a name the knowledge base holds nowhere
     direct          route (a direct reply)
     error           this loop: any other failure, an undeclared transition, a hook that raised
     stopped         this loop, when a hook stops the run

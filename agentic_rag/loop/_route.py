@@ -2,7 +2,8 @@
 router wanted that failed or that this run has not got."""
 from __future__ import annotations
 
-from ..steps import route_query
+from ..steps import route_query, unheld_names
+from ._endings import abstain
 from ._patch import Patch
 from ._run import Run, traced
 from ._state import AgentState
@@ -10,7 +11,8 @@ from ._state import AgentState
 
 def route(state: AgentState, run: Run, patch: Patch) -> str:
     """Start a round: route_query picks the route (direct, vector, multi_hop, tool) and the source.
-    Next: "generate" for a direct reply, "tool", or "search"."""
+    Next: "generate" for a direct reply, "tool", or "search"; "done" when the first round would
+    search the knowledge base for something it never mentions (unmentioned)."""
     patch.set(round=state["round"] + 1)
     with traced(state, run, patch, "route") as event:
         decision = route_query(state["standalone"], run.meter, run.tools, state["evidence"][:run.config.evidence_k],
@@ -25,7 +27,22 @@ def route(state: AgentState, run: Run, patch: Patch) -> str:
     if decision.route == "direct":
         patch.set(stop_reason="direct")
         return "generate"
-    return "tool" if decision.route == "tool" else "search"
+    if decision.route == "tool":
+        return "tool"
+    if state["round"] == 0 and "web" not in _sources(run) and (asked := unmentioned(state, run, patch)):
+        patch.set(stop_reason="unmentioned")
+        return abstain(state, patch, "unmentioned", f"the documents never mention {', '.join(asked)}", asked)
+    return "search"
+
+
+def unmentioned(state: AgentState, run: Run, patch: Patch) -> list[str]:
+    """The names the question asks about that the knowledge base holds nowhere (unheld_names), traced
+    with those it names only as an aside, which the answer then says it never mentions (mention_notes)."""
+    unheld = unheld_names(state["standalone"], run.kb)
+    asked, aside = [t for t, a in unheld if not a], [t for t, a in unheld if a]
+    if unheld:
+        patch.note("mentions", f"mentions:-{len(unheld)}", {"unheld": asked, "aside": aside})
+    return asked
 
 
 def tool_failures(state: AgentState, run: Run, patch: Patch) -> None:

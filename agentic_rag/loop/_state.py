@@ -13,7 +13,7 @@ from ..core import Config, ConfigurationError, Evidence, count_tokens, new_usage
 
 PHASES = ("condense", "route", "search", "tool", "verify", "generate", "grade", "check", "done")
 STOP_REASONS = ("sufficient", "direct", "max_rounds", "token_budget", "low_confidence", "converged", "deadline",
-                "exhausted", "stopped", "error")
+                "exhausted", "unmentioned", "stopped", "error")
 
 
 class _RoundKeys(TypedDict):

@@ -16,13 +16,16 @@ from ._decisions import count_low_rounds as count_low_rounds
 from ._decisions import wants_tool_first as wants_tool_first
 from ._extract import triple_extractor
 from ._faithfulness import check_faithfulness, repair_answer
+from ._mentions import unheld_names as unheld_names
 from ._plan import first_hop_plan as first_hop_plan
 from ._plan import plan_strategy as plan_strategy
 from ._progress import detect_convergence as detect_convergence
 from ._progress import detect_stall as detect_stall
 from ._queries import condense_query, decompose_query, rewrite_query
+from ._refusal import hedge_note as hedge_note
 from ._refusal import refusal_reason as refusal_reason
 from ._refusal import refusal_text as refusal_text
+from ._refusal import unmentioned_note as unmentioned_note
 from ._route import route_query
 from ._search import SearchOutcome, graph_search, pagerank_search, vector_search
 from ._search import hit_evidence as hit_evidence

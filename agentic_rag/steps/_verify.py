@@ -10,8 +10,9 @@ from ..text import (
     absent_terms,
     answer_type,
     answer_windows,
+    aside_terms,
+    asked_entities,
     coverage,
-    entities,
     evidence_texts,
     has_answer_type,
     key_terms,
@@ -29,11 +30,13 @@ def unseen_terms(question: str, kb_weights: dict[str, float]) -> list[str]:
 def question_weights(question: str, kb_weights: dict[str, float]) -> dict[str, float]:
     """Each key term's weight: its idf in the knowledge base; a term the knowledge base never
     holds weighs more than any it holds (it is the strongest sign of a question it cannot answer),
-    unless it is only a Chinese word boundary, which weighs least."""
+    unless it is only a Chinese word boundary, which weighs least; a word of a name the question
+    gives only as an aside ("unlike Windows Defender") weighs nothing."""
     top = max(kb_weights.values(), default=1.0) + 1.0
     low = min(kb_weights.values(), default=1.0)
     unseen = set(unseen_terms(question, kb_weights))
-    return {t: kb_weights.get(t) or (top if t in unseen else low) for t in key_terms(question)}
+    aside = aside_terms(question)
+    return {t: 0.0 if t in aside else kb_weights.get(t) or (top if t in unseen else low) for t in key_terms(question)}
 
 
 
@@ -45,7 +48,7 @@ def quick_grade(question: str, evidence: Sequence[Evidence], weights: dict[str, 
     type, and the evidence every name; insufficient, with score 0, when the question names a number
     (a year, a version) that neither the evidence nor the knowledge base holds (`unseen`: the key
     terms it holds nowhere); insufficient when no passage holds a fifth of the terms; otherwise None (unsure)."""
-    terms, names, kind = key_terms(question), entities(question), answer_type(question)
+    terms, names, kind = key_terms(question), asked_entities(question), answer_type(question)
     texts = evidence_texts(evidence)
     if not texts:
         return Grade(score=0.0, sufficient=False, missing=terms[:5], reason="no evidence")

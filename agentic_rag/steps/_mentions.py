@@ -1,0 +1,31 @@
+"""unheld_names: what a question names that the knowledge base it is asked of holds nowhere. A
+passage cannot say anything about a tool, an option or a company that no passage mentions, so a
+question asking about one is refused before any search, and one that names it in passing is told."""
+from __future__ import annotations
+
+from ..kb import KnowledgeBaseBackend
+from ..text import absent_terms, key_terms, named_terms, tokenize
+
+MAX_NAMES = 8  # a question naming more than this is a list, not a question about each
+
+
+def unheld_names(question: str, kb: KnowledgeBaseBackend) -> list[tuple[str, bool]]:
+    """The names of the question (text.named_terms: quotations, capitalised names, code-like words, a
+    Chinese question's subject) that no chunk of `kb` holds, each with whether the question names it
+    only as an aside (an example, a contrast). Counted over what `kb` searches: a restricted view's
+    scope, so that a name only another tenant's documents hold is unheld."""
+    return [(term, aside) for term, aside in named_terms(question)[:MAX_NAMES] if not held(term, kb)]
+
+
+def held(term: str, kb: KnowledgeBaseBackend) -> bool:
+    """Whether `kb` holds the term: each of its words (a single letter aside) somewhere, with a
+    Chinese word boundary forgiven (text.absent_terms), and a name of several words in one chunk
+    (its title or its text: a passage titled "Tikhaya Sosna River" need not repeat the name)."""
+    terms = [t for t in key_terms(term) if len(t) > 1 or not t.isascii()]
+    weights = kb.term_weights(term)
+    if absent_terms(term, terms, weights.__contains__):
+        return False
+    words = {t for t in terms if t.isascii()}
+    if len(words) < 2:
+        return True
+    return any(words <= set(tokenize(f"{hit.title}\n{hit.text}")) for hit in kb.search(term, k=10, mode="bm25"))
