@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TextIO
 
-from ..core import cited_as
+from ..core import cited_as, source_line
 from ..kb import os_cause
-from ..loop import format_trace, tool_notes
+from ..loop import answer_notes, format_trace
 
 
 def counted(n: int, noun: str) -> str:
@@ -48,13 +48,13 @@ def print_result(state: Mapping[str, Any], trace: bool, streamed: bool, summary:
     if not streamed:
         print(state["answer"])
     else:
-        print(_after_stream(state["answer"], state["draft_answer"], tool_notes(state)) if state["draft_answer"]
+        print(_after_stream(state["answer"], state["draft_answer"], answer_notes(state)) if state["draft_answer"]
               else state["answer"])
     if state["citations"]:
         print("\nSources:")
         for c in state["citations"]:
             kind = c.get("media") or c.get("kind", "passage")
-            print(f"  [{c['n']}] ({kind}) {c.get('title') or c['doc_id']} ({cited_as(c)})")
+            print(f"  [{c['n']}] ({kind}) {source_line(c)}")
     if not summary:
         return
     print(f"\nTrace: {format_trace(state)}")

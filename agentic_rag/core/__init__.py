@@ -24,6 +24,7 @@ from ._errors import WriteConflict as WriteConflict
 from ._evidence import Evidence as Evidence
 from ._evidence import cited_as as cited_as
 from ._evidence import new_evidence as new_evidence
+from ._evidence import source_line as source_line
 from ._files import write_text_atomic as write_text_atomic
 from ._openai_api import RUN_DEADLINE as RUN_DEADLINE
 from ._openai_api import Endpoint as Endpoint

@@ -53,3 +53,10 @@ def cited_as(item: Mapping[str, Any]) -> str:
     if item.get("page") is not None:
         return f"{item['source']}, p. {item['page']}"
     return f"{item['source']} § {item['section']}" if item.get("section") else item["source"]
+
+
+def source_line(item: Mapping[str, Any]) -> str:
+    """A cited passage as a list of sources names it: its title (or document id) and where it is
+    (cited_as); the title alone when it has no source to add (a text sent without one)."""
+    name, where = item.get("title") or item["doc_id"], cited_as(item)
+    return f"{name} ({where})" if where and where != name else name

@@ -13,10 +13,10 @@ from ..text import (
     absent_terms,
     answer_type,
     answer_windows,
+    asked_entities,
     candidates,
     cited_support,
     coverage,
-    entities,
     evidence_texts,
     has_answer_type,
     has_cjk,
@@ -54,7 +54,7 @@ def grade(inputs: dict) -> Grade:
     evidence is off the subject: it lacks two or more key terms carrying half the question's weight
     (lexical.absent_terms) and does not hold every name the question asks about."""
     question, evidence, weights = inputs["question"], inputs.get("evidence", []), inputs.get("weights") or None
-    terms, names, kind = key_terms(question), entities(question), answer_type(question)
+    terms, names, kind = key_terms(question), asked_entities(question), answer_type(question)
     if evidence and not about_subject(question, evidence):
         return Grade(score=0.0, sufficient=False, missing=names[:5], by="model",
                      reason=f"no passage is about {', '.join(names[:3])}, which the question asks about")
@@ -132,16 +132,20 @@ def _trim(sentence: str, terms: list[str], kind: str = "other", question: str = 
 
 
 def _pieces(evidence: list[dict]) -> list[tuple[int, str, str]]:
-    """What an answer may quote, each as (evidence number, the heading it sits under, the piece):
-    sentences, rows, list items and code lines; headings, contents lines and questions only frame them."""
+    """What an answer may quote, each as (evidence number, its context, the piece): sentences, rows,
+    list items and code lines; headings, contents lines and questions only frame them. The context
+    is the heading it sits under, and for a table row the table's first row too, which names the
+    columns ("| plan | price | storage |" over "| Business | 12 USD | 1 TB |")."""
     out = []
     for n, item in enumerate(evidence, 1):
-        heading = ""
+        heading, first_row, previous = "", "", ""
         for piece, role in candidates(item["text"]):
             if role in FRAMING:
                 heading = piece if role == "heading" else heading
             elif not set(piece) <= set("|-: "):
-                out.append((n, heading, piece))
+                first_row = first_row if role == "row" and previous == "row" else piece if role == "row" else ""
+                out.append((n, f"{heading} {first_row}" if first_row != piece else heading, piece))
+            previous = previous if set(piece) <= set("|-: ") else role  # a "|---|" rule is no row of its own
     return out
 
 
@@ -157,7 +161,7 @@ def _scored(question: str, evidence: list[dict], weights: dict | None = None,
     for n, heading, piece in _pieces(evidence):
         piece = _trim(piece, terms, kind, question)
         cov = coverage(terms, f"{evidence[n - 1].get('title', '')} {heading} {piece}", weights)
-        typed = cov > 0 and kind != "other" and has_answer_type(kind, piece, question)
+        typed = cov >= TYPED_ABOUT and kind != "other" and has_answer_type(kind, piece, question)
         if restates(question, piece, evidence[n - 1].get("title", "")):
             continue
         sim = SEMANTIC * similarity.get(piece, 0.0) if similarity else 0.0
@@ -165,6 +169,10 @@ def _scored(question: str, evidence: list[dict], weights: dict | None = None,
     return sorted(out, key=lambda x: -x[0])
 
 
+ABOUT = 0.5      # share of the question's term weight a piece holds to be about what it asks on its own
+TYPED_ABOUT = 0.3  # and to be near enough its subject that a thing of the asked kind in it counts (a number
+                   # beside other words answers nothing); 0.3 cost one question of 23 on realdocs' selection
+                   # split against none (0 and 0.5 measured too: docs/benchmarks.md)
 SEMANTIC = 1.0   # weight of the embedder's similarity beside the lexical score
 RANKED = 12      # candidates the embedder ranks: the best by the lexical score, embedded in one batch
 
@@ -214,11 +222,8 @@ def generate(inputs: dict) -> Answer:
             if s not in {text for _, text in chosen} and score > 0.05 / n:
                 chosen.append((n, s))
                 break
-    if single and chosen and not chained:  # a second sentence: what the first left out, or a near-equal elsewhere
-        best = ranked(question)
-        left = [t for t in key_terms(question) if coverage([t], chosen[0][1]) == 0]
-        extra = next(((n, s) for score, n, s in best if s != chosen[0][1] and (
-            (left and coverage(left, s) >= 0.5) or (n != chosen[0][0] and score >= 0.8 * best[0][0]))), None)
+    if single and chosen and not chained:  # a second sentence only for a part the first left out
+        extra = _adds_part(question, chosen[0], ranked(question), weights)
         if extra:
             chosen.append(extra)
     if chosen and evidence[chosen[0][0] - 1].get("kind", "passage") != "passage":
@@ -230,8 +235,29 @@ def generate(inputs: dict) -> Answer:
         return Answer(answer="", reason="no sentence of the evidence addresses the question")
     if single and not chained and (conflict := _disagreement(question, evidence, chosen[0])):
         return Answer(answer=conflict, reason="extractive: the sources disagree, both are quoted")
-    text = " ".join(f"{s} [{n}]" for n, s in chosen)
+    text = " ".join(f"{with_list(evidence[n - 1]['text'], s)} [{n}]" for n, s in chosen)
     return Answer(answer=text, reason="extractive: sentences quoted from the evidence")
+
+
+_LIST_LINE = re.compile(r"\s*(?:[-*•]|\d+[.)、])\s+\S|.+ \| ")  # a list item or a table row
+MAX_LIST = 8  # lines a lead-in brings
+
+
+def with_list(text: str, piece: str) -> str:
+    """A lead-in that ends in a colon ("... one of the following storage classes:") with the list
+    items or table rows that follow it in its passage, one a line (at most MAX_LIST): the lead-in
+    alone says that there is an answer, not what it is."""
+    if not piece.rstrip().endswith((":", "：")):
+        return piece
+    tail = re.split(r"\s+", piece.strip())[-6:]  # its last words: the piece was joined from wrapped lines
+    found = re.search(r"\s+".join(map(re.escape, tail)), text)
+    items: list[str] = []
+    for line in text[found.end():].split("\n")[1:] if found else []:
+        if line.strip():
+            if not _LIST_LINE.match(line) or len(items) == MAX_LIST:
+                break
+            items.append(line.strip())
+    return "\n".join([piece, *items])
 
 
 def _without_evidence(question: str) -> Answer:
@@ -248,6 +274,29 @@ def _without_evidence(question: str) -> Answer:
     return Answer(answer="The offline extractive model can only quote the knowledge base, and this "
                          "question does not need it; name a language model with --model for this. "
                          "(the knowledge base was not consulted)", reason="direct, offline")
+
+
+def _adds_part(question: str, first: tuple[int, str], scored: list[tuple[float, int, str]],
+               weights: dict | None = None) -> tuple[int, str] | None:
+    """The best other candidate worth a second citation: one that holds half the key terms `first`
+    left out, in the question's context (two or more of them, or in `first`'s passage, or beside a
+    term `first` holds: one stray word in common is no part, "Backups are encrypted with separate
+    keys" for a keyboard question); one scoring near the best that holds a thing of the asked kind (a package, a
+    number) that `first` lacks; or one from another passage scoring near the best that is about what
+    the question asks on its own (ABOUT of its term weight), a second reading of it."""
+    terms, kind = key_terms(question), answer_type(question)
+    said = set(tokenize(first[1]))
+    left = absent_terms(question, terms, said.__contains__)  # a Chinese bigram across a word boundary is no part
+    held = [t for t in terms if t in said]
+    lacks = kind not in ("other", "yes_no") and not has_answer_type(kind, first[1], question)
+
+    def adds(score: float, n: int, s: str) -> bool:
+        near = score >= 0.8 * scored[0][0]
+        return bool(left and coverage(left, s) >= 0.5 and (len(left) > 1 or n == first[0] or coverage(held, s) > 0)) \
+            or (near and lacks and has_answer_type(kind, s, question)) \
+            or (near and n != first[0] and coverage(terms, s, weights) >= ABOUT)
+
+    return next(((n, s) for score, n, s in scored if s != first[1] and adds(score, n, s)), None)
 
 
 def _hop_chain(question: str, evidence: list[dict], scored: list[tuple[float, int, str]]) -> list[tuple[int, str]]:
@@ -295,8 +344,8 @@ def _voted(question: str, evidence: list[dict], scored: list[tuple[float, int, s
 
 
 def _disagreement(question: str, evidence: list[dict], best: tuple[int, str]) -> str | None:
-    """Another document's sentence that addresses the question as well but gives other numbers or
-    dates: both are quoted and the disagreement is named."""
+    """Another document's sentence that addresses the question as well, about the same asked thing
+    (_same_attribute), but gives other numbers or dates: both are quoted and the disagreement is named."""
     if answer_type(question) not in ("number", "date"):
         return None
     scored = _scored(question, evidence)  # unweighted: the disagreement check compares like with like
@@ -305,10 +354,19 @@ def _disagreement(question: str, evidence: list[dict], best: tuple[int, str]) ->
     for score, n, s in scored:
         other = set(_VALUE.findall(s)) - set(_VALUE.findall(question))
         if score >= 0.9 * top and evidence[n - 1]["doc_id"] != evidence[best[0] - 1]["doc_id"] \
-                and values and other and not values & other:
+                and values and other and not values & other and _same_attribute(question, best[1], s):
             lead = "来源说法不一：" if has_cjk(question) else "The sources disagree: "
             return f"{lead}{best[1]} [{best[0]}] {s} [{n}]"
     return None
+
+
+def _same_attribute(question: str, a: str, b: str) -> bool:
+    """Whether two sentences speak of the same asked thing: they hold the same of the question's key
+    terms, and most of them ("the Pro plan costs $20" and "the Team plan costs $50" do not, for the
+    Pro plan's price)."""
+    terms = key_terms(question)
+    held_a, held_b = ({t for t in terms if t in set(tokenize(x))} for x in (a, b))
+    return held_a == held_b and len(held_a) >= max(1, 2 * len(terms) / 3)
 
 
 def judge(inputs: dict) -> Faithfulness:

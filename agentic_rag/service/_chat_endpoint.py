@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from ..core import cited_as
+from ..core import source_line
 from ..loop import history_messages
 from ._ask import Asking, streamed
 from ._chat import Asked, answer_reason, read_messages
@@ -141,7 +141,7 @@ def _extra(reply: dict, claim: Claim | None) -> dict:
 
 
 def _with_sources(reply: dict) -> str:
-    lines = [f"[{c['n']}] {c.get('title') or c['doc_id']} ({cited_as(c)})" for c in reply["citations"]]
+    lines = [f"[{c['n']}] {source_line(c)}" for c in reply["citations"]]
     return reply["answer"] + ("\n\nSources:\n" + "\n".join(lines) if lines else "")
 
 
