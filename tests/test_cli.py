@@ -223,7 +223,8 @@ def test_ask_json_needs_no_serve_extra(example_kb_dir):
 def test_ask_text_output_and_abstention_exit_zero(capsys, example_kb_dir):
     code, out, _ = run(capsys, "ask", "Does Nimbus have an Android app?", "--kb", example_kb_dir, "--trace")
     assert code == 0 and out.startswith("The knowledge base does not hold")
-    assert "Trace: route:vector" in out and "Stop: low_confidence" in out and "offline extractive" in out
+    assert "Trace: route:vector -> mentions:-1 -> abstain" in out and "Stop: unmentioned" in out
+    assert "offline extractive" in out and "never mention Android" in out
     assert "  round 1 route:vector:" in out                     # --trace lists every event
 
 

@@ -104,6 +104,10 @@ def test_a_scoped_search_and_answer_keep_to_the_key_s_filter(collections, key):
             "question": f"What is the Zephyr launch code of {theirs.title()}?", "cache": cache}, key=key)
         text, secret = json.dumps(reply), "9924" if key == ACME else "7731"
         assert status == 200 and secret not in text and f"{theirs}-plan" not in text, reply
+        # the question names a tenant the key's scope holds nowhere: refused as unmentioned, not answered
+        # with the key's own tenant's code
+        assert reply["abstained"] and reply["stop_reason"] == "unmentioned", reply
+        assert f"never mention {theirs.title()}" in reply["answer"] and reply["citations"] == []
     question = f"What is the Zephyr launch code of {theirs.title()}?"
     streamed = server.request("POST", "/v1/collections/docs/ask", {"question": question, "stream": True}, key=key)[2]
     chat = server.request("POST", "/v1/chat/completions", {"model": "docs", "stream": True, "messages": [

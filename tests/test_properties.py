@@ -124,6 +124,7 @@ def test_any_model_reply_ends_the_run_cleanly_within_budget(kb, question, replie
         return
     state = run_agentic_rag(question, kb, model, TOOLS, config)
     assert state["stop_reason"] in STOP_REASONS and state["phase"] == "done"
+    assert state["abstain_reason"] if state["abstained"] else not state["abstain_reason"]  # a refusal says why
     usage = state["usage"]
     assert usage["prompt_tokens"] + usage["completion_tokens"] <= budget and usage["overshoot_tokens"] == 0
     assert usage["model_calls"] == len(model.calls)            # every call metered, failed ones too

@@ -12,8 +12,8 @@ def test_refusal_text_says_why_what_was_searched_and_the_score_in_the_questions_
     assert refusal_text("Is there an Android app?", "retrieval stopped", ["android app", "mobile"], 0.25) == (
         "The knowledge base does not hold a reliable answer to this. Why: retrieval stopped. Searched for: "
         "android app; mobile; best evidence score 0.25.")
-    assert refusal_text("有安卓应用吗？", "检索停止", [], 0.0) == (
-        "知识库中没有找到可靠的答案。原因：检索停止。已检索：nothing；最佳证据得分 0.00。")
+    assert refusal_text("有安卓应用吗？", "retrieval stopped", [], 0.0, "converged") == (  # in Chinese throughout
+        "知识库中没有找到可靠的答案。原因：再检索也找不到新的内容，证据仍不足。已检索：无；最佳证据得分 0.00。")
     assert "Searched for: a; b; c; d;" in refusal_text("q?", "why", ["a", "b", "c", "d", "e"], 0.0)  # four at most
 
 

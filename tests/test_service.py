@@ -742,7 +742,7 @@ def test_a_requests_run_settings_are_bounded_by_the_services(kb_dir):
     low = Server(create_app(OfflineModel(), kb=KnowledgeBase.load(kb_dir), config=RunConfig(max_rounds=1),
                             cache_size=0))
     high = Server(create_app(OfflineModel(), kb=KnowledgeBase.load(kb_dir), cache_size=0))
-    question = "Does Nimbus have an Android app?"   # two rounds when three are allowed
+    question = "Is there a mobile app for phones?"   # two rounds when three are allowed
     try:
         _, _, bounded = low.request("POST", "/v1/ask", {"question": question, "settings": {"max_rounds": 3}})
         _, _, lowered = high.request("POST", "/v1/ask", {"question": question, "settings": {"max_rounds": 1}})
