@@ -175,6 +175,13 @@ def test_a_second_citation_only_when_it_adds_what_the_question_asks():
     assert both.count("[") == 2 and "Markdown" in both
 
 
+def test_a_table_row_is_read_with_its_header_which_is_no_answer_itself():
+    table = _passage("| plan | price per member and month | storage |\n|---|---|---|\n| Free | 0 USD | 2 GB |\n"
+                     "| Business | 15 USD | 1 TB per workspace |", "Plans and pricing", "pricing")
+    assert _answer("How much storage does Business include?", table) == "| Business | 15 USD | 1 TB per workspace | [1]"
+    assert not any(p.startswith("| plan") for _, _, p in extractive._pieces([table]))
+
+
 def test_a_text_without_a_source_is_cited_by_its_title_alone():
     assert source_line({"doc_id": "faq", "title": "Offline mode FAQ", "source": ""}) == "Offline mode FAQ"
     assert source_line({"doc_id": "faq", "title": "", "source": "faq.md"}) == "faq (faq.md)"

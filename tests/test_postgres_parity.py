@@ -103,15 +103,15 @@ def test_the_floor_times_a_round_trip_and_an_hnsw_query(tmp_path, pg_server):
 
 
 def test_the_speed_and_large_parts_measure_both_embedders_and_every_step(tmp_path, pg_server):
-    assert postgres_parity.main(["--sets", "none", "--sizes", "200", "--large", "320", "--queries", "3",
+    assert postgres_parity.main(["--sets", "none", "--sizes", "100", "--large", "160", "--queries", "3",
                                  "--url", pg_server.get_uri(), "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "report.json").read_text())
-    speed = report["speed"]["200"]
+    speed = report["speed"]["100"]
     assert set(speed) == {"hashing", "dense 384"} and all(set(s) == {"embedded", "postgres"} for s in speed.values())
     for entry in (e for s in speed.values() for e in s.values()):
         assert 0 < entry["bm25_p50_ms"] <= entry["bm25_p95_ms"] and 0 < entry["hybrid_p50_ms"] <= entry["hybrid_p95_ms"]
     large = report["large"]
-    assert [s["chunks"] for s in large["steps"]] == [10, 20, 40, 80, 160, 320] and large["stopped"] is None
+    assert [s["chunks"] for s in large["steps"]] == [5, 10, 20, 40, 80, 160] and large["stopped"] is None
     assert all(s["database_gb"] > 0 for s in large["steps"]) and large["add_100_s"] > 0
     assert "## PostgreSQL alone" in (tmp_path / "report.md").read_text()
 

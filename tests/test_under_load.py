@@ -1,5 +1,5 @@
 """Tests that start processes hold on a busy machine and leave none behind: with every core kept
-busy by a bounded load (spinning processes, twice as many as cores, ended with the test), a
+busy by a bounded load (spinning processes, one a core, ended with the test), a
 streaming replica starts and serves reads, `agentic-rag serve` starts, answers and stops
 gracefully, and `agentic-rag index` runs in a process of its own; afterwards no process of theirs
 is left (by command line, so a postgres reparented away from the test is caught too). Readiness
@@ -21,9 +21,9 @@ SPIN = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() 
 
 @pytest.fixture
 def busy_cpu():
-    """Every core busy for the test (at most 3 minutes), twice over; the spinners end with it."""
+    """Every core busy for the test (at most 3 minutes), one spinner a core; the spinners end with it."""
     spinners = [subprocess.Popen([sys.executable, "-c", SPIN.format(seconds=180)])
-                for _ in range(2 * (os.cpu_count() or 1))]
+                for _ in range(os.cpu_count() or 1)]
     yield len(spinners)
     for spinner in spinners:
         spinner.kill()

@@ -133,19 +133,24 @@ def _trim(sentence: str, terms: list[str], kind: str = "other", question: str = 
 
 def _pieces(evidence: list[dict]) -> list[tuple[int, str, str]]:
     """What an answer may quote, each as (evidence number, its context, the piece): sentences, rows,
-    list items and code lines; headings, contents lines and questions only frame them. The context
-    is the heading it sits under, and for a table row the table's first row too, which names the
-    columns ("| plan | price | storage |" over "| Business | 12 USD | 1 TB |")."""
+    list items and code lines; headings, contents lines and questions only frame them, and so does a
+    table's header: a first row without a digit that another row follows ("| plan | price | storage
+    |"), which names the columns of the rows under it and is their context with their heading."""
     out = []
     for n, item in enumerate(evidence, 1):
-        heading, first_row, previous = "", "", ""
-        for piece, role in candidates(item["text"]):
+        heading, header = "", ""
+        pieces = [(p, role) for p, role in candidates(item["text"]) if not set(p) <= set("|-: ")]
+        for i, (piece, role) in enumerate(pieces):
             if role in FRAMING:
                 heading = piece if role == "heading" else heading
-            elif not set(piece) <= set("|-: "):
-                first_row = first_row if role == "row" and previous == "row" else piece if role == "row" else ""
-                out.append((n, f"{heading} {first_row}" if first_row != piece else heading, piece))
-            previous = previous if set(piece) <= set("|-: ") else role  # a "|---|" rule is no row of its own
+                continue
+            if role != "row":
+                header = ""
+            elif not header and not re.search(r"\d", piece) and i + 1 < len(pieces) and pieces[i + 1][1] == "row" \
+                    and (i == 0 or pieces[i - 1][1] != "row"):
+                header = piece
+                continue
+            out.append((n, f"{heading} {header}".strip(), piece))
     return out
 
 
@@ -171,8 +176,8 @@ def _scored(question: str, evidence: list[dict], weights: dict | None = None,
 
 ABOUT = 0.5      # share of the question's term weight a piece holds to be about what it asks on its own
 TYPED_ABOUT = 0.3  # and to be near enough its subject that a thing of the asked kind in it counts (a number
-                   # beside other words answers nothing); 0.3 cost one question of 23 on realdocs' selection
-                   # split against none (0 and 0.5 measured too: docs/benchmarks.md)
+                   # beside other words answers nothing); 0, 0.3 and 0.5 measured on the selection splits
+                   # (docs/benchmarks.md, "Saying what the documents do not say")
 SEMANTIC = 1.0   # weight of the embedder's similarity beside the lexical score
 RANKED = 12      # candidates the embedder ranks: the best by the lexical score, embedded in one batch
 
