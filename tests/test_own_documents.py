@@ -64,6 +64,8 @@ def test_a_name_is_held_when_the_knowledge_base_holds_its_words_together():
     assert unheld_names("Does it run under Windows Subsystem for Linux?", kb) == [
         ("Windows Subsystem for Linux", False)]  # each word is held, never all in one chunk
     assert unheld_names("How do I install it with Chocolatey (like apt)?", kb) == [("Chocolatey", False)]
+    # a name spelt close to a word of the passages the question finds is a misspelling of it
+    assert unheld_names("Where does the Tikhaya Sosnna flow?", kb) == []
 
 
 def test_a_question_about_something_no_document_mentions_is_refused_before_any_search():
