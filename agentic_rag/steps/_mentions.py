@@ -35,12 +35,17 @@ def misspelt(term: str, words: set[str]) -> bool:
 
 
 def held(term: str, kb: KnowledgeBaseBackend) -> bool:
-    """Whether `kb` holds the term: each of its words (a single letter aside) somewhere, with a
-    Chinese word boundary forgiven (text.absent_terms), and a name of several words in one chunk
-    (its title or its text: a passage titled "Tikhaya Sosna River" need not repeat the name)."""
+    """Whether `kb` holds the term: each of its Latin words (a single letter aside) somewhere, and a
+    name of several in one chunk (its title or its text: a passage titled "Tikhaya Sosna River" need
+    not repeat the name); of its Chinese, a word (a bigram) at least: Chinese has no spaces to tell a
+    name from the words around it, so only a subject none of whose words are held is unheld
+    (特斯拉, not 登录报错 where 登录 is held)."""
     terms = [t for t in key_terms(term) if len(t) > 1 or not t.isascii()]
     weights = kb.term_weights(term)
-    if absent_terms(term, terms, weights.__contains__):
+    chinese = [t for t in terms if not t.isascii()]
+    if absent_terms(term, [t for t in terms if t.isascii()], weights.__contains__):
+        return False
+    if chinese and not any(t in weights for t in chinese if len(t) > 1):
         return False
     words = {t for t in terms if t.isascii()}
     if len(words) < 2:
