@@ -37,7 +37,7 @@ def route(state: AgentState, run: Run, patch: Patch) -> str:
 
 def unmentioned(state: AgentState, run: Run, patch: Patch) -> list[str]:
     """The names the question asks about that the knowledge base holds nowhere (unheld_names), traced
-    with those it names only as an aside, which the answer then says it never mentions (mention_notes)."""
+    with those it names only as an aside, which the answer then says it never mentions (answer_notes)."""
     unheld = unheld_names(state["standalone"], run.kb)
     asked, aside = [t for t, a in unheld if not a], [t for t, a in unheld if a]
     if unheld:
