@@ -370,7 +370,7 @@ def _same_attribute(question: str, a: str, b: str) -> bool:
     terms, and most of them ("the Pro plan costs $20" and "the Team plan costs $50" do not, for the
     Pro plan's price)."""
     terms = key_terms(question)
-    held_a, held_b = ({t for t in terms if t in set(tokenize(x))} for x in (a, b))
+    held_a, held_b = (set(terms) & set(tokenize(x)) for x in (a, b))
     return held_a == held_b and len(held_a) >= max(1, 2 * len(terms) / 3)
 
 

@@ -7,7 +7,7 @@ import difflib
 import re
 
 from ..kb import KnowledgeBaseBackend
-from ..text import absent_terms, key_terms, named_terms, tokenize
+from ..text import key_terms, named_terms, tokenize
 
 MAX_NAMES = 8  # a question naming more than this is a list, not a question about each
 
@@ -40,14 +40,10 @@ def held(term: str, kb: KnowledgeBaseBackend) -> bool:
     not repeat the name); of its Chinese, a word (a bigram) at least: Chinese has no spaces to tell a
     name from the words around it, so only a subject none of whose words are held is unheld
     (特斯拉, not 登录报错 where 登录 is held)."""
-    terms = [t for t in key_terms(term) if len(t) > 1 or not t.isascii()]
-    weights = kb.term_weights(term)
-    chinese = [t for t in terms if not t.isascii()]
-    if absent_terms(term, [t for t in terms if t.isascii()], weights.__contains__):
+    weights, terms = kb.term_weights(term), [t for t in key_terms(term) if len(t) > 1]
+    words, chinese = {t for t in terms if t.isascii()}, [t for t in terms if not t.isascii()]
+    if not words <= weights.keys() or (chinese and not any(t in weights for t in chinese)):
         return False
-    if chinese and not any(t in weights for t in chinese if len(t) > 1):
-        return False
-    words = {t for t in terms if t.isascii()}
     if len(words) < 2:
         return True
     return any(words <= set(tokenize(f"{hit.title}\n{hit.text}")) for hit in kb.search(term, k=10, mode="bm25"))

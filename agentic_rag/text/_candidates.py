@@ -47,7 +47,7 @@ def _titles_next(lines: list[str], i: int) -> bool:
     sentence of its own (a capital letter): a short line there without end punctuation is a heading
     written straight above its text ("Keyboard shortcuts" over "To search all notebooks, ...")."""
     opens = i == 0 or bool(_END.search(lines[i - 1]))
-    last = re.findall(r"\w+|\W$", lines[i])[-1:] if i < len(lines) else []
+    last = re.findall(r"\w+|\W$", lines[i])[-1:]
     ends_open = not last or last[0].casefold() in STOPWORDS or last[0] in (",", "-", "，")  # "He moved to" / "Paris"
     return opens and not ends_open and i + 1 < len(lines) and lines[i + 1][:1].isupper()
 
