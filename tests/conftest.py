@@ -18,6 +18,17 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def embedding_cache_of_its_own(tmp_path_factory):
+    """The embedding cache index and fill keep for every knowledge base, in a folder of the session's
+    (the environment passes it to every process a test starts), never the user's ~/.cache."""
+    import os
+
+    os.environ["AGENTIC_RAG_EMBEDDING_CACHE"] = str(tmp_path_factory.mktemp("embedding-cache"))
+    yield
+    del os.environ["AGENTIC_RAG_EMBEDDING_CACHE"]
+
+
 @pytest.fixture
 def tiny_docs():
     return list(TINY)

@@ -115,7 +115,8 @@ def start_service(folder: Path, tmp_path: Path, name: str, *flags: str, python=N
     command = python("from agentic_rag.cli import main; sys.exit(main(sys.argv[1:]))", *serve) if python else \
         [sys.executable, "-m", "agentic_rag.cli", *serve]
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
-                               env={**{k: v for k, v in os.environ.items() if not k.startswith("AGENTIC_RAG_")},
+                               env={**{k: v for k, v in os.environ.items()
+                                       if not k.startswith("AGENTIC_RAG_") or k == "AGENTIC_RAG_EMBEDDING_CACHE"},
                                     **(env or {})})
     deadline = time.monotonic() + 180  # readiness, with room for a busy machine: not a fixed count of tries
     while process.poll() is None and time.monotonic() < deadline:

@@ -21,10 +21,12 @@ from ._memory import MemoryKnowledgeBase as MemoryKnowledgeBase
 from ._open import check_address as check_address
 from ._open import open_kb
 from ._open import saved_embedder as saved_embedder
+from ._open import saved_vectors_count as saved_vectors_count
 from ._open import writing as writing
 from ._protocol import KnowledgeBaseBackend
 from ._records import ADD_BATCH as ADD_BATCH
 from ._records import AddResult
+from ._records import index_text as index_text
 from .embedders import (
            EMBEDDERS,
            E5Embedder,
@@ -34,6 +36,7 @@ from .embedders import (
            SymmetricEmbedder,
            make_embedder,
 )
+from .folder import FILL_BATCH as FILL_BATCH
 from .folder import FORMAT_VERSION as FORMAT_VERSION
 from .folder import KnowledgeBase, writer_lock
 from .folder import os_cause as os_cause

@@ -56,6 +56,12 @@ class Engine(ABC):
         return self.store.read(lambda s: s.graph_size())
 
     @property
+    def pending_vectors(self) -> int:
+        """Chunks held without a vector yet (KnowledgeBase.fill_vectors gives them theirs): while any
+        wait, hybrid search ranks them by BM25 alone, neither up nor down (search)."""
+        return self.store.read(lambda s: s.size() - s.embedded_count())
+
+    @property
     def fusion(self) -> tuple[str, float]:
         """Hybrid search's (fusion method, vector weight): the config's where set, else the embedder's
         measured defaults (its `fusion` trait; SEMANTIC_FUSION for an embedder that declares none)."""
@@ -65,7 +71,8 @@ class Engine(ABC):
                rerank: bool | None = None) -> list[Hit]:
         """The k best chunks for the query; each hit records its rank in each retriever. Plan,
         retrieve in one snapshot, fuse, then rerank the fused candidates (the config's rerank unless
-        `rerank` says) by the query's idf."""
+        `rerank` says) by the query's idf. A chunk still waiting for its vector (pending_vectors) is
+        fused with its BM25 standing in for the vector search it cannot be found by (SearchPlan.fuse)."""
         c = self.config.search
         plan = SearchPlan.make(query, k, mode, filters, c, self.fusion)
         vector = embed_query(self.embedder, query) if "vector" in plan.use else None
@@ -81,7 +88,9 @@ class Engine(ABC):
                 found["bm25"] = s.bm25_top(tokens, plan.depth, plan.filters)
             if vector is not None:
                 found["vector"] = s.vector_top(vector, plan.depth, plan.filters)
-            hits = s.hits(plan.fuse(found, c.rrf_k)[:plan.depth if reranking else k])
+            waiting = s.unembedded([row for row, _ in found["bm25"]]) \
+                if len(found) == 2 and s.embedded_count() < s.size() else set()
+            hits = s.hits(plan.fuse(found, c.rrf_k, waiting)[:plan.depth if reranking else k])
             return hits, s.idf(tokens) if reranking else {}
 
         hits, weights = self.store.read(work)

@@ -89,6 +89,14 @@ class MemorySnapshot(Snapshot):
         """(nodes, edges) of the knowledge graph."""
         return len(self._s.graph.adjacent), len(self._s.graph)
 
+    def embedded_count(self) -> int:
+        """Every live chunk: its add embeds it."""
+        return self.size()
+
+    def unembedded(self, rows: list[int]) -> set[int]:
+        """None: every chunk is added with its vector."""
+        return set()
+
     def _bm25(self, tokens: list[str], rows: list[int]) -> dict[int, float]:
         """BM25 (Lucene's, the settings' k1 and b) of each given row holding a query term, by brute force."""
         live = self._live()

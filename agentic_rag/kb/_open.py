@@ -70,14 +70,31 @@ def saved_embedder(path_or_url: str | os.PathLike) -> dict | None:
     """The embedder a folder's knowledge base was saved with ({"name", "dimension"}), read from its
     manifest without loading it; None for a database, or a folder whose manifest is missing or
     unreadable (opening it says what is wrong)."""
+    built = _manifest(path_or_url).get("embedder")
+    if isinstance(built, dict) and isinstance(built.get("name"), str) and isinstance(built.get("dimension"), int):
+        return {"name": built["name"], "dimension": built["dimension"]}
+    return None
+
+
+def saved_vectors_count(path_or_url: str | os.PathLike) -> tuple[int, int] | None:
+    """(chunks, of them with a vector) of a folder's knowledge base, read from its manifest as
+    saved_embedder reads it; None where saved_embedder gives None, or for a manifest written before
+    vectors were counted (then every chunk has one)."""
+    counts = _manifest(path_or_url).get("counts")
+    if isinstance(counts, dict) and all(isinstance(counts.get(k), int) for k in ("chunks", "vectors")):
+        return counts["chunks"], counts["vectors"]
+    return None
+
+
+def _manifest(path_or_url: str | os.PathLike) -> dict:
+    """A folder's manifest as JSON, unchecked; {} for a database, or one missing or unreadable."""
     if is_database(path_or_url):
-        return None
+        return {}
     try:
-        built = json.loads((_folder(path_or_url) / MANIFEST).read_text(encoding="utf-8"))["embedder"]
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested too deep
-        return None
-    ok = isinstance(built, dict) and isinstance(built.get("name"), str) and isinstance(built.get("dimension"), int)
-    return {"name": built["name"], "dimension": built["dimension"]} if ok else None
+        manifest = json.loads((_folder(path_or_url) / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested too deep
+        return {}
+    return manifest if isinstance(manifest, dict) else {}
 
 
 @contextmanager

@@ -38,6 +38,14 @@ class Snapshot(ABC):
     def graph_size(self) -> tuple[int, int]:
         """(nodes, edges) of the knowledge graph."""
 
+    @abstractmethod
+    def embedded_count(self) -> int:
+        """Live chunks that have their vector (the others wait for one: KnowledgeBase.fill_vectors)."""
+
+    @abstractmethod
+    def unembedded(self, rows: list[int]) -> set[int]:
+        """Those of the given rows that have no vector yet."""
+
     # -- retrievers and hits -----------------------------------------------------------------------
 
     @abstractmethod

@@ -96,5 +96,9 @@ class KnowledgeBaseBackend(Protocol):
         """(nodes, edges) of the knowledge graph."""
 
     @property
+    def pending_vectors(self) -> int:
+        """Chunks held without a vector yet (filled in behind an index); searches rank them by BM25."""
+
+    @property
     def fusion(self) -> tuple[str, float]:
         """Hybrid search's (fusion method, vector weight)."""

@@ -54,16 +54,33 @@ class SearchPlan:
         use = [name for name in ("bm25", "vector") if mode in (name, "hybrid") and weights[name] > 0]
         return cls(check_filters(filters), use, weights, max(k, search.candidates), method)
 
-    def fuse(self, found: dict[str, Ranked], rrf_k: int) -> list[tuple[int, float, dict]]:
-        """The retrievers' (row, score) lists fused, best first; a single retriever keeps its own score."""
+    def fuse(self, found: dict[str, Ranked], rrf_k: int,
+             waiting: Collection[int] = ()) -> list[tuple[int, float, dict]]:
+        """The retrievers' (row, score) lists fused, best first; a single retriever keeps its own score.
+        A `waiting` row (one BM25 found that has no vector yet) takes, for the vector search, what BM25
+        gave it (its normalised score, or its reciprocal rank), so that it ranks as if the vector
+        search agreed with BM25: neither lowered for lacking a vector nor raised."""
         if self.fusion == "score":
             fused = score_fusion(found, self.weights)
         else:
             fused = reciprocal_rank_fusion({n: [row for row, _ in f] for n, f in found.items()}, self.weights, rrf_k)
+        if waiting:
+            fused = _stand_in(fused, self.fusion, found["bm25"], waiting, self.weights["vector"], rrf_k)
         if len(self.use) == 1:
             raw = dict(found[self.use[0]])
             fused = [(row, raw[row], ranks) for row, _, ranks in fused]
         return fused
+
+
+def _stand_in(fused: list[tuple[int, float, dict]], fusion: str, bm25: Ranked, waiting: Collection[int],
+              weight: float, rrf_k: int) -> list[tuple[int, float, dict]]:
+    """`fused` with each waiting row's vector share added as BM25 gave it (SearchPlan.fuse), best first."""
+    scores = [score for _, score in bm25]
+    low, span = min(scores, default=0.0), max(scores, default=0.0) - min(scores, default=0.0)
+    share = {row: weight * (((score - low) / span if span > 0 else 1.0) if fusion == "score" else 1 / (rrf_k + rank))
+             for rank, (row, score) in enumerate(bm25, 1) if row in waiting}
+    added = [(row, score + share.get(row, 0.0), ranks) for row, score, ranks in fused]
+    return sorted(added, key=lambda item: (-item[1], item[0]))
 
 
 def check_k(k: object) -> None:

@@ -36,6 +36,8 @@ class Viewed(Protocol):
     def document_count(self) -> int: ...
     @property
     def graph_size(self) -> tuple[int, int]: ...
+    @property
+    def pending_vectors(self) -> int: ...
     def __len__(self) -> int: ...
     def generation(self, directory: str | Path | None) -> str | None: ...
     def bm25_scores(self, query: str, chunk_ids: list[str]) -> dict[str, float]: ...
@@ -59,6 +61,7 @@ FORWARDED = {
     "fusion": "hybrid search's fusion settings",
     "document_count": "a count of the whole knowledge base, not of the view",
     "graph_size": "a count of the whole graph, not of the view",
+    "pending_vectors": "a count of the whole knowledge base's chunks still without a vector",
     "__len__": "a count of the whole knowledge base, not of the view",
     "generation": "a name of what it holds, which changes with every saved change",
     "bm25_scores": "the BM25 scores of chunk ids the caller names",
@@ -119,6 +122,11 @@ class RestrictedView:
     def graph_size(self) -> tuple[int, int]:
         """(nodes, edges) of the whole knowledge graph."""
         return self._kb.graph_size
+
+    @property
+    def pending_vectors(self) -> int:
+        """Chunks of the whole knowledge base still without a vector."""
+        return self._kb.pending_vectors
 
     def __len__(self) -> int:
         return len(self._kb)

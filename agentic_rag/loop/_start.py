@@ -49,6 +49,10 @@ def prepare(question: str, kb: KnowledgeBaseBackend, model: Model, config: Confi
         opening.set(stop_reason=begun["resume_reason"], resume_reason=None)
     if len(kb) == 0:
         raise RetrievalError("the knowledge base is empty; index documents first (agentic-rag index PATH --kb DIR)")
+    if pending := kb.pending_vectors:  # said, since what vector search can find is not all it holds yet
+        opening.events.append(Event("vectors", f"vectors:-{pending}", {
+            "chunks_without_vector": pending, "chunks": len(kb),
+            "why": "an index is still filling in the vectors; until then such chunks are found by BM25 alone"}))
     return settings, begun, opening
 
 

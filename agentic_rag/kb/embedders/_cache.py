@@ -1,18 +1,21 @@
-"""An embedding cache written as an add goes, so that an add interrupted (Ctrl-C, kill -9, a crash)
-and run again embeds only what it had not embedded yet.
+"""An embedding cache written as vectors are made, so that an index interrupted (Ctrl-C, kill -9, a
+crash) and run again embeds only what it had not embedded yet, and a text embedded for one knowledge
+base is not embedded again for another, or when a folder is indexed anew.
 
-A folder of files `batch-NNNNNNNN.npz`, one per embedded batch, each holding the batch's content
-keys (content_key of the text embedded), its vectors and the embedder's name and dimension (a file
-of another embedder is never read). Each is written to a temporary name and renamed into place
-(os.replace), so a kill mid-write leaves the earlier files as they were and no torn file under a
-final name; a file that cannot be read is skipped. Bounded: once the files hold more than
-`max_bytes` of vectors (256 MB unless told: about 170,000 vectors of 384 dimensions) the oldest
-files are deleted.
+A folder of files `batch-T-P.npz` (T: when it was written, in nanoseconds; P: the writing process),
+one per embedded batch, each holding the batch's content keys (content_key of the text embedded),
+its vectors and the embedder's name and dimension (a file of another embedder is never read). Each
+is written to a temporary name and renamed into place (os.replace), so a kill mid-write leaves the
+earlier files as they were and no torn file under a final name, and two processes writing to one
+folder never take each other's names; a file that cannot be read is skipped. Bounded: once the
+files hold more than `max_bytes` of vectors (256 MB unless told: about 170,000 vectors of 384
+dimensions) the oldest files are deleted.
 """
 from __future__ import annotations
 
 import os
 import re
+import time
 import zipfile
 from pathlib import Path
 
@@ -21,7 +24,7 @@ import numpy as np
 from ._embedders import Embedder
 
 MAX_BYTES = 256 * 1024 * 1024
-_BATCH = re.compile(r"^batch-(\d{8})\.npz$")
+_BATCH = re.compile(r"^batch-(\d+)(?:-\d+)?\.npz$")
 
 
 class EmbeddingCache:
@@ -33,7 +36,6 @@ class EmbeddingCache:
         self.reused = 0  # vectors taken from the cache by lookup
         self.failed: OSError | None = None  # why writing stopped (a full disk): the add goes on without it
         self._files = self._batch_files()
-        self._next = max((n for n, _ in self._files), default=0) + 1
         self._known: dict[bytes, np.ndarray] = {}
         for _, path in self._files:
             self._known.update(self._read(path))
@@ -71,8 +73,9 @@ class EmbeddingCache:
         """Write one embedded batch as a file of its own (atomically), then drop the oldest files past the bound."""
         if not keys or self.failed is not None:
             return
-        path = self.folder / f"batch-{self._next:08d}.npz"
-        temp = self.folder / f".batch-{self._next:08d}.tmp.npz"
+        stamp = time.time_ns()
+        path = self.folder / f"batch-{stamp}-{os.getpid()}.npz"
+        temp = self.folder / f".batch-{stamp}-{os.getpid()}.tmp.npz"
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             with open(temp, "wb") as out:
@@ -88,8 +91,7 @@ class EmbeddingCache:
             if not self._files:
                 self.remove()
             return
-        self._files.append((self._next, path))
-        self._next += 1
+        self._files.append((stamp, path))
         self._known.update(zip(keys, np.asarray(vectors, np.float32), strict=True))
         self._trim()
 

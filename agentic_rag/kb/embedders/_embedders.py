@@ -192,8 +192,10 @@ def unit_rows(embedder: Embedder, vectors: np.ndarray) -> np.ndarray:
 
 
 def content_key(text: str) -> bytes:
-    """The key an embedding is kept under: a hash of exactly the text embedded."""
-    return hashlib.sha256(text.encode("utf-8")).digest()[:16]
+    """The key an embedding is kept under: a hash of the text embedded with its runs of whitespace
+    made single spaces, so that texts that differ only there (a page's navigation, indented one way
+    here and another there) share one vector."""
+    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).digest()[:16]
 
 
 class EmbedProgress:

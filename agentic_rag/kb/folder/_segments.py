@@ -61,6 +61,7 @@ class SegmentPersistence:
         _chunks: list[dict | None]
         _docs: dict[str, dict]
         _changed_docs: list[str]
+        _filled: list[int]
         _bm25: BM25
         _vectors: VectorIndex
         _graph: KnowledgeGraph
@@ -71,6 +72,7 @@ class SegmentPersistence:
                      graph_method: str | None = None) -> None: ...
         def _new_vector_index(self) -> VectorIndex: ...
         def _delete_rows(self, rows: list[int]) -> None: ...
+        def _unembedded(self) -> list[int]: ...
 
     def generation(self, directory: str | Path | None) -> str | None:
         """The generation this knowledge base was loaded from or last saved in `directory`, if any."""
@@ -100,7 +102,8 @@ class SegmentPersistence:
                 saved = None  # the folder was emptied: what it held is gone, so everything is written anew
             rows = len(self._chunks)
             if not compact and saved and on_disk == saved["manifest"] and \
-                    (rows, len(self._changed_docs)) == (saved["rows"], saved["changes"]):
+                    (rows, len(self._changed_docs), len(self._filled)) == (saved["rows"], saved["changes"],
+                                                                           saved["filled"]):
                 return Path(directory) / saved["segments"][-1]["generation"]
             delta_rows = saved["delta_rows"] + rows - saved["rows"] if saved else 0
             full = compact or saved is None or len(saved["segments"]) > MAX_DELTAS or \
@@ -110,7 +113,8 @@ class SegmentPersistence:
                 "tokenizer": TOKENIZER_SETTINGS, "graph": self.graph_method,
                 "chunking": {"size": self.config.index.chunk_size, "overlap": self.config.index.chunk_overlap},
                 "counts": {"documents": len(self._docs), "chunks": self._bm25.size, "rows": rows,
-                           "graph_nodes": len(self._graph.adjacent), "graph_edges": len(self._graph)},
+                           "vectors": self._vectors.size, "graph_nodes": len(self._graph.adjacent),
+                           "graph_edges": len(self._graph)},
             }
             if full or saved is None:  # (full when nothing was saved: said twice for the type checker)
                 writers = self._full_writers()
@@ -127,8 +131,8 @@ class SegmentPersistence:
         """What the folder now holds: its segments, and this knowledge base's rows and changed
         documents at that moment (a later save writes only what came after)."""
         self._saved[key] = {"segments": store.segments(manifest), "rows": len(self._chunks),
-                            "changes": len(self._changed_docs), "delta_rows": delta_rows,
-                            "manifest": manifest["manifest_sha256"]}
+                            "changes": len(self._changed_docs), "filled": len(self._filled),
+                            "delta_rows": delta_rows, "manifest": manifest["manifest_sha256"]}
         done = min(saved["changes"] for saved in self._saved.values())  # changes every folder has: forgotten
         del self._changed_docs[:done]
         for saved in self._saved.values():
@@ -138,27 +142,32 @@ class SegmentPersistence:
         """The files of a full segment: everything held."""
         arrays, vocab = self._bm25.to_arrays()
         live = [row for row, chunk in enumerate(self._chunks) if chunk is not None]
+        embedded = sorted(set(live) - set(self._unembedded()))
         writers = {
             "chunks.jsonl": lambda p: _write_chunks(p, self._chunks, live),
             "documents.json": lambda p: p.write_text(json.dumps(self._docs, ensure_ascii=False), encoding="utf-8"),
             "bm25.npz": lambda p: write_npz(p, arrays),
             "vocab.json": lambda p: p.write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8"),
-            **self._vectors.files(live, whole=True),
+            **self._vectors.files(embedded, whole=True),
             "graph.json": lambda p: p.write_text(json.dumps(self._graph.to_json(), ensure_ascii=False),
                                                  encoding="utf-8"),
         }
         return writers
 
     def _delta_writers(self, saved: dict) -> dict:
-        """The files of a delta segment: the rows added since `saved`, and the documents changed since."""
+        """The files of a delta segment: the rows added since `saved`, the documents changed since, and
+        the vectors of the rows added or filled since (fill_vectors)."""
         new = [row for row in range(saved["rows"], len(self._chunks)) if self._chunks[row] is not None]
+        waiting = set(self._unembedded())
+        embedded = sorted({row for row in [*new, *self._filled[saved["filled"]:]]
+                           if self._chunks[row] is not None and row not in waiting})
         changed = dict.fromkeys(self._changed_docs[saved["changes"]:])
         changes = {"documents": {d: self._docs[d] for d in changed if d in self._docs},
                    "removed": [d for d in changed if d not in self._docs]}
         return {
             "chunks.jsonl": lambda p: _write_chunks(p, self._chunks, new),
             "changes.json": lambda p: p.write_text(json.dumps(changes, ensure_ascii=False), encoding="utf-8"),
-            **self._vectors.files(new, whole=False),
+            **self._vectors.files(embedded, whole=False),
             "graph.json": lambda p: p.write_text(json.dumps(self._graph.to_json(set(new)), ensure_ascii=False),
                                                  encoding="utf-8"),
         }
@@ -187,6 +196,11 @@ class SegmentPersistence:
             raise RetrievalError(f"{files} and the chunks.jsonl beside {'each' if len(folders) > 1 else 'it'} "
                                  f"disagree ({exc}); rebuild it into a new folder with: agentic-rag index PATH "
                                  f"--kb NEW_DIR") from None
+        # a manifest written before vectors were counted says nothing of them
+        if manifest["counts"].get("vectors", kb._vectors.size) != kb._vectors.size:
+            raise RetrievalError(f"the vectors.npz files of {directory} hold {kb._vectors.size} vectors, its manifest "
+                                 f"{manifest['counts']['vectors']}; rebuild it into a new folder with: agentic-rag "
+                                 f"index PATH --kb NEW_DIR")
         delta_rows = manifest["counts"]["rows"] - (kb._base_rows if len(folders) > 1 else manifest["counts"]["rows"])
         kb._remember(os.path.realpath(directory), manifest, delta_rows)
         return kb
@@ -244,7 +258,8 @@ class SegmentPersistence:
             self._chunks[row] = chunk
         self._docs.update(changes["documents"])
         self._bm25.add(rows, [tokenize(index_text(c)) for c in chunks])
-        load_vectors(self._vectors, segment, saved["files"], sorted(rows), len(self._chunks), reading)
+        waiting = sorted(set(rows) | set(self._unembedded()))  # its own rows, and earlier ones it may have filled
+        load_vectors(self._vectors, segment, saved["files"], waiting, len(self._chunks), reading)
         with reading(segment / "graph.json"):
             graph = json.loads((segment / "graph.json").read_text(encoding="utf-8"))
             check_graph(graph, len(self._chunks))
@@ -282,6 +297,7 @@ def saved_vectors(directory: Path, embedder: Embedder, wanted: set[bytes]) -> di
                 index = vector_index(embedder.dimension, embedder_trait(embedder, "sparse"),  # exact: no graph
                                      IndexConfig(exact_search_below=1 << 62), SearchConfig())
                 index.add_arrays(saved_arrays(folder, sorted(chunks), manifest["counts"]["rows"]))
+                rows = [row for row in rows if row < len(index.alive) and index.alive[row]]  # not one waiting
                 for row, vector in zip(rows, index.vectors_of(rows), strict=True):
                     out[content_key(index_text(chunks[row]))] = vector
         return out

@@ -61,6 +61,15 @@ class IndexSnapshot(Snapshot):
         """(nodes, edges) of the knowledge graph."""
         return len(self._graph.adjacent), len(self._graph)
 
+    def embedded_count(self) -> int:
+        """Live vectors."""
+        return self._vectors.size
+
+    def unembedded(self, rows: list[int]) -> set[int]:
+        """The rows the vector index holds no live vector for."""
+        alive = self._vectors.alive
+        return {row for row in rows if row >= len(alive) or not alive[row]}
+
     def _allowed(self, filters: dict) -> np.ndarray | None:
         """The rows the filters keep, as a mask (None: no filters)."""
         if not filters:
@@ -113,8 +122,10 @@ class IndexSnapshot(Snapshot):
         return {chunk_id: float(scores[row]) for chunk_id, row in self.rows_of(chunk_ids).items()}
 
     def vector_scores(self, vector: np.ndarray, chunk_ids: list[str]) -> dict[str, float]:
-        """Dot products (cosine: unit vectors) of the held chunks among those given."""
+        """Dot products (cosine: unit vectors) of the held chunks among those given that have a vector."""
         rows = self.rows_of(chunk_ids)
+        waiting = self.unembedded(list(rows.values()))
+        rows = {chunk_id: row for chunk_id, row in rows.items() if row not in waiting}
         if not rows:
             return {}
         similar = self._vectors.vectors_of(list(rows.values())) @ vector.astype(np.float32)

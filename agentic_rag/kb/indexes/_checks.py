@@ -81,10 +81,14 @@ def check_bm25(index: BM25, vocab: list[str], chunks: list, tokens_of: Callable[
         require(held[row] == Counter(tokens_of(chunks[row])), f"the postings of row {row} differ from its text")
 
 
-def check_vectors(arrays: dict, dimension: int, rows: list[int]) -> None:
-    """vectors.npz: exactly the given rows, each finite and of unit length (or zero)."""
-    require(np.array_equal(integers(arrays["rows"], "rows"), np.asarray(rows, np.int64)),
-             "the rows of the vectors differ from the chunks'")
+def check_vectors(arrays: dict, dimension: int, allowed: list[int]) -> None:
+    """vectors.npz: some of the `allowed` rows (those embedded when it was saved: a knowledge base
+    whose vectors are still being filled holds chunks without one), ascending, once each, each
+    vector finite and of unit length (or zero)."""
+    saved = integers(arrays["rows"], "rows")
+    require(bool((np.diff(saved) > 0).all() and np.isin(saved, np.asarray(allowed, np.int64)).all()),
+            "the rows of the vectors are not rows of the chunks'")
+    rows = saved
     if "vectors" in arrays:  # dense
         vectors = np.asarray(arrays["vectors"])
         require(vectors.shape == (len(rows), dimension) and vectors.dtype.kind == "f", "the vectors' shape is wrong")

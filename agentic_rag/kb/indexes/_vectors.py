@@ -129,11 +129,12 @@ class DenseIndex:
             self.add_packed(rows, packed)
 
     def delete(self, rows: list[int]) -> None:
-        """Remove rows from every search at once."""
+        """Remove rows from every search at once (a row never given a vector is none of them)."""
         for row in rows:
-            if self.alive[row] and self.hnsw is not None:
-                self.hnsw.mark_deleted(int(row))
-            self.alive[row] = False
+            if row < len(self.alive) and self.alive[row]:
+                if self.hnsw is not None:
+                    self.hnsw.mark_deleted(int(row))
+                self.alive[row] = False
 
     def vectors_of(self, rows: list[int]) -> np.ndarray:
         """The stored vectors of the given rows."""
@@ -259,8 +260,10 @@ class SparseIndex:
         self._blocks = [self._block(self._entries())]
 
     def delete(self, rows: list[int]) -> None:
-        """Remove rows from every search at once (their weights go at the next merge)."""
-        self.alive[np.asarray(rows, np.int64)] = False
+        """Remove rows from every search at once (their weights go at the next merge; a row never
+        given a vector is none of them)."""
+        rows_array = np.asarray(rows, np.int64)
+        self.alive[rows_array[rows_array < len(self.alive)]] = False
 
     def vectors_of(self, rows: list[int]) -> np.ndarray:
         """The given rows' vectors, dense."""
@@ -330,9 +333,10 @@ def vector_index(dimension: int, sparse: bool, index: IndexConfig, search: Searc
 
 def load_vectors(index: VectorIndex, segment: Path, files: list[str], rows: list[int], total: int,
                  reading: Callable[[str], AbstractContextManager] = lambda what: nullcontext()) -> None:
-    """Add the vectors a segment saved for `rows` (of `total` rows) to `index`, each file checked
-    before it is used, and hnsw.bin read instead of building the graph again when `files` (the
-    segment's verified files) list it; `reading(name)` names the file a failure came from."""
+    """Add the vectors a segment saved, for some of `rows` (of `total` rows: a row may be waiting
+    for its vector), to `index`, each file checked before it is used, and hnsw.bin read instead of
+    building the graph again when `files` (the segment's verified files) list it; `reading(name)`
+    names the file a failure came from."""
     name = "vectors.npy" if "vectors.npy" in files else "vectors.npz"
     with reading(str(segment / name)):
         arrays = saved_arrays(segment, rows, total)
@@ -341,7 +345,7 @@ def load_vectors(index: VectorIndex, segment: Path, files: list[str], rows: list
     graph = segment / "hnsw.bin" if "hnsw.bin" in files else None
     with reading(f"{graph} (or the vectors.npz beside it)" if graph else str(segment / "vectors.npz")):
         if graph is not None:
-            check_hnsw(graph, index.dimension, rows, arrays["vectors"])
+            check_hnsw(graph, index.dimension, np.asarray(arrays["rows"], np.int64).tolist(), arrays["vectors"])
         index.add_arrays(arrays, graph)
 
 

@@ -69,6 +69,14 @@ class SqlSnapshot(Snapshot):
             "SELECT (SELECT count(*) FROM (SELECT a FROM ar_edges UNION SELECT b FROM ar_edges) n), "
             "(SELECT count(*) FROM (SELECT DISTINCT a, b FROM ar_edges) e)").fetchone()
 
+    def embedded_count(self) -> int:
+        """Every chunk: ar_chunks.embedding is NOT NULL, each add embeds before its one transaction."""
+        return self.size()
+
+    def unembedded(self, rows: list[int]) -> set[int]:
+        """None (see embedded_count)."""
+        return set()
+
     def bm25_top(self, tokens: list[str], k: int, filters: dict) -> Ranked:
         """BM25 in SQL (_search.bm25_rows)."""
         where, arguments = where_sql(filters)
