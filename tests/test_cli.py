@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from agentic_rag import KnowledgeBase
 from agentic_rag.cli import build_parser, main
 from helpers import EXAMPLE_DATA, refused, run
 
@@ -122,6 +123,7 @@ def _damage(kb_dir, how):
 def test_a_damaged_kb_is_one_line_for_search_ask_and_delete(capsys, tmp_path, how):
     kb = tmp_path / "kb"
     assert run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "contracts"), "--kb", str(kb))[0] == 0
+    assert run(capsys, "compact", "--kb", str(kb))[0] == 0  # one full segment: the one damaged below
     _damage(kb, how)
     before = (kb / "manifest.json").read_text()
     for argv in (["search", "违约金"], ["ask", "合同A的违约金是多少？"], ["delete", "contract-a.md"],
@@ -144,7 +146,7 @@ def test_settings_that_conflict_with_an_existing_kb_are_refused(capsys, tmp_path
     assert (tmp_path / "kb" / "manifest.json").read_text() == before
 
 
-def test_failed_index_leaves_saved_kb_unchanged(capsys, tmp_path, monkeypatch):
+def test_an_interrupted_index_keeps_what_it_saved_and_nothing_else(capsys, tmp_path, monkeypatch):
     kb = str(tmp_path / "kb")
     run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "contracts"), "--kb", kb)
     before = (tmp_path / "kb" / "manifest.json").read_text()
@@ -152,10 +154,20 @@ def test_failed_index_leaves_saved_kb_unchanged(capsys, tmp_path, monkeypatch):
     def explode(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("agentic_rag.kb.folder._knowledge_base.embed_batches", explode)
-    code, _, err = run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "policies"), "--kb", kb)
-    assert code == 130 and "unchanged" in err
+    with monkeypatch.context() as patched:  # while reading: nothing saved yet
+        patched.setattr("agentic_rag.cli._main.load_documents", explode)
+        code, _, err = run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "policies"), "--kb", kb)
+    assert code == 130 and err.endswith("agentic-rag: interrupted; what was saved stays (the documents are "
+                                        "searchable once saved): run the same command again to embed the rest\n")
     assert (tmp_path / "kb" / "manifest.json").read_text() == before
+    with monkeypatch.context() as patched:  # while embedding: the documents were saved searchable, without vectors
+        patched.setattr("agentic_rag.kb.folder._knowledge_base.embed_batches", explode)
+        code, _, err = run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "policies"), "--kb", kb)
+    assert code == 130 and "searchable now" in err
+    saved = KnowledgeBase.load(kb)
+    assert saved.document_count == 4 and 0 < saved.pending_vectors < len(saved)
+    code, out, err = run(capsys, "index", "--embedder", "hashing", str(EXAMPLE_DATA / "policies"), "--kb", kb)
+    assert code == 0 and "0 new, 0 replaced, 2 unchanged" in out and KnowledgeBase.load(kb).pending_vectors == 0
 
 
 def test_console_script_runs(tmp_path):

@@ -14,7 +14,7 @@ import time
 import pytest
 
 import agentic_rag
-from agentic_rag import RunConfig
+from agentic_rag import KnowledgeBase, RunConfig
 from helpers import EXAMPLE_DATA, ROOT, refused, run
 
 QUESTION = "登录报错的问题在 2.3.1 版本里修复了吗？"
@@ -138,8 +138,8 @@ def test_ctrl_c_during_the_progress_line_starts_its_message_on_a_new_line(capsys
     monkeypatch.setattr(HashingEmbedder, "embed", interrupted_on_the_second_batch)
     code, _, err = run(capsys, "index", "--embedder", "hashing", str(tmp_path / "notes"), "--kb", str(tmp_path / "kb"))
     assert code == 130
-    # not a terminal: whole lines, no "\r" redraws; the newest progress is written before the message
-    assert re.search(r"embedding 1024/1500 chunks, [^\n]* left\nagentic-rag: interrupted; ", err), repr(err)
+    # not a terminal: a whole line a saved batch, no "\r" redraws; the message on a line of its own
+    assert re.search(r"embedded and saved 512/1500 chunks, [^\n]* left\nagentic-rag: interrupted; ", err), repr(err)
     assert "\r" not in err, repr(err)
 
 
@@ -150,7 +150,8 @@ def test_ctrl_c_after_whole_lines_adds_no_blank_line(capsys, tmp_path, monkeypat
     monkeypatch.setattr("agentic_rag.cli._main.load_documents", interrupted)
     code, _, err = run(capsys, "index", "--embedder", "hashing",
                                str(EXAMPLE_DATA / "contracts"), "--kb", str(tmp_path / "kb"))
-    assert code == 130 and err.endswith(" ...\nagentic-rag: interrupted; the saved knowledge base is unchanged\n")
+    assert code == 130 and err.endswith(" ...\nagentic-rag: interrupted; what was saved stays (the documents are "
+                                        "searchable once saved): run the same command again to embed the rest\n")
 
 
 def test_ctrl_c_during_a_streamed_draft_ends_its_line_first(capsys, example_kb_dir, monkeypatch):
@@ -182,9 +183,9 @@ def test_a_real_sigint_during_index_ends_the_progress_line(tmp_path):
     process.send_signal(signal.SIGINT)
     seen += process.stderr.read()
     assert process.wait(60) == 130
-    assert re.search(rb"left\nagentic-rag: interrupted; the saved knowledge base is unchanged\n$", seen), seen
+    assert re.search(rb"left\nagentic-rag: interrupted; what was saved stays [^\n]*\n$", seen), seen
     assert b"\r" not in seen, seen  # a pipe gets whole lines
-    assert not (tmp_path / "kb" / "manifest.json").exists()
+    assert KnowledgeBase.load(tmp_path / "kb").pending_vectors > 0  # saved searchable, its vectors not all in
 
 
 def test_search_filters_keep_to_matching_documents(capsys, example_kb_dir):

@@ -1,8 +1,9 @@
-"""Resumable indexing: an `index` killed (SIGKILL) or interrupted (SIGINT) part way, run again with
-the same arguments, takes every embedding the first run wrote to its cache, says how many, and
-builds exactly what an uninterrupted run builds; the knowledge base saved before the interrupted
-run is left as it was. The embedder is the hashing one with 4 texts a batch, made to block for good
-after a given number of batches, so the kill comes at a known count of cached batches (no timing)."""
+"""Resumable indexing: `index` saves the documents searchable first, then fills their vectors in
+saved batches. Killed (SIGKILL) or interrupted (SIGINT) at any moment, the folder holds a knowledge
+base that answers searches, and the same index run again embeds only the chunks still without a
+vector, ending exactly where an uninterrupted run ends. The embedder is the hashing one with 4 texts
+a batch, made to block for good after a given number of batches (writing a file to say so), so the
+kill comes at a known point (no timing); fill batches are 8 chunks."""
 import hashlib
 import importlib.util
 import re
@@ -15,68 +16,66 @@ import numpy as np
 import pytest
 
 from agentic_rag import KnowledgeBase
-from agentic_rag.cli._kb import CACHE_FOLDER
 from agentic_rag.kb import saved_embedder
 from agentic_rag.kb.embedders._cache import EmbeddingCache
 from agentic_rag.kb.embedders._embedders import HashingEmbedder
 from helpers import EXAMPLE_DATA, ROOT, run
 
-# argv: STOP_AFTER then index's arguments; after STOP_AFTER batches (0: never) the embedder blocks
-BLOCKING_EMBEDDER = """import sys, threading
+# argv: STOP_AFTER (-1: never), the file written on blocking, then index's arguments; after STOP_AFTER
+# batches the embedder blocks; on exit it says how many texts it embedded
+BLOCKING_EMBEDDER = """import atexit, pathlib, sys, threading
 from agentic_rag.kb.embedders._embedders import HashingEmbedder
-stop_after, done = int(sys.argv[1]), [0]
+from agentic_rag.kb.folder import _knowledge_base
+stop_after, blocked, done = int(sys.argv[1]), pathlib.Path(sys.argv[2]), [0, 0]
 embed = HashingEmbedder.embed
 def blocking(self, texts):
-    if stop_after and done[0] >= stop_after:
+    if done[0] == stop_after:
+        blocked.write_text("blocked")
         threading.Event().wait()  # until killed
     done[0] += 1
+    done[1] += len(texts)
     return embed(self, texts)
 HashingEmbedder.embed = blocking
 HashingEmbedder.batch_size = 4
+_knowledge_base.FILL_BATCH = 8
+atexit.register(lambda: print(f"embedded {done[1]} texts", file=sys.stderr))
 from agentic_rag.cli import main
-sys.exit(main(sys.argv[2:]))"""
-STOP_AFTER = 3
+sys.exit(main(sys.argv[3:]))"""
 
 
-def _index(stop_after: int, data: Path, kb: Path, **popen) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", BLOCKING_EMBEDDER, str(stop_after), "index", str(data), "--kb",
-                             str(kb), "--embedder", "hashing"], cwd=ROOT, stderr=subprocess.PIPE, text=True, **popen)
+def _index(stop_after: int, data: Path, kb: Path, blocked: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", BLOCKING_EMBEDDER, str(stop_after), str(blocked), "index",
+                             str(data), "--kb", str(kb), "--embedder", "hashing"],
+                            cwd=ROOT, stderr=subprocess.PIPE, text=True)
 
 
-def _cache_files(kb: Path) -> list[Path]:
-    folder = kb / CACHE_FOLDER
-    return sorted(folder.glob("batch-*.npz")) if folder.is_dir() else []
-
-
-def _interrupt(kb: Path, data: Path, how: signal.Signals) -> int:
-    """Start an index that blocks after STOP_AFTER batches, wait until the cache holds them, stop it;
-    the number of vectors the cache holds."""
-    process = _index(STOP_AFTER, data, kb)
+def _interrupt(kb: Path, data: Path, stop_after: int, how: signal.Signals, capsys) -> None:
+    """Start an index that blocks after `stop_after` batches, wait until it has, search the folder
+    meanwhile (from this process: another reader), then stop it."""
+    blocked = kb.parent / f"{kb.name}.blocked"
+    process = _index(stop_after, data, kb, blocked)
     try:
-        while len(_cache_files(kb)) < STOP_AFTER:
+        while not blocked.exists():
             try:  # polled: ended early is a failure, not a wait
                 process.wait(timeout=0.05)
                 pytest.fail(process.stderr.read())
             except subprocess.TimeoutExpired:
                 pass
+        code, out, _ = run(capsys, "search", "认证失败", "--kb", str(kb), "--json")
+        assert code == 0 and '"doc_id"' in out  # answers while the vectors are being filled
     finally:
         process.send_signal(how)
         process.communicate(timeout=60)
+    blocked.unlink()
     assert process.returncode != 0
-    held = EmbeddingCache(kb / CACHE_FOLDER, _hashing()).held
-    assert held == 4 * STOP_AFTER
-    return held
 
 
-def _hashing():
-    return HashingEmbedder()
-
-
-def _finish(kb: Path, data: Path) -> str:
-    process = _index(0, data, kb)
+def _finish(kb: Path, data: Path) -> tuple[str, int]:
+    """The index run to its end: its stderr, and how many texts it embedded."""
+    process = _index(-1, data, kb, kb.parent / "never")
     _, err = process.communicate(timeout=120)
     assert process.returncode == 0, err
-    return err
+    return err, int(re.search(r"embedded (\d+) texts", err).group(1))
 
 
 def _contents(kb: Path) -> tuple[list, np.ndarray]:
@@ -87,48 +86,49 @@ def _contents(kb: Path) -> tuple[list, np.ndarray]:
 
 def _snapshot(kb: Path) -> dict[str, str]:
     return {str(p.relative_to(kb)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(kb.rglob("*"))
-            if p.is_file() and CACHE_FOLDER not in p.parts and not p.name.endswith(".lock")}
-
-
-def _reused(err: str) -> int:
-    found = re.search(r"reused (\d+) embeddings? from an interrupted run", err)
-    assert found, err
-    return int(found.group(1))
+            if p.is_file() and not p.name.endswith(".lock") and not p.name.endswith(".lock-queue")}
 
 
 @pytest.mark.twoprocess
-@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT], ids=["sigkill", "sigint"])
-def test_an_interrupted_index_resumes_with_the_embeddings_it_made(tmp_path, how):
+@pytest.mark.parametrize("stop_after, how", [(0, signal.SIGKILL), (3, signal.SIGKILL), (5, signal.SIGKILL),
+                                             (3, signal.SIGINT)], ids=["sigkill-0", "sigkill-3", "sigkill-5",
+                                                                       "sigint-3"])
+def test_an_index_killed_at_any_point_answers_and_resumes_embedding_only_the_rest(tmp_path, capsys, stop_after,
+                                                                                 how):
     expected = _contents(_built(tmp_path / "whole", [EXAMPLE_DATA]))
     kb = tmp_path / "kb"
-    held = _interrupt(kb, EXAMPLE_DATA, how)
-    assert not (kb / "manifest.json").exists()  # nothing saved by the interrupted run
-    err = _finish(kb, EXAMPLE_DATA)
-    assert _reused(err) == held
-    assert not (kb / CACHE_FOLDER).exists()  # saved: the cache is gone
+    _interrupt(kb, EXAMPLE_DATA, stop_after, how, capsys)
+    killed = KnowledgeBase.load(kb)  # the documents were saved searchable before the fill began
+    waiting = killed.pending_vectors
+    assert len(killed) == len(expected[0]) and 0 < waiting <= len(killed)
+    assert (len(killed) - waiting) % 8 == 0  # whole fill batches, each saved
+    err, embedded = _finish(kb, EXAMPLE_DATA)
+    assert f"{waiting} chunks to embed with hashing" in err and embedded <= waiting  # nothing embedded twice
     chunks, vectors = _contents(kb)
     assert chunks == expected[0] and np.array_equal(vectors, expected[1])
 
 
 @pytest.mark.twoprocess
-@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT], ids=["sigkill", "sigint"])
-def test_an_interrupted_index_into_a_saved_kb_leaves_it_as_it_was(tmp_path, how):
+def test_an_index_killed_while_adding_to_a_saved_kb_keeps_what_it_held(tmp_path, capsys):
     first = EXAMPLE_DATA / "contracts"
     expected = _contents(_built(tmp_path / "whole", [first, EXAMPLE_DATA]))
     kb = _built(tmp_path / "kb", [first])
+    held = _contents(kb)
+    _interrupt(kb, EXAMPLE_DATA, 1, signal.SIGKILL, capsys)
+    killed = KnowledgeBase.load(kb)
+    assert killed.pending_vectors == len(killed) - len(held[0])  # the new chunks wait; the old keep their vectors
+    assert np.array_equal(killed._vectors.vectors_of(list(range(len(held[0])))), held[1])
     before = _snapshot(kb)
-    held = _interrupt(kb, EXAMPLE_DATA, how)
+    _interrupt(kb, EXAMPLE_DATA, 0, signal.SIGKILL, capsys)  # killed again before its first batch: nothing changes
     assert _snapshot(kb) == before
-    err = _finish(kb, EXAMPLE_DATA)
-    assert _reused(err) == held
+    _finish(kb, EXAMPLE_DATA)
     chunks, vectors = _contents(kb)
     assert chunks == expected[0] and np.array_equal(vectors, expected[1])
 
 
 def _built(kb: Path, datas: list[Path]) -> Path:
     for data in datas:
-        err = _finish(kb, data)
-        assert "interrupted run" not in err
+        _finish(kb, data)
     return kb
 
 
@@ -136,7 +136,7 @@ def test_a_cache_of_another_embedder_or_a_torn_file_is_not_read(tmp_path):
     cache = EmbeddingCache(tmp_path / "c", HashingEmbedder())
     keys = [bytes([i]) * 16 for i in range(3)]
     cache.put(keys, np.eye(3, HashingEmbedder().dimension, dtype=np.float32))
-    (tmp_path / "c" / "batch-00000002.npz").write_bytes(b"PK\x03\x04torn")
+    (tmp_path / "c" / "batch-2-1.npz").write_bytes(b"PK\x03\x04torn")
     assert EmbeddingCache(tmp_path / "c", HashingEmbedder()).held == 3
     assert EmbeddingCache(tmp_path / "c", HashingEmbedder(dimension=512)).held == 0
 

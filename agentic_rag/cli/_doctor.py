@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..core import AgenticRAGError, Answer, call_error, make_client
-from ..kb import KnowledgeBaseBackend, open_kb, safe_url, saved_embedder
+from ..kb import KnowledgeBaseBackend, open_kb, safe_url, saved_embedder, saved_vectors_count
 from ..kb.embedders import OpenAIEmbedder
 from ..models import ModelRequest, OpenAIChatModel
 from ._display import counted
@@ -56,6 +56,11 @@ def run_doctor(settings: dict, kb: str | None = None) -> int:
             report(same, f"knowledge base {shown}: built with {built['name']} ({built['dimension']} dimensions)"
                    + ("" if same else f", but the embedding model gives {dimension}"),
                    "use the embedding model it was built with, or rebuild into a new --kb")
+            counts = saved_vectors_count(kb)
+            if counts is not None and counts[1] < counts[0]:  # said, not failed: an index may be filling them in
+                report(True, f"knowledge base {shown}: {counts[1]} of {counts[0]} chunks have their vectors; the "
+                             f"others are found by BM25 alone until an index fills them in (or agentic-rag fill "
+                             f"--kb {shown}, if none is at it)")
         except (OSError, ValueError, KeyError, AgenticRAGError) as exc:
             report(False, f"knowledge base {shown} cannot be read ({exc})", "agentic-rag index PATH --kb DIR")
     print("all checks passed" if not problems else f"{problems} problem(s) found")

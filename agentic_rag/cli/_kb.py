@@ -21,9 +21,8 @@ from ..kb import (
 from ..kb.ingestion import IMAGE_SUFFIXES, SUFFIXES
 from ._settings import make_cli_embedder, make_model, model_settings, saved_cli_embedder
 
-# where a folder's `index` keeps the embeddings it has made until the knowledge base is saved (a
-# hidden folder: no segment, never read as documents; removed once the save is done)
-CACHE_FOLDER = ".embedding-cache"
+# what `index --background` writes beside the knowledge base: the output of the fill it leaves behind
+FILL_LOG = "fill.log"
 
 # what index reads with nothing beside it: every type it reads but images, which need a description
 INDEXED_SUFFIXES = tuple(suffix for suffix in SUFFIXES if suffix not in IMAGE_SUFFIXES)

@@ -1,4 +1,4 @@
-"""The `agentic-rag` command: index, search, delete, compact, ask, chat, serve, keys, bench,
+"""The `agentic-rag` command: index, fill, search, delete, compact, ask, chat, serve, keys, bench,
 bench-rgb and doctor; its parser is in _parser, its knowledge base helpers in _kb, chat's
 prompt in _chat."""
 from __future__ import annotations
@@ -9,7 +9,9 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,7 +20,17 @@ from types import FrameType
 from typing import Protocol
 
 from ..core import AgenticRAGError, Config, ConfigurationError, RunConfig
-from ..kb import MANIFEST, KnowledgeBaseBackend, check_address, load_documents, os_cause, safe_url, writing
+from ..kb import (
+    FILL_BATCH,
+    MANIFEST,
+    KnowledgeBase,
+    KnowledgeBaseBackend,
+    check_address,
+    load_documents,
+    os_cause,
+    safe_url,
+    writing,
+)
 from ..kb.embedders import EmbeddingCache
 from ..kb.folder import segments
 from ..loop import Conversation, run_agentic_rag
@@ -27,9 +39,10 @@ from ..tools import OffTool, Tool
 from . import _parser
 from ._chat import chat
 from ._display import counted, discard, os_error_line, print_result, tracked_lines
-from ._kb import CACHE_FOLDER, check_kb_path, embedder_line, glibc_memory, open_or_create, skipped
+from ._kb import FILL_LOG, check_kb_path, embedder_line, glibc_memory, open_or_create, skipped
 from ._settings import (
     ask_tools,
+    embedding_cache,
     load_kb,
     make_cli_embedder,
     make_describer,
@@ -58,15 +71,12 @@ def cmd_index(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     glibc_memory()
     kb_dir = args.kb
+    if args.background and check_address(kb_dir) is None:
+        raise ConfigurationError("--background fills a folder's vectors behind it; a database's add is one "
+                                 "transaction, embedded before it is committed: drop --background")
     with _writing(kb_dir, create=True):
         kb = open_or_create(kb_dir, args)
         print(embedder_line(kb_dir, args, kb), file=sys.stderr)
-        # a folder's index writes each embedded batch to a cache in it as it goes, so that one
-        # interrupted and run again embeds only the rest; a database's add is one transaction, and
-        # one interrupted is rolled back and embedded again whole
-        cache = None if check_address(kb_dir) is None else EmbeddingCache(Path(kb_dir) / CACHE_FOLDER, kb.embedder)
-        if cache is not None and cache.held:
-            print(f"found {counted(cache.held, 'embedding')} of an interrupted run in {cache.folder}", file=sys.stderr)
         print(f"reading {', '.join(args.paths)} ...", file=sys.stderr)
         describer = make_describer(args.vision_model, model_settings(args), args.vision_cache)
         loaded = load_documents(args.paths, on_skip=lambda where, reason: print(
@@ -80,19 +90,27 @@ def cmd_index(args: argparse.Namespace) -> int:
             raise ConfigurationError(f"no documents found in {', '.join(args.paths)}; index .txt, .md, .jsonl, .pdf, "
                                      f".docx, .html or image files")
         read = len(loaded.documents)
-        print(f"chunking and embedding {counted(read, 'document')} with {kb.embedder.name} ...", file=sys.stderr)
-        result = kb.add_documents(loaded.documents, progress=True,
-                                  **({"embedding_cache": cache} if cache is not None else {}))
-        if cache is not None and cache.reused:
-            print(f"reused {counted(cache.reused, 'embedding')} from an interrupted run", file=sys.stderr)
-        if cache is not None and cache.failed is not None:
-            print(f"warning: cannot write the embedding cache in {cache.folder} ({os_cause(cache.failed)}); "
-                  f"an interrupted index would embed again", file=sys.stderr)
-        loaded.documents.clear()  # their text is in the chunks now: not held through the save
-        glibc_memory(trim=True)
-        kb.save(kb_dir)
-        if cache is not None:  # saved: nothing left to resume
-            cache.remove()
+        if isinstance(kb, KnowledgeBase):
+            # a folder is saved searchable first (BM25 and the graph), then its vectors are filled in
+            # batch by batch, each saved: another process can ask from the first save on, and an index
+            # killed at any moment keeps what it saved (run again, it embeds only the rest)
+            print(f"chunking {counted(read, 'document')} ...", file=sys.stderr)
+            result = kb.add_documents(loaded.documents, defer_vectors=True)
+            loaded.documents.clear()  # their text is in the chunks now: not held through the save
+            glibc_memory(trim=True)
+            kb.save(kb_dir)
+            print(f"searchable now ({time.perf_counter() - start:.1f} s): {counted(kb.document_count, 'document')}, "
+                  f"{counted(len(kb), 'chunk')} by BM25; {counted(kb.pending_vectors, 'chunk')} to embed with "
+                  f"{kb.embedder.name}", file=sys.stderr)
+            if args.background and kb.pending_vectors:
+                log = _fill_behind(kb_dir, args)
+                print(f"filling the vectors in behind; its log: {log}", file=sys.stderr)
+            else:
+                fill_vectors(kb, kb_dir, embedding_cache(kb.embedder))
+        else:  # a database's add is one transaction: embedded first, then committed whole
+            print(f"chunking and embedding {counted(read, 'document')} with {kb.embedder.name} ...", file=sys.stderr)
+            result = kb.add_documents(loaded.documents, progress=True)
+            kb.save(kb_dir)
     print(f"indexed {counted(read, 'document')} ({result.added} new, {result.replaced} replaced, "
           f"{result.unchanged} unchanged) into {counted(result.chunks, 'new chunk')}; knowledge base now holds "
           f"{counted(kb.document_count, 'document')}, {counted(len(kb), 'chunk')}; skipped {skipped(loaded)}; "
@@ -100,9 +118,61 @@ def cmd_index(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fill(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    with _writing(args.kb, create=False):
+        kb = load_kb(args.kb, model_settings(args))
+        if not isinstance(kb, KnowledgeBase):
+            print("nothing to fill: a PostgreSQL knowledge base's chunks are committed with their vectors")
+            return 0
+        filled = fill_vectors(kb, args.kb, embedding_cache(kb.embedder))
+    print(f"filled {counted(filled, 'vector')}; knowledge base holds {counted(len(kb), 'chunk')}, every one with "
+          f"its vector; {time.perf_counter() - start:.1f} s -> {args.kb}" if filled else
+          "nothing to fill: every chunk has its vector")
+    return 0
+
+
+def fill_vectors(kb: KnowledgeBase, kb_dir: str, cache: EmbeddingCache | None) -> int:
+    """Fill a folder's missing vectors, each batch saved; on a terminal the progress line, else a line
+    a batch (when there is more than one). How many it filled."""
+    total, started, tty = kb.pending_vectors, time.perf_counter(), sys.stderr.isatty()
+
+    def line(filled: int, left: int) -> None:
+        rate = filled / max(time.perf_counter() - started, 1e-9)
+        print(f"embedded and saved {filled}/{total} chunks, {rate:.1f} chunks/s, {int(left / rate)} s left",
+              file=sys.stderr, flush=True)
+
+    filled = kb.fill_vectors(save_to=kb_dir, embedding_cache=cache, progress=tty and total > 0,
+                             on_batch=None if tty or total <= FILL_BATCH else line)
+    if cache is not None and cache.reused:
+        print(f"took {counted(cache.reused, 'vector')} from the embedding cache {cache.folder}", file=sys.stderr)
+    if cache is not None and cache.failed is not None:
+        print(f"warning: cannot write the embedding cache in {cache.folder} ({os_cause(cache.failed)}); "
+              f"an interrupted index would embed again", file=sys.stderr)
+    return filled
+
+
+def _fill_behind(kb_dir: str, args: argparse.Namespace) -> Path:
+    """Start `agentic-rag fill` on the folder in a process of its own that outlives this one (it takes
+    the writer lock once index lets it go); its output goes to DIR/fill.log, which it returns."""
+    log = Path(kb_dir) / FILL_LOG
+    flags = ["--base-url", args.base_url] if args.base_url else []
+    with log.open("w", encoding="utf-8") as out:
+        subprocess.Popen([sys.executable, "-m", "agentic_rag.cli", "fill", "--kb", kb_dir, *flags],
+                         stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return log
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     kb = load_kb(args.kb, model_settings(args))
-    hits = kb.search(args.query, k=args.k, mode=args.mode, filters=args.filters)
+    mode = args.mode
+    if pending := kb.pending_vectors:
+        mode = "bm25" if mode == "hybrid" else mode
+        print(f"note: {pending} of {len(kb)} chunks still wait for their vectors (an index is filling them in, or "
+              f"was stopped: agentic-rag fill --kb {args.kb}); "
+              + ("searching with BM25 alone" if mode == "bm25" else "vector search finds only the others"),
+              file=sys.stderr)
+    hits = kb.search(args.query, k=args.k, mode=mode, filters=args.filters)
     if not hits:  # said on stderr, so that stdout stays what was asked for (--json: [])
         print("no hits: no chunk matches --filters " + json.dumps(args.filters, ensure_ascii=False) if args.filters
               else "no hits: no chunk matches the query", file=sys.stderr)
@@ -261,12 +331,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "no keys (open to anyone who can connect)"
     served = safe_url(addresses["default"]) if list(addresses) == ["default"] else \
         counted(len(addresses), "collection") + f" ({', '.join(addresses)})"
+    # chunks still waiting for a vector get theirs behind the answers, a saved batch at a time; a
+    # stop ends each fill once the batch under way is saved
+    stop_filling = threading.Event()
+    fills = [threading.Thread(target=service.parts.served.fill_vectors, args=(stop_filling,), daemon=True,
+                              name=f"fill-{name}") for name, service in app.services.items()]
     with _stopping_gracefully(server, args.shutdown_timeout) as signals:  # taken before the line says so
         print(f"serving {served} on http://{args.host}:{server.effective_port} with {args.threads} "
               f"threads, {keys}; Ctrl-C stops", file=sys.stderr, flush=True)
+        for fill in fills:
+            fill.start()
         try:
             server.run()  # returns once a graceful stop has finished, or at once on a second signal
         finally:
+            stop_filling.set()
+            for fill in fills:
+                fill.join()
             server.close()
             if traces is not None:
                 traces.shutdown()  # the spans still queued are sent
@@ -403,7 +483,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command-line parser (exposed for tests and docs)."""
-    return _parser.build_parser({"index": cmd_index, "search": cmd_search, "delete": cmd_delete,
+    return _parser.build_parser({"index": cmd_index, "fill": cmd_fill, "search": cmd_search, "delete": cmd_delete,
                                      "serve": cmd_serve, "keys": cmd_keys, "compact": cmd_compact, "ask": cmd_ask,
                                      "chat": cmd_chat, "bench": cmd_bench,
                                      "bench-rgb": cmd_bench_rgb, "doctor": cmd_doctor})
@@ -429,8 +509,10 @@ def main(argv: list[str] | None = None) -> int:
             return _fail(end_open_lines, os_error_line(exc))
 
 
-_INTERRUPTED = {"serve": "stopped", **dict.fromkeys(("index", "delete", "compact"),  # the others only read
-                                                   "interrupted; the saved knowledge base is unchanged")}
+_INTERRUPTED = {"serve": "stopped",  # the others only read
+                **dict.fromkeys(("delete", "compact"), "interrupted; the saved knowledge base is unchanged"),
+                **dict.fromkeys(("index", "fill"), "interrupted; what was saved stays (the documents are searchable "
+                                                   "once saved): run the same command again to embed the rest")}
 
 
 def _fail(end_open_lines: Callable[[], None], message: str, code: int = 1, kind: str = "error: ") -> int:

@@ -116,7 +116,7 @@ def build_parser(run: dict[str, Callable]) -> argparse.ArgumentParser:
     parser = _Parser(prog="agentic-rag", description="Agentic retrieval-augmented question answering.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for add in (_index, _search, _delete, _serve, _keys, _compact, _ask, _chat, _bench, _bench_rgb, _doctor):
+    for add in (_index, _fill, _search, _delete, _serve, _keys, _compact, _ask, _chat, _bench, _bench_rgb, _doctor):
         name, command = add(commands)
         command.set_defaults(run=run[name])
     for command in commands.choices.values():
@@ -144,8 +144,19 @@ def _index(commands: _Commands) -> tuple[str, _Parser]:
                        help="skip files larger than this, before reading them (default %(default)s)")
     index.add_argument("--graph-model", metavar="NAME", help="build the knowledge graph from a model's triples "
                                                              "(default: names that share a sentence)")
+    index.add_argument("--background", action="store_true",
+                       help="return once the documents are searchable (BM25) and fill the vectors in behind, "
+                            "in a process of its own (its log: DIR/fill.log)")
     model_flags(index, chat=False, embedding=True)
     return "index", index
+
+
+def _fill(commands: _Commands) -> tuple[str, _Parser]:
+    fill = commands.add_parser("fill", help="embed the chunks a knowledge base holds without a vector (what an "
+                                            "interrupted or --background index left)")
+    fill.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder")
+    model_flags(fill, chat=False)
+    return "fill", fill
 
 
 def _search(commands: _Commands) -> tuple[str, _Parser]:

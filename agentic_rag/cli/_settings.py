@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..core import ConfigurationError, endpoint_from_env
 from ..kb import Embedder, KnowledgeBaseBackend, make_embedder, open_kb, saved_embedder
+from ..kb.embedders import EmbeddingCache, embedder_trait
 from ..models import build_model, read_models_file
 from ..tools import CALCULATOR, OffTool, Tool, shop_tools
 
@@ -48,6 +49,17 @@ def make_describer(model: str | None, settings: dict, cache_dir: str | None = No
 
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentic-rag" / "image-descriptions"
     return ImageDescriber(model, settings["endpoint"], cache_dir or cache)
+
+
+def embedding_cache(embedder: Embedder) -> EmbeddingCache | None:
+    """Where index and fill keep every vector they make, for any knowledge base: AGENTIC_RAG_EMBEDDING_CACHE
+    (a folder; "off" for none), by default under XDG_CACHE_HOME (~/.cache). None for an embedder whose
+    vectors are sparse (hashing: made faster than they are read back, and large written dense)."""
+    chosen = os.environ.get("AGENTIC_RAG_EMBEDDING_CACHE", "")
+    if chosen.strip().lower() == "off" or embedder_trait(embedder, "sparse"):
+        return None
+    default = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "agentic-rag" / "embeddings"
+    return EmbeddingCache(chosen or default, embedder)
 
 
 def make_model(settings: dict) -> Model:

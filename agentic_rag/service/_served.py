@@ -15,6 +15,7 @@ from ._cache import AnswerCache
 from ._http import FULL, RETRY, ServiceError, log, public_message
 
 Change = Callable[[KnowledgeBaseBackend], dict]
+SERVED_FILL_BATCH = 64  # chunks a served folder fills per write: a few seconds of e5, which other writes wait for
 
 
 class ServedKnowledgeBase:
@@ -91,7 +92,7 @@ class ServedKnowledgeBase:
         kb = self.current()[0]
         try:
             result = change(kb)
-            if any(result.get(k) for k in ("added", "replaced", "deleted")):  # else nothing to save
+            if any(result.get(k) for k in ("added", "replaced", "deleted", "filled")):  # else nothing to save
                 kb.save(folder)
         except ServiceError:  # a refusal, raised before the change: nothing changed, nothing to read again
             raise
@@ -100,6 +101,30 @@ class ServedKnowledgeBase:
             self.kb = self._saved = self._load(folder)
             raise
         return kb, result
+
+    def fill_vectors(self, stop: threading.Event, batch: int = SERVED_FILL_BATCH, wait_s: float = 30.0) -> int:
+        """Give the chunks still waiting for a vector (an `index --background`, or one stopped) theirs,
+        `batch` at a time, each batch a write like any other (saved before the next, between other
+        writes), until none waits or `stop` is set: what is filled stays filled. A batch that finds
+        another writer at work (an index filling the same folder) waits and tries again. For a thread
+        beside the server (serve starts one per collection); how many it filled."""
+        def one_batch(kb: KnowledgeBaseBackend) -> dict:
+            return {"filled": kb.fill_vectors(batch, limit=batch) if isinstance(kb, KnowledgeBase) else 0}
+
+        filled = 0
+        while not stop.is_set():
+            kb = self.current()[0]
+            if not isinstance(kb, KnowledgeBase) or not kb.pending_vectors:
+                break
+            try:
+                filled += self.write(one_batch, wait_s)["filled"]
+            except ServiceError as exc:  # another writer, or a disk that refused the save: later
+                log.warning("filling vectors waits: %s", exc)
+                stop.wait(wait_s)
+            except Exception:  # the embedder failed: said in the log; the chunks stay searchable by BM25
+                log.exception("filling vectors stopped")
+                break
+        return filled
 
     def public(self, message: str) -> str:
         """`message` as a client may read it (see public_message): the folder by its name."""
