@@ -88,8 +88,7 @@ class Engine(ABC):
                 found["bm25"] = s.bm25_top(tokens, plan.depth, plan.filters)
             if vector is not None:
                 found["vector"] = s.vector_top(vector, plan.depth, plan.filters)
-            waiting = s.unembedded([row for row, _ in found["bm25"]]) \
-                if len(found) == 2 and s.embedded_count() < s.size() else set()
+            waiting = s.unembedded([row for row, _ in found["bm25"]]) if len(found) == 2 else set()
             hits = s.hits(plan.fuse(found, c.rrf_k, waiting)[:plan.depth if reranking else k])
             return hits, s.idf(tokens) if reranking else {}
 
