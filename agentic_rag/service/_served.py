@@ -102,12 +102,13 @@ class ServedKnowledgeBase:
             raise
         return kb, result
 
-    def fill_vectors(self, stop: threading.Event, batch: int = SERVED_FILL_BATCH, wait_s: float = 30.0) -> int:
+    def fill_vectors(self, stop: threading.Event, batch: int = SERVED_FILL_BATCH, retry_s: float = 30.0) -> int:
         """Give the chunks still waiting for a vector (an `index --background`, or one stopped) theirs,
         `batch` at a time, each batch a write like any other (saved before the next, between other
         writes), until none waits or `stop` is set: what is filled stays filled. A batch that finds
-        another writer at work (an index filling the same folder) waits and tries again. For a thread
-        beside the server (serve starts one per collection); how many it filled."""
+        another writer at work (an index filling the same folder) gives way at once and tries again
+        `retry_s` later, so that it never holds up the service's own writes. For a thread beside the
+        server (serve starts one per collection); how many it filled."""
         def one_batch(kb: KnowledgeBaseBackend) -> dict:
             return {"filled": kb.fill_vectors(batch, limit=batch) if isinstance(kb, KnowledgeBase) else 0}
 
@@ -117,10 +118,10 @@ class ServedKnowledgeBase:
             if not isinstance(kb, KnowledgeBase) or not kb.pending_vectors:
                 break
             try:
-                filled += self.write(one_batch, wait_s)["filled"]
+                filled += self.write(one_batch, 0.5)["filled"]
             except ServiceError as exc:  # another writer, or a disk that refused the save: later
                 log.warning("filling vectors waits: %s", exc)
-                stop.wait(wait_s)
+                stop.wait(retry_s)
             except Exception:  # the embedder failed: said in the log; the chunks stay searchable by BM25
                 log.exception("filling vectors stopped")
                 break
