@@ -122,12 +122,13 @@ def test_refused_writers_leave_no_thread_or_descriptor_behind(kb_dir):
 
 
 def test_a_save_after_another_process_saved_is_refused(kb_dir, capsys):
-    writer = _start_writer(kb_dir, locked=False)              # loaded gen-000001, then paused
-    assert main(["delete", "contract-a.md", "--kb", str(kb_dir)]) == 0   # saves gen-000002 meanwhile
+    # index saved gen-000001 searchable, then gen-000002 with the vectors
+    writer = _start_writer(kb_dir, locked=False)              # loaded gen-000002, then paused
+    assert main(["delete", "contract-a.md", "--kb", str(kb_dir)]) == 0   # saves gen-000003 meanwhile
     capsys.readouterr()
     out = _finish(writer)
     assert out.startswith("refused: WriteConflict: ") and "changed since this knowledge base was loaded" in out
-    assert "(gen-000001, now gen-000002)" in out and "reload it and retry" in out
+    assert "(gen-000002, now gen-000003)" in out and "reload it and retry" in out
     ids = _doc_ids(kb_dir)
     assert "contract-a.md" not in ids and "writer-add" not in ids   # the delete stays; nothing came back
 
