@@ -174,8 +174,8 @@ class KnowledgeBase(SegmentPersistence, Engine):
         embedded before (here, in a saved knowledge base of `reuse_from`, or in the cache), embedded
         otherwise (and written to the cache batch by batch); and how many were copied."""
         with self._lock.read():
-            held, alive = self._content_rows(), self._vectors.alive
-            here = [key for key in dict.fromkeys(keys) if key in held and held[key] < len(alive) and alive[held[key]]]
+            held = self._content_rows()
+            here = [key for key in dict.fromkeys(keys) if key in held and self._has_vector(held[key])]
             known = dict(zip(here, self._vectors.vectors_of([held[key] for key in here]), strict=True)) if here else {}
         wanted = set(keys) - known.keys()
         for folder in [reuse_from] if isinstance(reuse_from, (str, Path)) else reuse_from:
@@ -242,11 +242,13 @@ class KnowledgeBase(SegmentPersistence, Engine):
                 shown.close()
         return filled
 
+    def _has_vector(self, row: int) -> bool:
+        """Whether the vector index holds a live vector for the row (the lock held)."""
+        return row < len(self._vectors.alive) and bool(self._vectors.alive[row])
+
     def _unembedded(self) -> list[int]:
         """The live rows without a vector, in order (the lock held)."""
-        alive = self._vectors.alive
-        return [row for row, chunk in enumerate(self._chunks)
-                if chunk is not None and (row >= len(alive) or not alive[row])]
+        return [row for row, chunk in enumerate(self._chunks) if chunk is not None and not self._has_vector(row)]
 
     def _content_rows(self) -> dict[bytes, int]:
         """content_key of its text -> a live row: built by the first add that asks, then kept by adds and deletes."""
@@ -258,9 +260,9 @@ class KnowledgeBase(SegmentPersistence, Engine):
     def _note_contents(self, keys: list[bytes], rows: list[int]) -> None:
         """Remember the rows by their texts' keys, where no row with a vector holds that text yet: a
         later add or fill copies from a row that has one (the write lock held)."""
-        held, alive = self._content_rows(), self._vectors.alive
+        held = self._content_rows()
         for key, row in zip(keys, rows, strict=True):
-            if self._chunks[row] is not None and not (key in held and held[key] < len(alive) and alive[held[key]]):
+            if self._chunks[row] is not None and not (key in held and self._has_vector(held[key])):
                 held[key] = row
 
     def _delete_rows(self, rows: list[int]) -> None:
