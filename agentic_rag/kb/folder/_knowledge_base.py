@@ -32,6 +32,7 @@ from ..indexes import (
     TripleExtractor,
     VectorIndex,
     batch_postings,
+    holds_vector,
     vector_index,
 )
 from ..ingestion import Document
@@ -175,7 +176,7 @@ class KnowledgeBase(SegmentPersistence, Engine):
         otherwise (and written to the cache batch by batch); and how many were copied."""
         with self._lock.read():
             held = self._content_rows()
-            here = [key for key in dict.fromkeys(keys) if key in held and self._has_vector(held[key])]
+            here = [key for key in dict.fromkeys(keys) if key in held and holds_vector(self._vectors, held[key])]
             known = dict(zip(here, self._vectors.vectors_of([held[key] for key in here]), strict=True)) if here else {}
         wanted = set(keys) - known.keys()
         for folder in [reuse_from] if isinstance(reuse_from, (str, Path)) else reuse_from:
@@ -242,13 +243,10 @@ class KnowledgeBase(SegmentPersistence, Engine):
                 shown.close()
         return filled
 
-    def _has_vector(self, row: int) -> bool:
-        """Whether the vector index holds a live vector for the row (the lock held)."""
-        return row < len(self._vectors.alive) and bool(self._vectors.alive[row])
-
     def _unembedded(self) -> list[int]:
         """The live rows without a vector, in order (the lock held)."""
-        return [row for row, chunk in enumerate(self._chunks) if chunk is not None and not self._has_vector(row)]
+        return [row for row, chunk in enumerate(self._chunks)
+                if chunk is not None and not holds_vector(self._vectors, row)]
 
     def _content_rows(self) -> dict[bytes, int]:
         """content_key of its text -> a live row: built by the first add that asks, then kept by adds and deletes."""
@@ -262,7 +260,7 @@ class KnowledgeBase(SegmentPersistence, Engine):
         later add or fill copies from a row that has one (the write lock held)."""
         held = self._content_rows()
         for key, row in zip(keys, rows, strict=True):
-            if self._chunks[row] is not None and not (key in held and self._has_vector(held[key])):
+            if self._chunks[row] is not None and not (key in held and holds_vector(self._vectors, held[key])):
                 held[key] = row
 
     def _delete_rows(self, rows: list[int]) -> None:

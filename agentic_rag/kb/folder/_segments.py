@@ -25,6 +25,7 @@ from ..indexes import (
     check_bm25_arrays,
     check_graph,
     check_vocab,
+    holds_vector,
     load_vectors,
     saved_arrays,
     vector_index,
@@ -297,7 +298,7 @@ def saved_vectors(directory: Path, embedder: Embedder, wanted: set[bytes]) -> di
                 index = vector_index(embedder.dimension, embedder_trait(embedder, "sparse"),  # exact: no graph
                                      IndexConfig(exact_search_below=1 << 62), SearchConfig())
                 index.add_arrays(saved_arrays(folder, sorted(chunks), manifest["counts"]["rows"]))
-                rows = [row for row in rows if row < len(index.alive) and index.alive[row]]  # not one waiting
+                rows = [row for row in rows if holds_vector(index, row)]  # not one waiting for its vector
                 for row, vector in zip(rows, index.vectors_of(rows), strict=True):
                     out[content_key(index_text(chunks[row]))] = vector
         return out

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._hit import Hit
 from .._port import Fused, Neighbours, Ranked, Snapshot, Store
-from ..indexes import chunk_fields, compile_filters, filter_mask
+from ..indexes import chunk_fields, compile_filters, filter_mask, holds_vector
 
 if TYPE_CHECKING:
     from ._knowledge_base import KnowledgeBase
@@ -67,8 +67,7 @@ class IndexSnapshot(Snapshot):
 
     def unembedded(self, rows: list[int]) -> set[int]:
         """The rows the vector index holds no live vector for."""
-        alive = self._vectors.alive
-        return {row for row in rows if row >= len(alive) or not alive[row]}
+        return {row for row in rows if not holds_vector(self._vectors, row)}
 
     def _allowed(self, filters: dict) -> np.ndarray | None:
         """The rows the filters keep, as a mask (None: no filters)."""

@@ -34,6 +34,7 @@ from ._rerank import Reranker as Reranker
 from ._vectors import DenseIndex as DenseIndex
 from ._vectors import SparseIndex as SparseIndex
 from ._vectors import VectorIndex as VectorIndex
+from ._vectors import holds_vector as holds_vector
 from ._vectors import load_vectors as load_vectors
 from ._vectors import saved_arrays as saved_arrays
 from ._vectors import vector_index as vector_index

@@ -323,6 +323,11 @@ class SparseIndex:
 VectorIndex = DenseIndex | SparseIndex
 
 
+def holds_vector(index: VectorIndex, row: int) -> bool:
+    """Whether the index holds a live vector for the row (a row added without one, or past its end, does not)."""
+    return row < len(index.alive) and bool(index.alive[row])
+
+
 def vector_index(dimension: int, sparse: bool, index: IndexConfig, search: SearchConfig) -> VectorIndex:
     """A sparse index for vectors with few non-zero dimensions, else a dense one with these settings."""
     if sparse:
