@@ -97,6 +97,33 @@ def test_held_documents_names_the_ids_it_holds_in_the_order_given(tiny):
     assert tiny.held_documents(["pricing"]) == []
 
 
+def test_documents_are_listed_by_id_in_pages_and_read_back_in_chunk_order(backend):
+    kb = backend(config=Config(chunk_size=200, chunk_overlap=20))
+    kb.add_documents([*TINY, Document("Zed", "capital letters sort before small ones"),
+                      Document("ünicode", "code points, not a locale's order")])
+    listed = kb.list_documents(limit=3)
+    assert [d["doc_id"] for d in listed] == ["Zed", "pricing", "release-2.3.0"]
+    assert listed[1] == {"doc_id": "pricing", "title": "Pricing", "source": "pricing.md", "chunks": 1}
+    rest = kb.list_documents(after=listed[-1]["doc_id"], limit=10)
+    assert [d["doc_id"] for d in rest] == ["release-2.3.1", "shipping", "ticket-1", "ünicode"]
+    long = " ".join(f"Sentence number {i} talks about topic {i}." for i in range(12))
+    kb.add_documents([Document("long", long, metadata={"part": "x"})])
+    chunks = kb.document_chunks("long")
+    assert [c.id for c in chunks] == [f"long#{i}" for i in range(len(chunks))] and len(chunks) > 1
+    assert chunks[0].metadata == {"part": "x"} and chunks[0].text.startswith("Sentence number 0")
+    assert kb.document_chunks("nope") == [] and kb.list_documents(after="\U0010ffff") == []
+
+
+def test_listing_and_reading_documents_keep_to_every_filter_and_to_a_view(tiny):
+    policies = tiny.list_documents(filters=[{"type": ["policy", "manual"]}])
+    assert [d["doc_id"] for d in policies] == ["pricing", "shipping"]
+    assert tiny.list_documents(filters=[{"type": "policy"}, {"type": "manual"}]) == []  # every one must hold
+    view = tiny.restricted({"type": "ticket"}, scope=True)
+    assert [d["doc_id"] for d in view.list_documents()] == ["ticket-1"]
+    assert view.document_chunks("pricing") == [] and view.document_chunks("ticket-1")[0].title == "认证失败"
+    assert [d["doc_id"] for d in view.restricted({"date": {"gte": "2026-04-01"}}).list_documents()] == []
+
+
 def test_long_document_is_chunked_with_stable_ids(backend):
     text = " ".join(f"Sentence number {i} talks about topic {i}." for i in range(12))
     kb, again = backend(config=Config(chunk_size=60, chunk_overlap=0)), backend(config=Config(chunk_size=60,

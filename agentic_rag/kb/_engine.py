@@ -157,6 +157,27 @@ class Engine(ABC):
         wanted = list(dict.fromkeys(doc_ids))
         return self.store.read(lambda s: s.held_documents(wanted, checked, every_member))
 
+    def list_documents(self, after: str = "", limit: int = 50, filters: Sequence[dict] = ()) -> list[dict]:
+        """A page of the documents held, by id in code-point order after `after`: each {"doc_id",
+        "title", "source", "chunks"}, counting only the chunks every filter keeps (a document with
+        none is left out). The next page starts after the last id."""
+        checked = [check_filters(f) for f in filters if f]
+
+        def work(s: Snapshot) -> list[dict]:
+            listed = []
+            for doc_id in s.document_ids(after, max(limit, 0), checked):
+                chunks = s.document_chunks(doc_id, checked)
+                listed.append({"doc_id": doc_id, "title": chunks[0].title, "source": chunks[0].source,
+                               "chunks": len(chunks)})
+            return listed
+        return self.store.read(work)
+
+    def document_chunks(self, doc_id: str, filters: Sequence[dict] = ()) -> list[Hit]:
+        """A document's chunks in the order it was chunked, those every filter keeps ([] when it is not
+        held, or none is kept)."""
+        checked = [check_filters(f) for f in filters if f]
+        return self.store.read(lambda s: s.document_chunks(doc_id, checked))
+
     def delete_documents(self, doc_ids: Iterable[str]) -> int:
         """Remove documents and all their chunks; returns how many were found."""
         return self.store.delete(list(dict.fromkeys(doc_ids)))

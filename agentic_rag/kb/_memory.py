@@ -16,11 +16,20 @@ import numpy as np
 from ..core import Config, ConfigurationError, IndexConfig, SearchConfig, as_config
 from ..text import tokenize
 from ._engine import Engine
-from ._hit import Hit
+from ._hit import Hit, chunk_hit
 from ._port import Fused, Neighbours, Ranked, Snapshot, Store
 from ._records import AddResult, chunk_records, index_text
 from .embedders import Embedder, embed_batches, make_embedder
-from .indexes import KnowledgeGraph, LexicalReranker, Reranker, bm25_idf, chunk_fields, compile_filters
+from .indexes import (
+    KnowledgeGraph,
+    LexicalReranker,
+    Reranker,
+    bm25_idf,
+    chunk_fields,
+    compile_filters,
+    kept_chunks,
+    kept_documents,
+)
 from .ingestion import Document
 
 T = TypeVar("T")
@@ -129,8 +138,7 @@ class MemorySnapshot(Snapshot):
         for row, score, ranks in fused:
             chunk = self._s.chunks[row]
             assert chunk is not None  # a row a search found is live
-            out.append(Hit(id=chunk["id"], doc_id=chunk["doc_id"], source=chunk["source"], title=chunk["title"],
-                           text=chunk["text"], score=score, ranks=ranks, metadata=chunk["metadata"]))
+            out.append(chunk_hit(chunk, score, ranks))
         return out
 
     def idf(self, tokens: list[str], filters: Sequence[dict] = ()) -> dict[str, float]:
@@ -165,6 +173,15 @@ class MemorySnapshot(Snapshot):
         test = compile_filters(filters, every_member) if filters else None
         return [d for d in doc_ids if d in self._s.docs and (test is None or any(
             test(chunk_fields(chunk)) for row in self._s.docs[d]["rows"] if (chunk := self._s.chunks[row])))]
+
+    def document_ids(self, after: str, limit: int, filters: Sequence[dict]) -> list[str]:
+        """The held ones in code-point order with a chunk every filter keeps."""
+        return kept_documents(self._s.docs, self._s.chunks, after, limit, filters)
+
+    def document_chunks(self, doc_id: str, filters: Sequence[dict]) -> list[Hit]:
+        """Its kept chunks, in row order."""
+        rows = self._s.docs[doc_id]["rows"] if doc_id in self._s.docs else []
+        return [chunk_hit(chunk) for chunk in kept_chunks(self._s.chunks, rows, filters)]
 
     def start_nodes(self, query: str) -> dict[str, str]:
         """The graph's nodes the query names."""

@@ -82,6 +82,15 @@ class Snapshot(ABC):
         """Which of these (distinct) document ids are held, in the order given; with `filters`, only
         those with a chunk the filters keep (`every_member`: a list value only when each member matches)."""
 
+    @abstractmethod
+    def document_ids(self, after: str, limit: int, filters: Sequence[dict]) -> list[str]:
+        """Up to `limit` held document ids after `after` in code-point order, each with a chunk every
+        (checked) filter keeps."""
+
+    @abstractmethod
+    def document_chunks(self, doc_id: str, filters: Sequence[dict]) -> list[Hit]:
+        """The document's chunks that every filter keeps, in the order it was chunked (score 0, no ranks)."""
+
     # -- the knowledge graph -----------------------------------------------------------------------
 
     @abstractmethod

@@ -48,6 +48,12 @@ class KnowledgeBaseBackend(Protocol):
         """Which of these document ids it holds, in the order given, once each; with `filters`, only
         those with a chunk the filters keep (`every_member`: a list value only when each member matches)."""
 
+    def list_documents(self, after: str = "", limit: int = 50, filters: Sequence[dict] = ()) -> list[dict]:
+        """A page of the documents held, by id after `after`: {"doc_id", "title", "source", "chunks"}."""
+
+    def document_chunks(self, doc_id: str, filters: Sequence[dict] = ()) -> list[Hit]:
+        """A document's chunks in the order it was chunked (those the filters keep)."""
+
     def delete_documents(self, doc_ids: Iterable[str]) -> int:
         """Remove documents and their chunks; how many were found."""
 

@@ -50,6 +50,8 @@ class Viewed(Protocol):
     def held_documents(self, doc_ids: Iterable[str], filters: dict | None = None,
                        every_member: bool = False) -> list[str]: ...
     def term_weights(self, text: str, filters: Sequence[dict] = ()) -> dict[str, float]: ...
+    def list_documents(self, after: str = "", limit: int = 50, filters: Sequence[dict] = ()) -> list[dict]: ...
+    def document_chunks(self, doc_id: str, filters: Sequence[dict] = ()) -> list[Hit]: ...
 
 # what the view forwards as the knowledge base has it, and why that is safe: settings and counts
 # say nothing of a chunk's text; scores are of chunk ids the caller already holds (the view's hits)
@@ -205,6 +207,14 @@ class RestrictedView:
         for conditions in self._filters:
             held = self._kb.held_documents(held, conditions)
         return self._kb.held_documents(held, filters, every_member) if filters else held
+
+    def list_documents(self, after: str = "", limit: int = 50, filters: Sequence[dict] = ()) -> list[dict]:
+        """As KnowledgeBase.list_documents, counting only the chunks the view's filters keep (and `filters`)."""
+        return self._kb.list_documents(after, limit, [*self._filters, *filters])
+
+    def document_chunks(self, doc_id: str, filters: Sequence[dict] = ()) -> list[Hit]:
+        """As KnowledgeBase.document_chunks, keeping to the view's filters (and `filters`)."""
+        return self._kb.document_chunks(doc_id, [*self._filters, *filters])
 
     def graph_search(self, query: str, k: int = 8, hops: int = 2) -> list[Hit]:
         """As KnowledgeBase.graph_search, keeping the hits that match the filters (at most k), each

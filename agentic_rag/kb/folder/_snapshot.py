@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 
-from .._hit import Hit
+from .._hit import Hit, chunk_hit
 from .._port import Fused, Neighbours, Ranked, Snapshot, Store
-from ..indexes import chunk_fields, compile_filters, filter_mask, holds_vector
+from ..indexes import chunk_fields, compile_filters, filter_mask, holds_vector, kept_chunks, kept_documents
 
 if TYPE_CHECKING:
     from ._knowledge_base import KnowledgeBase
@@ -91,8 +91,7 @@ class IndexSnapshot(Snapshot):
 
     def _hit(self, row: int, score: float, ranks: dict[str, int]) -> Hit:
         chunk = cast(dict, self._chunks[row])  # a row a search found: live
-        return Hit(id=chunk["id"], doc_id=chunk["doc_id"], source=chunk["source"], title=chunk["title"],
-                   text=chunk["text"], score=score, ranks=ranks, metadata=chunk["metadata"])
+        return chunk_hit(chunk, score, ranks)
 
     def idf(self, tokens: list[str], filters: Sequence[dict] = ()) -> dict[str, float]:
         """BM25 idf, over every live row or those every filter keeps."""
@@ -135,6 +134,15 @@ class IndexSnapshot(Snapshot):
         test = compile_filters(filters, every_member) if filters else None
         return [doc_id for doc_id in doc_ids if doc_id in self._docs and (test is None or any(
             test(chunk_fields(cast(dict, self._chunks[row]))) for row in self._docs[doc_id]["rows"]))]
+
+    def document_ids(self, after: str, limit: int, filters: Sequence[dict]) -> list[str]:
+        """The held ones in code-point order with a chunk every filter keeps."""
+        return kept_documents(self._docs, self._chunks, after, limit, filters)
+
+    def document_chunks(self, doc_id: str, filters: Sequence[dict]) -> list[Hit]:
+        """Its kept chunks, in row order."""
+        rows = self._docs[doc_id]["rows"] if doc_id in self._docs else []
+        return [chunk_hit(chunk) for chunk in kept_chunks(self._chunks, rows, filters)]
 
     def start_nodes(self, query: str) -> dict[str, str]:
         """KnowledgeGraph.find's nodes, with their names."""

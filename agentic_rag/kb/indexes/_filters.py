@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -147,6 +147,28 @@ def matches(fields: dict, filters: dict, every_member: bool = False) -> bool:
 def chunk_fields(chunk: dict) -> dict:
     """A stored chunk's fields as filters read them: its metadata, doc_id, source and title."""
     return {**chunk["metadata"], "doc_id": chunk["doc_id"], "source": chunk["source"], "title": chunk["title"]}
+
+
+def kept_documents(docs: Mapping[str, dict], chunks: list[dict | None], after: str, limit: int,
+                   filters: Sequence[dict]) -> list[str]:
+    """Up to `limit` ids of `docs` (doc id -> {"rows": [...]}) after `after`, in code-point order,
+    each with a live chunk every filter keeps."""
+    tests = [compile_filters(f) for f in filters if f]
+    kept: list[str] = []
+    for doc_id in sorted(d for d in docs if d > after):
+        if len(kept) == limit:
+            break
+        if any((chunk := chunks[row]) is not None and all(test(chunk_fields(chunk)) for test in tests)
+               for row in docs[doc_id]["rows"]):
+            kept.append(doc_id)
+    return kept
+
+
+def kept_chunks(chunks: list[dict | None], rows: list[int], filters: Sequence[dict]) -> list[dict]:
+    """The live chunks at `rows` that every filter keeps, in row order."""
+    tests = [compile_filters(f) for f in filters if f]
+    return [chunk for row in sorted(rows)
+            if (chunk := chunks[row]) is not None and all(test(chunk_fields(chunk)) for test in tests)]
 
 
 def filter_mask(chunks: list[dict | None], filters: dict) -> np.ndarray:

@@ -25,6 +25,8 @@ from ._search import (
 )
 from ._sql import remove
 
+_C = ' COLLATE "C"'  # code-point order, as Python compares and sorts strings
+
 if TYPE_CHECKING:
     from ...core import Config
     from ..embedders import Embedder
@@ -98,11 +100,7 @@ class SqlSnapshot(Snapshot):
             return {}
         if not filters:
             return idf_of(self._db, terms)
-        where, arguments = "", list[object]()
-        for conditions in filters:
-            more, values = where_sql(conditions)
-            where, arguments = where + more, arguments + values
-        return idf_within(self._db, terms, where, arguments)
+        return idf_within(self._db, terms, *_where_all(filters))
 
     def row_scores(self, tokens: list[str], rows: list[int]) -> Mapping[int, float]:
         """BM25 of the given rows for the stats held now."""
@@ -135,6 +133,21 @@ class SqlSnapshot(Snapshot):
         held = {row[0] for row in self._db.execute(query, values).fetchall()}
         return [doc_id for doc_id in doc_ids if doc_id in held]
 
+    def document_ids(self, after: str, limit: int, filters: Sequence[dict]) -> list[str]:
+        """ar_documents' ids in code-point order, or those with a chunk the filters keep."""
+        where, arguments = _where_all(filters)
+        query = (f"SELECT id FROM ar_documents WHERE id{_C} > %s ORDER BY id{_C} LIMIT %s" if not where else
+                 f"SELECT DISTINCT c.doc_id{_C} FROM ar_chunks c WHERE c.doc_id{_C} > %s{where} ORDER BY 1 LIMIT %s")
+        return [row[0] for row in self._db.execute(query, [after, *arguments, limit]).fetchall()]
+
+    def document_chunks(self, doc_id: str, filters: Sequence[dict]) -> list[Hit]:
+        """The document's kept chunks, by row."""
+        where, arguments = _where_all(filters)
+        return [Hit(id=c, doc_id=doc_id, source=source, title=title, text=text, score=0.0, metadata=metadata)
+                for c, source, title, text, metadata in self._db.execute(
+                    f"SELECT chunk_id, source, title, text, metadata FROM ar_chunks c WHERE c.doc_id = %s{where} "
+                    f"ORDER BY row", [doc_id, *arguments]).fetchall()]
+
     def start_nodes(self, query: str) -> dict[str, str]:
         """The nodes the query names, with their names as first written."""
         starts = start_nodes(self._db, query)
@@ -160,3 +173,12 @@ class SqlSnapshot(Snapshot):
         """Rows and texts of the held chunks among those given."""
         return {c: (row, text) for c, row, text in self._db.execute(
             "SELECT chunk_id, row, text FROM ar_chunks WHERE chunk_id = ANY(%s)", (list(chunk_ids),)).fetchall()}
+
+
+def _where_all(filters: Sequence[dict]) -> tuple[str, list]:
+    """Conditions on ar_chunks c (AND ...) that every filter holds, with their arguments."""
+    where, arguments = "", list[object]()
+    for conditions in filters:
+        more, values = where_sql(conditions)
+        where, arguments = where + more, arguments + values
+    return where, arguments
