@@ -1,4 +1,5 @@
 import hashlib
+import re
 import shutil
 
 import pytest
@@ -82,6 +83,22 @@ def test_a_tools_own_type_error_is_its_failure_and_bad_arguments_are_told_apart(
         tools.call("stock", {"sku": "DK-200"})
     with pytest.raises(ToolError, match="bad arguments for stock: missing a required argument: 'sku'"):
         tools.call("stock", {"code": "DK-200"})       # does not bind to the signature: the caller's fault
+
+
+def test_a_tool_with_a_json_schema_is_checked_by_it_and_describes_it_to_the_router():
+    schema = {"type": "object", "properties": {"item": {"type": "string"}, "count": {"type": "integer", "minimum": 1}},
+              "required": ["item"], "additionalProperties": False}
+    tools = ToolRegistry([Tool("stock", "units in stock", lambda **arguments: arguments, schema=schema)])
+    assert tools.call("stock", {"item": "lantern", "count": 2}) == {"item": "lantern", "count": 2}
+    for arguments, said in (({}, "arguments: 'item' is a required property"),
+                            ({"item": "x", "count": 0}, "count: 0 is less than the minimum of 1"),
+                            ({"item": "x", "colour": "red"}, "Additional properties are not allowed")):
+        with pytest.raises(ToolError, match=f"^bad arguments for stock: .*{re.escape(said)}"):
+            tools.call("stock", arguments)
+    assert tools.describe() == [f"stock: units in stock arguments: {schema['properties']}"]
+    broken = ToolRegistry([Tool("odd", "a schema that is none", lambda: 1, schema={"type": "nothing"})])
+    with pytest.raises(ToolError, match="odd's schema is not a JSON schema"):
+        broken.call("odd", {})
 
 
 def test_a_failing_argument_finder_is_recorded_and_the_tool_never_selected_again():

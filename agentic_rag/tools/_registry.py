@@ -20,9 +20,10 @@ from ..text import has_cjk
 
 @dataclass(frozen=True)
 class Tool:
-    """A tool the agent may call. `parameters` validates the arguments; `arguments(question,
-    evidence)` finds them offline (None: the tool does not apply yet); `patterns` are regexes a
-    question must match first. `kind` names what its citations are (tool, database, web...)."""
+    """A tool the agent may call. `parameters` validates the arguments (or `schema`, a JSON schema as
+    an MCP server gives one); `arguments(question, evidence)` finds them offline (None: the tool does
+    not apply yet); `patterns` are regexes a question must match first. `kind` names what its
+    citations are (tool, database, web, mcp...)."""
 
     name: str
     description: str
@@ -31,10 +32,16 @@ class Tool:
     arguments: Callable[[str, list[Evidence]], dict | None] = field(default=lambda question, evidence: {})
     parameters: type[BaseModel] | None = None
     kind: str = "tool"
+    schema: Mapping[str, Any] | None = None
 
     def matches(self, question: str) -> bool:
         """Whether any of the tool's patterns occurs in the question."""
         return any(re.search(p, question, re.I) for p in self.patterns)
+
+    @property
+    def argument_schema(self) -> Mapping[str, Any] | None:
+        """Its arguments' JSON schema, from `parameters` or `schema` (None: it takes any)."""
+        return self.parameters.model_json_schema() if self.parameters else self.schema
 
 
 @dataclass(frozen=True)
@@ -109,8 +116,8 @@ class ToolRegistry:
 
     def describe(self) -> list[str]:
         """One line per tool, with its argument schema, for prompts."""
-        return [f"{t.name}: {t.description}" + (f" arguments: {t.parameters.model_json_schema()['properties']}"
-                                                if t.parameters else "") for t in self.tools.values()]
+        return [f"{t.name}: {t.description}" + (f" arguments: {schema.get('properties', {})}"
+                                                if (schema := t.argument_schema) else "") for t in self.tools.values()]
 
     def select(self, question: str, evidence: list[Evidence], used: tuple[str, ...] = ()) -> tuple[Tool, dict] | None:
         """The first unused tool whose patterns match and whose arguments can be found, with them."""
@@ -165,6 +172,8 @@ class ToolRegistry:
                 arguments = tool.parameters.model_validate(arguments).model_dump()
             except ValidationError as exc:
                 raise ToolError(f"bad arguments for {name}: {str(exc).splitlines()[1:3]}") from None
+        elif tool.schema is not None:
+            _check_schema(name, tool.schema, arguments)
         try:  # arguments that do not fit the signature are the caller's fault; a TypeError inside is the tool's
             inspect.signature(tool.fn).bind(**arguments)
         except TypeError as exc:
@@ -177,3 +186,19 @@ class ToolRegistry:
             raise
         except Exception as exc:  # a tool's own failure is recorded, never raised into the loop
             raise ToolError(f"{name} failed: {exc.__class__.__name__}: {exc}") from None
+
+
+def _check_schema(name: str, schema: Mapping[str, Any], arguments: dict) -> None:
+    """Arguments checked against a JSON schema (jsonschema, which the mcp extra brings; without it the
+    tool's server checks them): a ToolError naming the first problem."""
+    try:
+        import jsonschema
+    except ImportError:
+        return
+    try:
+        jsonschema.validate(arguments, dict(schema))
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path) or "arguments"
+        raise ToolError(f"bad arguments for {name}: {where}: {exc.message[:200]}") from None
+    except jsonschema.SchemaError as exc:
+        raise ToolError(f"{name}'s schema is not a JSON schema: {exc.message[:200]}") from None
