@@ -7,8 +7,8 @@
     print(state["answer"], state["stop_reason"])
 
 Everything public is imported from here (docs/reference/api.md lists it); modules whose names start
-with an underscore are internal and may change. The subpackages kb, models, steps, tools and eval
-are public namespaces too.
+with an underscore are internal and may change. The subpackages kb, models, steps, tools, eval and
+mcp are public namespaces too.
 """
 from typing import Any as _Any
 
@@ -67,6 +67,7 @@ from .kb import (
     writer_lock,
 )
 from .loop import STOP_REASONS, AgentState, Conversation, Round, format_trace, new_state, run_agentic_rag
+from .mcp import McpServer, mcp_tools
 from .models import (
     Endpoint,
     ImageDescriber,
@@ -153,6 +154,8 @@ __all__ = [
     # tools
     "Tool", "ToolRegistry", "tool_from_function", "CALCULATOR", "date_tools", "shop_tools", "SQLDatabase",
     "named_query", "sql_tool", "web_search_tool",
+    # MCP servers' tools (the mcp extra, imported when a server is listed)
+    "mcp_tools", "McpServer",
     # errors
     "AgenticRAGError", "ConfigurationError", "AccessDenied", "RetrievalError", "ModelError", "ModelOutputError",
     "BudgetExceeded", "DeadlineExceeded", "StorageError", "WriteConflict", "ConnectionLost", "ToolError",

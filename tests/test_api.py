@@ -11,7 +11,7 @@ import sys
 import agentic_rag
 from helpers import ROOT, without
 
-SUBPACKAGES = ("kb", "models", "steps", "tools", "eval")
+SUBPACKAGES = ("kb", "models", "steps", "tools", "eval", "mcp")
 REFERENCE = ROOT / "docs" / "reference"
 API_PAGE = REFERENCE / "api.md"
 

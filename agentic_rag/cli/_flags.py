@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -176,6 +177,24 @@ def tool_flags(parser: argparse.ArgumentParser) -> None:
                                                             "without it)")
     parser.add_argument("--now", type=moment, metavar="YYYY-MM-DDTHH:MM",
                         help="the date tools' clock (default: the real one)")
+    parser.add_argument("--mcp", action="append", metavar="COMMAND|URL",
+                        help="an MCP server whose tools the agent may call: a command run over stdio "
+                             "('python server.py') or its http(s) URL; repeat for several")
+    parser.add_argument("--mcp-route", action="append", type=tool_pattern, metavar="TOOL=REGEX",
+                        help="the offline router calls an --mcp tool for questions this regex matches (a hosted "
+                             "model chooses tools itself); repeatable")
+
+
+def tool_pattern(text: str) -> tuple[str, str]:
+    """--mcp-route TOOL=REGEX: the tool's name and a regex that compiles."""
+    name, _, pattern = text.partition("=")
+    if not name or not pattern:
+        raise argparse.ArgumentTypeError(f"{text!r}: write TOOL=REGEX, e.g. warehouse_stock='in stock'")
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"{pattern!r} is not a regular expression: {exc}") from None
+    return name, pattern
 
 
 def filter_flag(parser: argparse.ArgumentParser) -> None:

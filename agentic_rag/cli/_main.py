@@ -358,6 +358,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from ..mcp import Hook, Served, require_sdk, serve_stdio
+
+    require_sdk("agentic-rag mcp")
+    model, view, tools, config, settings = _asking(args)
+    from ..service import result_json  # the reply of ask --json; the rest of the service is not loaded
+
+    def ask(question: str, filters: dict | None, on_step: Hook) -> dict:
+        kb = view.restricted(filters) if filters else view
+        return result_json(run_agentic_rag(question, kb, model, tools, config, on_step=on_step), settings["name"])
+
+    folder = Path(args.kb)
+    serve_stdio(Served(lambda: view, ask, folder.name if folder.is_dir() else "default"))
+    return 0
+
+
 def cmd_keys(args: argparse.Namespace) -> int:
     """Add a key to serve's JSON keys file (the new key printed once, the file keeping its sha256) or
     remove one; a running server reads the file again by itself."""
@@ -484,8 +500,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The command-line parser (exposed for tests and docs)."""
     return _parser.build_parser({"index": cmd_index, "fill": cmd_fill, "search": cmd_search, "delete": cmd_delete,
-                                     "serve": cmd_serve, "keys": cmd_keys, "compact": cmd_compact, "ask": cmd_ask,
-                                     "chat": cmd_chat, "bench": cmd_bench,
+                                     "serve": cmd_serve, "mcp": cmd_mcp, "keys": cmd_keys, "compact": cmd_compact,
+                                     "ask": cmd_ask, "chat": cmd_chat, "bench": cmd_bench,
                                      "bench-rgb": cmd_bench_rgb, "doctor": cmd_doctor})
 
 

@@ -116,7 +116,8 @@ def build_parser(run: dict[str, Callable]) -> argparse.ArgumentParser:
     parser = _Parser(prog="agentic-rag", description="Agentic retrieval-augmented question answering.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for add in (_index, _fill, _search, _delete, _serve, _keys, _compact, _ask, _chat, _bench, _bench_rgb, _doctor):
+    for add in (_index, _fill, _search, _delete, _serve, _mcp, _keys, _compact, _ask, _chat, _bench, _bench_rgb,
+                _doctor):
         name, command = add(commands)
         command.set_defaults(run=run[name])
     for command in commands.choices.values():
@@ -220,6 +221,19 @@ def _serve(commands: _Commands) -> tuple[str, _Parser]:
     model_flags(serve)
     tool_flags(serve)
     return "serve", serve
+
+
+def _mcp(commands: _Commands) -> tuple[str, _Parser]:
+    mcp = commands.add_parser("mcp", help="answer MCP requests on stdin and stdout (an editor's or agent's MCP "
+                                          "server): tools search, ask, list_documents, get_document")
+    mcp.add_argument("--kb", required=True, metavar="DIR", help="knowledge base folder or database URL (read once, "
+                                                                "at start)")
+    mcp.add_argument("--max-rounds", type=positive, metavar="N", help="retrieval rounds at most in ask (default 3)")
+    mcp.add_argument("--budget", type=positive, metavar="TOKENS", help="token budget of each ask")
+    filter_flag(mcp)
+    tool_flags(mcp)
+    model_flags(mcp)
+    return "mcp", mcp
 
 
 def _keys(commands: _Commands) -> tuple[str, _Parser]:

@@ -98,7 +98,8 @@ def saved_cli_embedder(path: str, settings: dict) -> Embedder | None:
 
 def ask_tools(args: argparse.Namespace) -> list[Tool | OffTool]:
     """Calculator and dates always; shop lookups and SQL with --db (without it, the shop lookups off:
-    a question that wants one is told how to turn them on); web search only with --web-search."""
+    a question that wants one is told how to turn them on); web search only with --web-search; the
+    tools of each --mcp server."""
     from datetime import datetime
 
     from ..tools import SQLDatabase, date_tools, shop_tools_off, sql_tool, web_search_tool
@@ -120,7 +121,26 @@ def ask_tools(args: argparse.Namespace) -> list[Tool | OffTool]:
         tools += shop_tools_off()
     if args.web_search:
         tools.append(web_search_tool(args.web_search))
-    return tools
+    return tools + _mcp_tools(args.mcp or [], args.mcp_route or [])
+
+
+def _mcp_tools(servers: list[str], routes: list[tuple[str, str]]) -> list[Tool | OffTool]:
+    """The tools of each --mcp server, each with the --mcp-route patterns given for its name."""
+    if not servers:
+        if routes:
+            raise ConfigurationError("--mcp-route needs --mcp: the MCP server whose tool it routes to")
+        return []
+    from dataclasses import replace
+
+    from ..mcp import mcp_tools
+
+    tools = [tool for server in servers for tool in mcp_tools(server)]
+    named = {tool.name for tool in tools}
+    for name, _ in routes:
+        if name not in named:
+            raise ConfigurationError(f"--mcp-route {name}=...: no --mcp server has a tool {name!r}; they have "
+                                     f"{', '.join(sorted(named)) or 'none'}")
+    return [replace(tool, patterns=tuple(p for n, p in routes if n == tool.name)) for tool in tools]
 
 
 def tracing_from_environment() -> TracerProvider | None:

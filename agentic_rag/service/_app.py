@@ -111,6 +111,8 @@ class Service:
             status, body, headers = handler(environ)
         except Exception as exc:  # every failure is a JSON reply (see _failed), never a traceback
             status, body, headers = self._failed(exc, method, path)
+            if isinstance(body, dict) and "error" in body:  # at the MCP endpoint, a JSON-RPC error too
+                body = error_body(body["error"]["type"], body["error"]["message"], self._sent_path(environ))
         labels = (endpoint, str(status))
         self.metrics.requests.labels(*labels).inc()
         if isinstance(body, Iterator):  # a stream: latency counts until its last byte

@@ -9,16 +9,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, replace
 from typing import Any
 
-from ..core import Config, tracing
+from ..core import Config, ConfigurationError, tracing
 from ..loop import new_state, run_agentic_rag
 from ._cache import cache_key
-from ._http import DATABASE_FAILED, Reply, ServiceError, log, read_json
+from ._http import DATABASE_FAILED, Reply, ServiceError, log, read_body, read_json
 from ._parts import Parts
 from ._reply import result_json
 from ._schemas import AskRequest, SearchRequest
 from ._served import scoped
 
 OnToken = Callable[[str], object]
+OnStep = Callable[[dict, Any], object]  # run_agentic_rag's on_step: (event, state) -> "stop" stops the run
 
 
 class Asking:
@@ -43,6 +44,31 @@ class Asking:
         hits = scoped(kb, self.parts.access.scope_filter(environ)).search(
             request.query, k=request.k, mode=request.mode, filters=request.filters)
         return 200, {"hits": [hit.model_dump() for hit in hits], "generation": generation}, []
+
+    def mcp(self, environ: dict) -> Reply:
+        """POST /mcp: one MCP request (agentic_rag.mcp) answered from the knowledge base as it is now,
+        every search and run within the caller's scope; a run takes one of the service's slots, as
+        /v1/ask does, and the client going away stops it."""
+        from ..mcp import Refused, Served, build_server, exchange, require_sdk
+
+        try:
+            require_sdk("/mcp")
+        except ConfigurationError as exc:
+            raise ServiceError(501, "not_implemented", str(exc)) from None
+        body, scope = read_body(environ, self.parts.limits.max_body_bytes), self.parts.access.scope_filter(environ)
+
+        def ask(question: str, filters: dict | None, on_step: OnStep) -> dict:
+            try:
+                request = AskRequest(question=question, filters=filters)
+                return self.finish(self.prepare(request, scope_filter=scope), on_step=on_step)
+            except ServiceError as exc:  # no free slot, a question too long, a failed run: said to the client
+                raise Refused(str(exc)) from None
+
+        served = Served(lambda: scoped(self.parts.served.current()[0], scope), ask, self.parts.access.name)
+        headers = {name[5:].replace("_", "-").lower(): value for name, value in environ.items()
+                   if name.startswith("HTTP_")}
+        headers["content-type"] = environ.get("CONTENT_TYPE", "")
+        return exchange(build_server(served), body, headers, environ.get("waitress.client_disconnected", bool))
 
     def settings(self, request: AskRequest) -> Config:
         """The service's settings with the request's run settings, each bounded by the service's own."""
@@ -85,7 +111,7 @@ class Asking:
                                                          f"answered; retry in a moment", [("Retry-After", "1")])
         return ready
 
-    def finish(self, ready: dict, on_token: OnToken | None = None) -> dict:
+    def finish(self, ready: dict, on_token: OnToken | None = None, on_step: OnStep | None = None) -> dict:
         """The run `prepare` made ready (its slot released at the end), or its cached reply: the fields
         of `ask --json` and the generation it answered from. A run that failed is a 502, unless the
         database failed it: 503 when its connection was lost, 500 when its role lacks a right."""
@@ -99,7 +125,8 @@ class Asking:
             view = scoped(ready["kb"], ready["scope"])  # the request's filters narrow the key's scope
             view = view.restricted(ready["filters"]) if ready["filters"] else view
             state = run_agentic_rag(ready["question"], view, parts.model, parts.tools, ready["config"],
-                                    on_token=on_token, history=ready["history"], instructions=ready["instructions"])
+                                    on_token=on_token, on_step=on_step, history=ready["history"],
+                                    instructions=ready["instructions"])
         finally:
             self.slots.release()
         parts.metrics.run(state, parts.model_name)
@@ -109,8 +136,10 @@ class Asking:
                                           if cls.__name__ == state["error_type"]), (502, "model_error", ()))
             raise ServiceError(status, kind, f"the run failed: {parts.served.public(state['error'] or '')}", headers)
         reply = dict(result_json(state, parts.model_name), generation=ready["generation"], cached=False)
-        # kept only when it answers the same next time: not cut short, no tool (a clock, a database, the web)
-        if ready["store"] and state["stop_reason"] not in ("deadline", "token_budget") and not state["used_tools"]:
+        # kept only when it answers the same next time: not cut short (by time, budget or the client
+        # leaving), no tool (a clock, a database, the web)
+        if ready["store"] and state["stop_reason"] not in ("deadline", "token_budget", "stopped") \
+                and not state["used_tools"]:
             parts.cache.put(ready["key"], reply)
         return reply
 

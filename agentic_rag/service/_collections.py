@@ -42,6 +42,8 @@ from ._routes import (
     COLLECTION_ENDPOINTS,
     COLLECTION_HAS,
     COLLECTIONS,
+    MCP,
+    MCP_ON_COLLECTION,
     WITH_ID,
     Need,
     collection_route,
@@ -111,7 +113,7 @@ class Collections:
         try:  # the request's span is current while it is answered: a run's span is its child
             reply = self._dispatch(environ, method, path, seen, noting)
         except ServiceError as exc:
-            reply = respond(noting, exc.status, error_body(exc.kind, str(exc)), exc.headers)
+            reply = respond(noting, exc.status, error_body(exc.kind, str(exc), path), exc.headers)
             self.metrics.requests.labels(endpoint_label(path), str(exc.status)).inc()  # answered here: counted here
         except Exception:  # never a traceback to the client: logged here, a plain 500 there
             log.exception("request %s %s failed", method, path)
@@ -129,6 +131,9 @@ class Collections:
             return answer(environ, method, path, seen, start_response)
         if path.startswith(COLLECTIONS + "/"):
             return self._collection(environ, method, path, seen, start_response)
+        if path.startswith(MCP_ON_COLLECTION.prefix):  # /mcp/{name}: that collection's MCP server
+            name = path[len(MCP_ON_COLLECTION.prefix):]
+            return self._enter(environ, start_response, name, "read", self._caller(environ, seen), MCP.path, seen)
         return self._one_kb(environ, path, seen, start_response)
 
     def _collection(self, environ: dict, method: str, path: str, seen: Seen,
@@ -156,6 +161,9 @@ class Collections:
             wanted: Need = routes[0].need if routes else "write" if path.startswith("/v1/documents") else None
             caller = self._caller(environ, seen) if wanted else None
             return self._enter(environ, start_response, only, wanted, caller, path, seen)
+        if path == MCP.path:
+            raise ServiceError(404, "not_found", f"this server has {len(self.services)} collections: name one, "
+                                                 f"{MCP_ON_COLLECTION.path} (GET /v1/collections lists them)")
         if path in _ONE_KB or path.startswith("/v1/documents/"):
             raise ServiceError(404, "not_found", f"this server has {len(self.services)} collections: name one, "
                                                  f"/v1/collections/{{name}}{path.removeprefix('/v1')} "

@@ -26,9 +26,10 @@ Reply = tuple[int, dict | bytes | Iterator[bytes], Headers]
 Handler = Callable[[dict], Reply]
 StartResponse = Callable[..., Any]  # PEP 3333's start_response(status, headers, exc_info=None)
 
-REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
-           405: "Method Not Allowed", 409: "Conflict", 413: "Content Too Large", 415: "Unsupported Media Type",
-           429: "Too Many Requests", 500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable",
+REASONS = {200: "OK", 202: "Accepted", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden",
+           404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
+           413: "Content Too Large", 415: "Unsupported Media Type", 429: "Too Many Requests",
+           500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable",
            507: "Insufficient Storage"}
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)  # a write that failed for want of space: 507, not 503
 RETRY = (("Retry-After", "5"),)  # a database that dropped, or a folder that cannot be read, may be back soon
@@ -53,8 +54,11 @@ class NotJSON(ConfigurationError, ValueError):
     """A constant Python's parser takes that JSON has not (a ValueError, as the parser's own errors are)."""
 
 
-def error_body(kind: str, message: str) -> dict:
-    """The JSON body of every error: {"error": {"type", "message"}}."""
+def error_body(kind: str, message: str, path: str = "") -> dict:
+    """The JSON body of every error: {"error": {"type", "message"}}; at the MCP endpoint (`path` /mcp
+    or /mcp/...) it is a JSON-RPC error as well, so that an MCP client shows its message."""
+    if path == "/mcp" or path.startswith("/mcp/"):
+        return {"jsonrpc": "2.0", "id": None, "error": {"code": -32001, "type": kind, "message": message}}
     return {"error": {"type": kind, "message": message}}
 
 

@@ -46,11 +46,13 @@ ADD = Route("POST", "/v1/documents", "documents.add", "write",
             "Add or replace documents (a write key; saved before the reply)", DocumentsRequest, WriteReply)
 DELETE = Route("DELETE", "/v1/documents/{id}", "documents.delete", "write", "Delete a document (a write key)",
                reply=WriteReply)
+MCP = Route("POST", "/mcp", "asking.mcp", "read", "Model Context Protocol, streamable HTTP: tools search, ask, "
+            "list_documents, get_document and the documents as resources (JSON-RPC; no sessions)")
 HEALTH = Route("GET", "/healthz", "health", None, "Up, generation and size (no key needed)", reply=Health)
 
 # the endpoints of one knowledge base's Service, in the order /openapi.json lists them
 SERVICE_ROUTES = (
-    ASK, SEARCH, ADD, DELETE,
+    ASK, SEARCH, ADD, DELETE, MCP,
     Route("POST", "/v1/chat/completions", "chat.reply", "read",
           "OpenAI-compatible chat completion: the agent as a model; messages are the conversation, or "
           "conversation_id one the service keeps (its reply's agentic_rag object: ChatExtra)", ChatRequest),
@@ -78,7 +80,9 @@ COLLECTION_ROUTES = (
     _on_collection(DELETE, "Delete a document of one collection"),
     _on_collection(HEALTH, "One collection's generation and size", need="read"),
 )
-ROUTES = SERVICE_ROUTES + COLLECTION_ROUTES
+# one collection's MCP endpoint (its own MCP server, within the key's scope), answered by its Service's /mcp
+MCP_ON_COLLECTION = Route("POST", "/mcp/{name}", "", "read", "As /mcp, on one collection", forwards=MCP)
+ROUTES = SERVICE_ROUTES + COLLECTION_ROUTES + (MCP_ON_COLLECTION,)
 
 
 def _collection_endpoints() -> dict[str, tuple[str, Need]]:
@@ -114,6 +118,8 @@ def service_routes(path: str) -> list[Route]:
 def endpoint_label(path: str) -> str:
     """A path as metrics and spans name it: its endpoint, never a collection's name, a document's id or
     a path a client made up ("other")."""
+    if path.startswith(MCP_ON_COLLECTION.prefix):
+        return MCP_ON_COLLECTION.path
     if path.startswith(COLLECTIONS + "/"):
         head, _, document = path[len(COLLECTIONS) + 1:].partition("/")[2].partition("/")
         if head not in COLLECTION_ENDPOINTS or (document and head not in WITH_ID):

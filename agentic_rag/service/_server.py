@@ -238,8 +238,10 @@ def create_server(app: Any, host: str, port: int, threads: int, max_body_bytes: 
     limits = limits or ServerLimits()
     # cleanup_interval 1: the deadlines are checked every second (waitress checks every 30 s);
     # channel_timeout: waitress's idle check stays, for a response the client does not read;
-    # max_request_body_size + 1: waitress refuses a body of exactly its limit, the service allows it
-    adj = Adjustments(host=host, port=port, threads=threads, ident="agentic-rag",
+    # max_request_body_size + 1: waitress refuses a body of exactly its limit, the service allows it;
+    # channel_request_lookahead: a request's environ gets waitress.client_disconnected, so that an MCP
+    # request whose client went away is cancelled (its run stops)
+    adj = Adjustments(host=host, port=port, threads=threads, ident="agentic-rag", channel_request_lookahead=1,
                       connection_limit=limits.max_connections, cleanup_interval=1,
                       channel_timeout=math.ceil(limits.idle_timeout_s), max_request_body_size=max_body_bytes + 1)
     dispatcher = ThreadedTaskDispatcher()
