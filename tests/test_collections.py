@@ -358,9 +358,16 @@ def test_the_leak_check_finds_no_leak_and_would_find_one(pg_url, tmp_path):
     for run in report["runs"].values():
         statuses = run["statuses"]
         assert run["checked"] >= 250 and sum(run["writes"].values()) > 0 and set(run["writes"]) == {"200"}
-        assert {s.rsplit(" ", 1)[1] for s in statuses} == {"200"}, statuses  # every request answered
+        rest = {s.rsplit(" ", 1)[1] for s in statuses if not s.startswith("mcp ")}
+        assert rest == {"200"}, statuses  # every request answered
         for what in ("ask", "ask stream", "search", "search filtered", "chat", "chat stream", "chat follow-up"):
             assert statuses[f"{what} 200"] > 0, what
+        # the MCP client: every tool and resource call answered, but another tenant's documents, by id
+        mcp = {s: n for s, n in statuses.items() if s.startswith("mcp ")}
+        assert {s for s in mcp if s.endswith(" error")} == {"mcp get_document error", "mcp read_resource error"}
+        assert mcp["mcp get_document error"] == mcp["mcp read_resource error"] == 2 * 4 * 2  # 2 ids, keys, places
+        for what in ("search", "ask", "list_documents", "get_document", "list_resources", "read_resource"):
+            assert mcp[f"mcp {what} ok"] > 0, what
     # the check is not blind: the same corpus read with a key that has no filter shows the other tenants
     planted = leak_check.Planted()
     documents = leak_check.corpus(3, 6, 7, planted)
@@ -372,6 +379,10 @@ def test_the_leak_check_finds_no_leak_and_would_find_one(pg_url, tmp_path):
         client.call("POST", "/v1/collections/folder/search", {"query": "vault code of project Falcon", "k": 10},
                     OPERATOR, frozenset({"tenant0"}), "search")
         assert client.leaks and {leak["token"].split("-")[0] for leak in client.leaks} >= {"tenant1", "tenant2"}
+        client.leaks.clear()  # and so is its MCP client
+        leak_check._mcp_every_way(client, {"key": OPERATOR, "allowed": frozenset({"tenant0"})}, "folder",
+                                  ["What is the vault code of project Falcon?"], ["tenant1"])
+        assert {leak["what"] for leak in client.leaks} >= {"mcp search", "mcp ask", "mcp get_document"}
     finally:
         server.close()
 

@@ -32,6 +32,7 @@ from collections import Counter
 from collections.abc import Iterable
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
@@ -113,13 +114,17 @@ class Client:
              what: str) -> tuple[int, str]:
         status, data = http_call(self.port, method, path, body, key)
         text = data.decode("utf-8", "replace")
+        self.check(what, path, str(status), text, allowed)
+        return status, text
+
+    def check(self, what: str, path: str, outcome: str, text: str, allowed: frozenset[str] | None) -> None:
+        """Count a reply (`outcome`: its status) and record every foreign token its text holds."""
         with self._lock:
-            self.statuses[f"{what} {status}"] += 1
+            self.statuses[f"{what} {outcome}"] += 1
             if allowed is not None:
                 self.checked += 1
                 for token in self.planted.foreign(text, allowed):
                     self.leaks.append({"what": what, "path": path, "token": token, "allowed": sorted(allowed)})
-        return status, text
 
 
 def _keys(scopes: int, collections: list[str]) -> list[dict]:
@@ -220,8 +225,10 @@ def _rounds(client: Client, keys: list[dict], collections: list[str], scopes: in
             tenant = sorted(key["allowed"])[0]
             others = [f"tenant{s}" for s in range(scopes) if f"tenant{s}" not in key["allowed"]]
             for where in collections:
-                for question in questions(tenant, others, count, rng):
+                asked = questions(tenant, others, count, rng)
+                for question in asked:
                     _ask_every_way(client, key, where, question, others)
+                _mcp_every_way(client, key, where, asked, others)
     finally:
         stop.set()
         thread.join(30)
@@ -249,6 +256,52 @@ def _ask_every_way(client: Client, key: dict, where: str, question: str, others:
         conversation = json.loads(text)["agentic_rag"]["conversation_id"]
         client.call("POST", "/v1/chat/completions", {"model": where, "conversation_id": conversation, "messages": [
             {"role": "user", "content": "And what is its budget?"}]}, k, allowed, "chat follow-up")
+
+
+def _mcp_every_way(client: Client, key: dict, where: str, asked: list[str], others: list[str]) -> None:
+    """The key on the collection's MCP endpoint (/mcp/NAME) through the MCP SDK's own client: every
+    question searched three ways and asked; every document listed, read as a tool and as a resource;
+    and another tenant's documents asked for by id, as a tool and as a resource URI."""
+    import anyio
+    import httpx2
+    from mcp import Client as McpClient
+    from mcp.client.streamable_http import streamable_http_client
+
+    path, allowed = f"/mcp/{where}", key["allowed"]
+    foreign = [f"{other}-doc{j}" for other in others[:1] for j in range(2)]
+
+    async def each(what: str, call: Any) -> Any:
+        try:
+            result = await call
+        except Exception as exc:  # an MCP error: its message is a reply too
+            client.check(f"mcp {what}", path, "error", str(exc), allowed)
+            return None
+        client.check(f"mcp {what}", path, "ok", result.model_dump_json(), allowed)
+        return result
+
+    async def session() -> None:
+        headers = {"Authorization": f"Bearer {key['key']}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=120) as http, McpClient(
+                streamable_http_client(f"http://127.0.0.1:{client.port}{path}", http_client=http), cache=None) as mcp:
+            for question in asked:
+                for mode in ("hybrid", "bm25", "vector"):
+                    await each("search", mcp.call_tool("search", {"query": question, "k": 10, "mode": mode}))
+                await each("ask", mcp.call_tool("ask", {"question": question}))
+            after, held = "", []
+            while (page := await each("list_documents", mcp.call_tool("list_documents", {"after": after}))) \
+                    and page.structured_content["documents"]:
+                held += [d["doc_id"] for d in page.structured_content["documents"]]
+                after = page.structured_content["next_after"]
+                if not after:
+                    break
+            for doc_id in held[:3] + foreign:
+                await each("get_document", mcp.call_tool("get_document", {"doc_id": doc_id}))
+            listed = await each("list_resources", mcp.list_resources())
+            uris = [r.uri for r in listed.resources[:3]] if listed else []
+            for uri in uris + [f"agentic-rag://{where}/documents/{doc_id}" for doc_id in foreign]:
+                await each("read_resource", mcp.read_resource(uri))
+
+    anyio.run(session)
 
 
 def _transactions(standby: StreamingReplica) -> int:
