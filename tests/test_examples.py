@@ -103,3 +103,11 @@ def test_benchmark_py(tmp_path):
     assert linear["model calls"] == 1.0 and agentic["model calls"] <= 1.2        # ... at about linear's price
     missing = run("benchmark.py", str(tmp_path / "nowhere"))
     assert missing.startswith(f"no evaluation set at {tmp_path / 'nowhere'}")
+
+
+def test_mcp_tools_py():
+    out = run("mcp_tools.py")
+    umbrella, kayak = out.split("\nQ: ")[1:]
+    assert out.startswith("tools: warehouse_stock (Units of an item in stock at the Berlin warehouse")
+    assert "holds 41 units of umbrella today. [1]" in umbrella and "[1] mcp:warehouse/warehouse_stock(" in umbrella
+    assert "tool:warehouse_stock:error -> route:vector" in kayak and "does not hold a reliable answer" in kayak
