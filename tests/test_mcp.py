@@ -257,6 +257,30 @@ def test_a_tool_of_an_mcp_server_answers_in_the_loop_and_is_cited_with_server_an
     assert state["citations"][0]["source"].startswith('mcp:warehouse/warehouse_stock({"item": ')
 
 
+def test_a_model_router_picks_an_mcp_tool_with_no_patterns_and_its_arguments_are_checked(example_kb):
+    from agentic_rag import ScriptedModel
+
+    tools = mcp_tools(TOOL_SERVER + " good")
+    assert tools[0].model_routed and not tools[0].patterns  # only a model can place it
+    answer = "The Berlin warehouse holds 7 units of lantern today. [1]"
+    model = ScriptedModel({"route": [{"route": "tool", "tool": "warehouse_stock", "arguments": {"item": "lantern"}},
+                                     {"route": "tool", "tool": "warehouse_stock", "arguments": {"item": 7}}]},
+                          default={"route": {"route": "vector"}, "generate": {"answer": answer},
+                                   "judge": {"score": 1.0, "complete": True},
+                                   "grade": {"score": 0.2, "sufficient": False, "missing": ["stock"]}})
+    question = "How many lanterns does the Berlin warehouse hold?"  # a plain question: no rule asks a model
+    state = run_agentic_rag(question, example_kb, model, tools)
+    routed = model.calls[0]
+    assert routed.task == "route" and "warehouse_stock: Units of an item in stock" in json.dumps(
+        routed.inputs["tools"]) and "'item': {'type': 'string'}" in json.dumps(routed.inputs["tools"])
+    assert format_trace(state).startswith("route:tool(warehouse_stock) -> tool:warehouse_stock -> generate")
+    assert state["citations"][0]["source"] == 'mcp:warehouse/warehouse_stock({"item": "lantern"})'
+    state = run_agentic_rag(question, example_kb, model, tools)  # the model's arguments break the schema
+    error = next(e for e in state["trace"] if e["step"] == "tool")["detail"]["error"]
+    assert error == "bad arguments for warehouse_stock: item: 7 is not of type 'string'"
+    assert state["stop_reason"] != "error" and "tool:warehouse_stock:error -> route:vector" in format_trace(state)
+
+
 @pytest.mark.parametrize("mode, error", [
     ("error", "MCP server warehouse answered warehouse_stock with an error: unknown item"),
     ("dies", "tests/mcp_tool_server.py dies' failed: MCPError: Connection closed"),

@@ -140,7 +140,9 @@ def _mcp_tools(servers: list[str], routes: list[tuple[str, str]]) -> list[Tool |
         if name not in named:
             raise ConfigurationError(f"--mcp-route {name}=...: no --mcp server has a tool {name!r}; they have "
                                      f"{', '.join(sorted(named)) or 'none'}")
-    return [replace(tool, patterns=tuple(p for n, p in routes if n == tool.name)) for tool in tools]
+    routed = {name: tuple(p for n, p in routes if n == name) for name, _ in routes}
+    return [replace(tool, patterns=routed[tool.name], model_routed=False) if tool.name in routed else tool
+            for tool in tools]
 
 
 def tracing_from_environment() -> TracerProvider | None:

@@ -66,9 +66,11 @@ def mcp_tools(server: str | McpServer, *, patterns: Mapping[str, Sequence[str]] 
               arguments: Mapping[str, Finder] | None = None, prefix: str = "",
               max_result_chars: int = 8_000) -> list[Tool]:
     """The server's tools as Tools (`run_agentic_rag(..., tools=mcp_tools("python server.py"))`).
-    A hosted model's router reads each tool's description and schema; the offline router calls one
-    only where `patterns[name]` (regexes) match the question and `arguments[name](question,
-    evidence)` finds its arguments (default: a lone string argument gets the question). `prefix`
+    A tool with `patterns[name]` (regexes) is called where they match the question, with the
+    arguments `arguments[name](question, evidence)` finds (default: a lone string argument gets the
+    question), as the shipped tools are. A tool without patterns is model-routed: the router asks
+    the model about every question, and a hosted model reads its description and schema (the
+    offline model never picks one). `prefix`
     goes before each name (two servers with a tool of one name); a result is cut to
     `max_result_chars`. Listing the tools is bounded by the server's timeout; a server that cannot
     be reached is a ConfigurationError naming it."""
@@ -87,7 +89,7 @@ def mcp_tools(server: str | McpServer, *, patterns: Mapping[str, Sequence[str]] 
     return [Tool(prefix + tool.name, f"{tool.description or tool.name} (MCP server {shown})",
                  _Call(server, shown, tool.name, max_result_chars), tuple(patterns.get(tool.name, ())),
                  arguments.get(tool.name) or _question_argument(tool.input_schema), kind="mcp",
-                 schema=dict(tool.input_schema)) for tool in listed]
+                 schema=dict(tool.input_schema), model_routed=not patterns.get(tool.name)) for tool in listed]
 
 
 @dataclass(frozen=True)

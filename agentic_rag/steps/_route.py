@@ -76,7 +76,8 @@ def _route(question: str, model: Model, tools: ToolRegistry | None, evidence: Se
         return RouteDecision(route="multi_hop", filters=filters, reason="comparison: one search per item")
     if is_nested(question) and not tools.tools:  # with no tool to weigh, the model could only say the same
         return RouteDecision(route="multi_hop", filters=filters, reason="nested: a bridge fact is needed first")
-    if not is_nested(question) and len(key_terms(question)) <= 12 and len(entities(question)) <= 2:
+    plain = not is_nested(question) and len(key_terms(question)) <= 12 and len(entities(question)) <= 2
+    if plain and not any(tool.model_routed for tool in tools.tools.values()):  # else a model weighs the tools
         return RouteDecision(route="vector", filters=filters, reason="a plain factual question")
     try:
         decision = ask(model, "route", RouteDecision, {"question": question, "tools": tools.describe(),

@@ -23,7 +23,8 @@ class Tool:
     """A tool the agent may call. `parameters` validates the arguments (or `schema`, a JSON schema as
     an MCP server gives one); `arguments(question, evidence)` finds them offline (None: the tool does
     not apply yet); `patterns` are regexes a question must match first. `kind` names what its
-    citations are (tool, database, web, mcp...)."""
+    citations are (tool, database, web, mcp...). A `model_routed` tool is one only a model can
+    place: the router does not settle a plain question by rule while it is registered."""
 
     name: str
     description: str
@@ -33,6 +34,8 @@ class Tool:
     parameters: type[BaseModel] | None = None
     kind: str = "tool"
     schema: Mapping[str, Any] | None = None
+    model_routed: bool = False  # no offline cue (an MCP server's tool given no patterns): while it is
+                                # registered, the router asks the model about every question
 
     def matches(self, question: str) -> bool:
         """Whether any of the tool's patterns occurs in the question."""
