@@ -1,4 +1,4 @@
-"""The `agentic-rag` command: index, fill, search, delete, compact, ask, chat, serve, keys, bench,
+"""The `agentic-rag` command: index, fill, search, delete, compact, ask, chat, serve, mcp, keys, bench,
 bench-rgb and doctor; its parser is in _parser, its knowledge base helpers in _kb, chat's
 prompt in _chat."""
 from __future__ import annotations
