@@ -115,7 +115,6 @@ TIERS_BY_NAME = {
     "test_the_load_check_runs_clean_on_the_example": "bench",
     "test_the_load_check_runs_clean_with_three_collections_and_scoped_keys": "bench",
     "test_index_and_search_with_e5": "e5",
-    "test_own_documents_with_e5": "e5",        # embeds two small fixtures of real documentation
     # a save (fsync'd file by file) and a load for every file or manifest field tampered with
     "test_every_tampered_file_loads_the_same_or_fails_in_one_line_naming_it": "slow",
     "test_every_tampered_manifest_field_loads_the_same_or_fails_in_one_line": "slow",

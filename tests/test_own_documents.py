@@ -226,10 +226,7 @@ def _check(outcomes):
 
 
 def test_own_documents_with_the_hashing_embedder():
+    """With the hashing embedder: e5 embeds only the example knowledge base in the tests (its figures on
+    real documents are the benchmarks')."""
     right_file, correct, n = _check(_outcomes("hashing"))
-    assert len(right_file) >= 0.75 * n and len(correct) >= n // 3, (right_file, correct)
-
-
-def test_own_documents_with_e5():
-    right_file, correct, n = _check(_outcomes("e5"))
     assert len(right_file) >= 0.75 * n and len(correct) >= n // 3, (right_file, correct)

@@ -49,7 +49,7 @@ def test_the_pruned_top_k_ranks_as_the_exhaustive_sum_through_writes(pg_url, mon
         for kb in (pg, embedded):
             kb.delete_documents(gone)
         held = [i for i in held if i not in gone]
-        for query in queries("zipf", 12, seed=step) + queries("mid", 4, seed=step):
+        for query in queries("zipf", 6, seed=step) + queries("mid", 2, seed=step):
             for mode, k, filters in (("bm25", 1, None), ("bm25", 10, None), ("bm25", 50, {"group": "a"}),
                                      ("vector", 10, None), ("vector", 20, {"group": "a"})):
                 monkeypatch.setattr(_postgres_search, "pruned_top", counted)
@@ -58,7 +58,7 @@ def test_the_pruned_top_k_ranks_as_the_exhaustive_sum_through_writes(pg_url, mon
                 assert pruned == _ranking(pg, query, k, mode, filters), (step, query, mode, k, filters)
                 if mode == "bm25":  # the embedded index ranks by the same formula
                     assert [i for i, _ in pruned] == [i for i, _ in _ranking(embedded, query, k, mode, filters)]
-    assert answered["pruned"] > 100 and answered["fell back"] > 0, answered
+    assert answered["pruned"] > 50 and answered["fell back"] > 0, answered
 
 
 def test_a_query_of_no_known_token_ranks_as_the_embedded_knowledge_base(pg_url):

@@ -14,9 +14,11 @@ from agentic_rag.kb import Document, PostgresKnowledgeBase
 from helpers import TINY
 
 
-@pytest.fixture
-def replica(pg_server, tmp_path):
-    started = StreamingReplica(pg_server.get_uri(), tmp_path / "replica")
+@pytest.fixture(scope="module")
+def replica(pg_server, tmp_path_factory):
+    """One replica for the module's tests (a base backup and a start take seconds each); the test that
+    kills it comes last."""
+    started = StreamingReplica(pg_server.get_uri(), tmp_path_factory.mktemp("replica") / "replica")
     yield started
     started.kill()
 
@@ -63,20 +65,6 @@ def test_searches_go_to_the_replica_and_a_write_is_read_back_from_the_primary(pg
     reader.close()
 
 
-def test_a_killed_replica_does_not_fail_searches(pg_url, replica, caplog):
-    kb = PostgresKnowledgeBase(_with_replica(pg_url, replica))
-    kb.add_documents(TINY)
-    replica.caught_up()
-    expected = [h.id for h in kb.search("authentication timeout", k=3)]
-    replica.kill()
-    with caplog.at_level(logging.WARNING, logger="agentic_rag.postgres"):
-        for _ in range(3):
-            assert [h.id for h in kb.search("authentication timeout", k=3)] == expected
-    skipped = [r.getMessage() for r in caplog.records if r.name == "agentic_rag.postgres"]
-    assert len(skipped) == 1 and "cannot be reached" in skipped[0] and "the primary serves" in skipped[0], skipped
-    kb.close()
-
-
 def test_a_lagging_replica_is_skipped_with_a_warning(pg_url, replica, caplog):
     writer = PostgresKnowledgeBase(pg_url)
     writer.add_documents(TINY[:2])
@@ -94,6 +82,20 @@ def test_a_lagging_replica_is_skipped_with_a_warning(pg_url, replica, caplog):
     assert any("lags" in r.getMessage() and "max_lag_s=0" in r.getMessage() for r in caplog.records)
     writer.close()
     reader.close()
+
+
+def test_a_killed_replica_does_not_fail_searches(pg_url, replica, caplog):
+    kb = PostgresKnowledgeBase(_with_replica(pg_url, replica))
+    kb.add_documents(TINY)
+    replica.caught_up()
+    expected = [h.id for h in kb.search("authentication timeout", k=3)]
+    replica.kill()
+    with caplog.at_level(logging.WARNING, logger="agentic_rag.postgres"):
+        for _ in range(3):
+            assert [h.id for h in kb.search("authentication timeout", k=3)] == expected
+    skipped = [r.getMessage() for r in caplog.records if r.name == "agentic_rag.postgres"]
+    assert len(skipped) == 1 and "cannot be reached" in skipped[0] and "the primary serves" in skipped[0], skipped
+    kb.close()
 
 
 @pytest.mark.parametrize("option, message", [
@@ -122,7 +124,8 @@ def test_prepare_threshold_none_never_prepares(pg_url):
 def test_the_leak_check_holds_with_searches_on_the_replica(pg_url):
     from agentic_rag.eval import leak_check
 
-    report = leak_check.run(scopes=3, docs=6, count=2, backends=("postgres",), postgres_url=pg_url, replica=True)
+    report = leak_check.run(scopes=3, docs=6, count=2, backends=("postgres",), postgres_url=pg_url, replica=True,
+                            mcp=False)  # the MCP client reads through the same searches (test_collections)
     assert report["leaks"] == 0, report["runs"]["cache_on"]["leak_examples"]
     for run in report["runs"].values():
         assert {s.rsplit(" ", 1)[1] for s in run["statuses"]} == {"200"}, run["statuses"]

@@ -141,7 +141,7 @@ def _keys(scopes: int, collections: list[str]) -> list[dict]:
 
 
 def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, ...] = ("embedded", "postgres"),
-        postgres_url: str | None = None, seed: int = 7, replica: bool = False) -> dict:
+        postgres_url: str | None = None, seed: int = 7, replica: bool = False, mcp: bool = True) -> dict:
     from ..service import KeyRing, create_collections, create_server, digest, write_keys_file
 
     planted, rng = Planted(), random.Random(seed + 1)  # the questions' and the writer's, apart from the corpus's
@@ -186,7 +186,7 @@ def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, .
             thread.start()
             try:
                 figures["cache_on" if cache_size else "cache_off"] = _rounds(
-                    Client(server.effective_port, planted), keys, list(collections), scopes, count, rng, planted)
+                    Client(server.effective_port, planted), keys, list(collections), scopes, count, rng, mcp)
             finally:
                 server.close()
                 thread.join(30)
@@ -201,8 +201,10 @@ def run(scopes: int = 4, docs: int = 24, count: int = 12, backends: tuple[str, .
 
 
 def _rounds(client: Client, keys: list[dict], collections: list[str], scopes: int, count: int,
-            rng: random.Random, planted: Planted) -> dict:
-    """Every key's questions on every collection through every endpoint, a writer at work meanwhile."""
+            rng: random.Random, mcp: bool) -> dict:
+    """Every key's questions on every collection through every endpoint (the MCP client's too, with
+    `mcp`), a writer at work meanwhile."""
+    planted = client.planted
     stop, written = threading.Event(), Counter[str]()
 
     def writer() -> None:
@@ -228,7 +230,8 @@ def _rounds(client: Client, keys: list[dict], collections: list[str], scopes: in
                 asked = questions(tenant, others, count, rng)
                 for question in asked:
                     _ask_every_way(client, key, where, question, others)
-                _mcp_every_way(client, key, where, asked, others)
+                if mcp:
+                    _mcp_every_way(client, key, where, asked, others)
     finally:
         stop.set()
         thread.join(30)
