@@ -112,6 +112,8 @@ def test_documents_are_listed_by_id_in_pages_and_read_back_in_chunk_order(backen
     assert [c.id for c in chunks] == [f"long#{i}" for i in range(len(chunks))] and len(chunks) > 1
     assert chunks[0].metadata == {"part": "x"} and chunks[0].text.startswith("Sentence number 0")
     assert kb.document_chunks("nope") == [] and kb.list_documents(after="\U0010ffff") == []
+    kb.add_documents([Document("blank", "   \n ")])  # held, but with no chunk: nothing to list or read
+    assert "blank" not in [d["doc_id"] for d in kb.list_documents(limit=100)] and kb.document_chunks("blank") == []
 
 
 def test_listing_and_reading_documents_keep_to_every_filter_and_to_a_view(tiny):

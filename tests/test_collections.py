@@ -380,8 +380,8 @@ def test_the_leak_check_finds_no_leak_and_would_find_one(pg_url, tmp_path):
                     OPERATOR, frozenset({"tenant0"}), "search")
         assert client.leaks and {leak["token"].split("-")[0] for leak in client.leaks} >= {"tenant1", "tenant2"}
         client.leaks.clear()  # and so is its MCP client
-        leak_check._mcp_every_way(client, {"key": OPERATOR, "allowed": frozenset({"tenant0"})}, "folder",
-                                  ["What is the vault code of project Falcon?"], ["tenant1"])
+        leak_check.mcp_every_way(client, {"key": OPERATOR, "allowed": frozenset({"tenant0"})}, "folder",
+                                 ["What is the vault code of project Falcon?"], ["tenant1"])
         assert {leak["what"] for leak in client.leaks} >= {"mcp search", "mcp ask", "mcp get_document"}
     finally:
         server.close()

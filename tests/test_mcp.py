@@ -173,6 +173,39 @@ def _innermost(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def test_over_http_a_page_of_another_origin_and_a_body_not_json_are_refused(served):
+    from http.client import HTTPConnection
+
+    port, _ = served
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}).encode()
+
+    def post(headers):
+        connection = HTTPConnection("127.0.0.1", port, timeout=60)
+        connection.request("POST", "/mcp/docs", body=body, headers={"Authorization": f"Bearer {OPERATOR}", **headers})
+        reply = connection.getresponse()
+        status, data = reply.status, json.loads(reply.read())
+        connection.close()
+        return status, data
+
+    status, data = post({"Content-Type": "application/json", "Origin": "http://evil.example"})
+    assert status == 403 and "a page from http://evil.example may not call /mcp" in data["error"]["message"]
+    assert data["jsonrpc"] == "2.0"  # a JSON-RPC error too, for an MCP client to show
+    status, data = post({"Content-Type": "text/plain"})  # what a page may post without asking first
+    assert status == 415 and "application/json" in data["error"]["message"]
+    status, data = post({"Content-Type": "application/json", "Origin": f"http://127.0.0.1:{port}"})
+    assert status == 200 and [t["name"] for t in data["result"]["tools"]][0] == "search"
+
+    async def cursor():
+        transport, client = http(port, "/mcp/docs", OPERATOR)
+        async with transport, client:
+            listed = await refused(client.call_tool("list_documents", {"after": "a\x00b"}))
+            return listed, await refused(client.list_resources(cursor="a\x00b"))
+
+    listed, resources = anyio.run(cursor)
+    assert "list_documents: after: String should match pattern" in listed
+    assert "the cursor is not one this server gave" in resources
+
+
 def test_over_http_ask_streams_progress_and_a_bad_argument_is_an_error(served):
     port, fake = served
     fake.chat.append(json.dumps({"answer": "2.3.1 修复了认证失败的问题。 [1]", "evidence_score": 0.9, "missing": []},
@@ -308,7 +341,18 @@ def test_no_call_runs_past_the_run_s_deadline(example_kb):
 
 
 def test_listing_an_unreachable_server_or_routing_to_a_tool_it_lacks_is_one_line():
+    import socket
+
     from agentic_rag import ConfigurationError
+
+    with socket.socket() as probe:  # a port nothing listens on; the URL carries a secret a message must not
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(ConfigurationError) as caught:
+        mcp_tools(McpServer(f"http://user:pw@127.0.0.1:{port}/mcp?token=s3cret", timeout_s=10))
+    said = str(caught.value)
+    assert said.startswith(f"cannot list the tools: MCP server 'http://127.0.0.1:{port}/mcp' failed: ")
+    assert "s3cret" not in said and "pw" not in said
 
     with pytest.raises(ConfigurationError, match=r"^cannot list the tools: MCP server .*sys.exit\(2\).* failed: "
                                                  r"MCPError: Connection closed$"):

@@ -99,6 +99,9 @@ def test_a_tool_with_a_json_schema_is_checked_by_it_and_describes_it_to_the_rout
     broken = ToolRegistry([Tool("odd", "a schema that is none", lambda: 1, schema={"type": "nothing"})])
     with pytest.raises(ToolError, match="odd's schema is not a JSON schema"):
         broken.call("odd", {})
+    nowhere = ToolRegistry([Tool("ref", "a $ref to nothing", lambda **a: 1, schema={"$ref": "#/$defs/none"})])
+    with pytest.raises(ToolError, match="ref's schema cannot be checked: "):
+        nowhere.call("ref", {"x": 1})
 
 
 def test_a_failing_argument_finder_is_recorded_and_the_tool_never_selected_again():

@@ -33,7 +33,7 @@ from ..kb import (
 )
 from ..kb.embedders import EmbeddingCache
 from ..kb.folder import segments
-from ..loop import Conversation, run_agentic_rag
+from ..loop import Conversation, Hook, run_agentic_rag
 from ..models import Model, OfflineModel
 from ..tools import OffTool, Tool
 from . import _parser
@@ -226,8 +226,10 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return 0
 
 
-def _asking(args: argparse.Namespace) -> tuple[Model, KnowledgeBaseBackend, list[Tool | OffTool], Config, dict]:
-    """What ask and chat run with: (model, knowledge base view, tools, config, model settings)."""
+def _asking(args: argparse.Namespace, scope: bool = False) -> tuple[Model, KnowledgeBaseBackend,
+                                                                     list[Tool | OffTool], Config, dict]:
+    """What ask, chat and mcp run with: (model, knowledge base view, tools, config, model settings);
+    with `scope`, --filters are the whole scope (term weights counted within them, as a key's)."""
     tools = ask_tools(args)  # first: a bad --db or --now fails before a model or knowledge base is opened
     settings = model_settings(args)
     model = make_model(settings)
@@ -237,7 +239,7 @@ def _asking(args: argparse.Namespace) -> tuple[Model, KnowledgeBaseBackend, list
     run = RunConfig(**{k: v for k, v in (("max_rounds", args.max_rounds), ("token_budget", args.budget))
                        if v is not None})
     config = Config.from_layers(index=kb.config.index, search=kb.config.search, run=run)
-    view = kb.restricted(args.filters) if args.filters else kb  # every search of the run keeps to them
+    view = kb.restricted(args.filters, scope=scope) if args.filters else kb  # every search keeps to them
     return model, view, tools, config, settings
 
 
@@ -359,10 +361,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from ..mcp import Hook, Served, require_sdk, serve_stdio
+    from ..mcp import Served, require_sdk, serve_stdio
 
     require_sdk("agentic-rag mcp")
-    model, view, tools, config, settings = _asking(args)
+    model, view, tools, config, settings = _asking(args, scope=True)
     from ..service import result_json  # the reply of ask --json; the rest of the service is not loaded
 
     def ask(question: str, filters: dict | None, on_step: Hook) -> dict:

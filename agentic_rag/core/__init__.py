@@ -21,6 +21,7 @@ from ._errors import RetrievalError as RetrievalError
 from ._errors import StorageError as StorageError
 from ._errors import ToolError as ToolError
 from ._errors import WriteConflict as WriteConflict
+from ._errors import first_problem as first_problem
 from ._evidence import Evidence as Evidence
 from ._evidence import cited_as as cited_as
 from ._evidence import new_evidence as new_evidence

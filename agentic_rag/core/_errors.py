@@ -1,4 +1,7 @@
 """The library's error tree: every error it raises on purpose is an AgenticRAGError."""
+from __future__ import annotations
+
+from typing import Any
 
 
 class AgenticRAGError(Exception):
@@ -63,3 +66,10 @@ class StorageError(AgenticRAGError):
     errno: int | None = None
     folder: str = ""
     cause: str = ""
+
+
+def first_problem(exc: Any, whole: str = "body") -> str:
+    """A pydantic ValidationError's first problem on one line, "where: what" (`whole` when it is about
+    the whole input rather than one field)."""
+    first = exc.errors()[0]
+    return f"{'.'.join(str(part) for part in first['loc']) or whole}: {first['msg']}"

@@ -1,7 +1,7 @@
 """A leak check of scoped keys over real HTTP: no reply, citation, search hit or stream chunk may hold
 the text or the ids of a scope the key may not read. Writes report.json (with `leaks`) and report.md.
 
-    pip install -e '.[serve,postgres]'
+    pip install -e '.[serve,postgres,mcp]'
     python -m agentic_rag.eval.leak_check --scopes 4 --docs 24 --questions 12 --out reports/leak-check
 
 Each scope (a tenant) gets documents tagged {"tenant": ...}, each holding a planted secret (a token
@@ -13,15 +13,17 @@ Every tenant has a key that reads and writes only its own documents, and one key
 with an "any of" filter. From every key, on both collections: questions about its own secrets,
 about another tenant's (naming it), near-duplicates naming no tenant, each through ask (cache on,
 twice, and off), ask streamed, search (three modes, and with a request filter naming another
-tenant), chat (whole and streamed) and a conversation's follow-up, while a writer adds documents
-with new secrets through the tenants' keys. A leak is a secret or a document id of a tenant the
-key may not read found anywhere in a reply's bytes. With --replica, the PostgreSQL collection's
-searches go to a streaming replica of its server (eval/_replica), started for the run; the report
-counts the transactions the replica served.
+tenant), chat (whole and streamed) and a conversation's follow-up, and through the MCP SDK's client
+on /mcp/NAME (unless --no-mcp: search, ask, list and read every document, ask for another tenant's
+by id), while a writer adds documents with new secrets through the tenants' keys. A leak is a secret
+or a document id of a tenant the key may not read found anywhere in a reply's bytes. With
+--replica, the PostgreSQL collection's searches go to a streaming replica of its server
+(eval/_replica), started for the run; the report counts the transactions the replica served.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import random
 import sys
@@ -32,11 +34,11 @@ from collections import Counter
 from collections.abc import Iterable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from ..kb import Document, KnowledgeBase, KnowledgeBaseBackend
 from ..models import OfflineModel
+from ._mcp_leaks import mcp_every_way
 from ._replica import StreamingReplica
 from ._report import write_report
 from .service_load import http_call
@@ -231,7 +233,7 @@ def _rounds(client: Client, keys: list[dict], collections: list[str], scopes: in
                 for question in asked:
                     _ask_every_way(client, key, where, question, others)
                 if mcp:
-                    _mcp_every_way(client, key, where, asked, others)
+                    mcp_every_way(client, key, where, asked, others)
     finally:
         stop.set()
         thread.join(30)
@@ -259,52 +261,6 @@ def _ask_every_way(client: Client, key: dict, where: str, question: str, others:
         conversation = json.loads(text)["agentic_rag"]["conversation_id"]
         client.call("POST", "/v1/chat/completions", {"model": where, "conversation_id": conversation, "messages": [
             {"role": "user", "content": "And what is its budget?"}]}, k, allowed, "chat follow-up")
-
-
-def _mcp_every_way(client: Client, key: dict, where: str, asked: list[str], others: list[str]) -> None:
-    """The key on the collection's MCP endpoint (/mcp/NAME) through the MCP SDK's own client: every
-    question searched three ways and asked; every document listed, read as a tool and as a resource;
-    and another tenant's documents asked for by id, as a tool and as a resource URI."""
-    import anyio
-    import httpx2
-    from mcp import Client as McpClient
-    from mcp.client.streamable_http import streamable_http_client
-
-    path, allowed = f"/mcp/{where}", key["allowed"]
-    foreign = [f"{other}-doc{j}" for other in others[:1] for j in range(2)]
-
-    async def each(what: str, call: Any) -> Any:
-        try:
-            result = await call
-        except Exception as exc:  # an MCP error: its message is a reply too
-            client.check(f"mcp {what}", path, "error", str(exc), allowed)
-            return None
-        client.check(f"mcp {what}", path, "ok", result.model_dump_json(), allowed)
-        return result
-
-    async def session() -> None:
-        headers = {"Authorization": f"Bearer {key['key']}"}
-        async with httpx2.AsyncClient(headers=headers, timeout=120) as http, McpClient(
-                streamable_http_client(f"http://127.0.0.1:{client.port}{path}", http_client=http), cache=None) as mcp:
-            for question in asked:
-                for mode in ("hybrid", "bm25", "vector"):
-                    await each("search", mcp.call_tool("search", {"query": question, "k": 10, "mode": mode}))
-                await each("ask", mcp.call_tool("ask", {"question": question}))
-            after, held = "", []
-            while (page := await each("list_documents", mcp.call_tool("list_documents", {"after": after}))) \
-                    and page.structured_content["documents"]:
-                held += [d["doc_id"] for d in page.structured_content["documents"]]
-                after = page.structured_content["next_after"]
-                if not after:
-                    break
-            for doc_id in held[:3] + foreign:
-                await each("get_document", mcp.call_tool("get_document", {"doc_id": doc_id}))
-            listed = await each("list_resources", mcp.list_resources())
-            uris = [r.uri for r in listed.resources[:3]] if listed else []
-            for uri in uris + [f"agentic-rag://{where}/documents/{doc_id}" for doc_id in foreign]:
-                await each("read_resource", mcp.read_resource(uri))
-
-    anyio.run(session)
 
 
 def _transactions(standby: StreamingReplica) -> int:
@@ -341,14 +297,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postgres-url", help="a PostgreSQL database to use (default: start one with pgserver)")
     parser.add_argument("--replica", action="store_true", help="search the PostgreSQL collection on a streaming "
                                                                 "replica of its server, started for the run")
+    parser.add_argument("--no-mcp", action="store_true", help="no MCP client (without the mcp extra)")
     parser.add_argument("--out", default="reports/leak-check")
     args = parser.parse_args(argv)
+    if not args.no_mcp and importlib.util.find_spec("mcp") is None:
+        parser.error("the MCP client needs the mcp extra: pip install 'agentic-rag[mcp]', or give --no-mcp")
     if args.scopes < 2:
         parser.error("--scopes: give at least 2, so that there is another scope to leak")
     backends = tuple(b for b in args.backends.split(",") if b)
     if not backends or set(backends) - {"embedded", "postgres"}:
         parser.error("--backends: embedded, postgres or embedded,postgres")
-    report = run(args.scopes, args.docs, args.questions, backends, args.postgres_url, replica=args.replica)
+    report = run(args.scopes, args.docs, args.questions, backends, args.postgres_url, replica=args.replica,
+                 mcp=not args.no_mcp)
     write_report(args.out, report, markdown(report))
     return 1 if report["leaks"] else 0
 

@@ -162,15 +162,7 @@ class Engine(ABC):
         "title", "source", "chunks"}, counting only the chunks every filter keeps (a document with
         none is left out). The next page starts after the last id."""
         checked = [check_filters(f) for f in filters if f]
-
-        def work(s: Snapshot) -> list[dict]:
-            listed = []
-            for doc_id in s.document_ids(after, max(limit, 0), checked):
-                chunks = s.document_chunks(doc_id, checked)
-                listed.append({"doc_id": doc_id, "title": chunks[0].title, "source": chunks[0].source,
-                               "chunks": len(chunks)})
-            return listed
-        return self.store.read(work)
+        return self.store.read(lambda s: s.document_page(after, max(limit, 0), checked))
 
     def document_chunks(self, doc_id: str, filters: Sequence[dict] = ()) -> list[Hit]:
         """A document's chunks in the order it was chunked, those every filter keeps ([] when it is not

@@ -27,8 +27,8 @@ from .indexes import (
     bm25_idf,
     chunk_fields,
     compile_filters,
+    document_page,
     kept_chunks,
-    kept_documents,
 )
 from .ingestion import Document
 
@@ -174,9 +174,9 @@ class MemorySnapshot(Snapshot):
         return [d for d in doc_ids if d in self._s.docs and (test is None or any(
             test(chunk_fields(chunk)) for row in self._s.docs[d]["rows"] if (chunk := self._s.chunks[row])))]
 
-    def document_ids(self, after: str, limit: int, filters: Sequence[dict]) -> list[str]:
+    def document_page(self, after: str, limit: int, filters: Sequence[dict]) -> list[dict]:
         """The held ones in code-point order with a chunk every filter keeps."""
-        return kept_documents(self._s.docs, self._s.chunks, after, limit, filters)
+        return document_page(self._s.docs, self._s.chunks, after, limit, filters)
 
     def document_chunks(self, doc_id: str, filters: Sequence[dict]) -> list[Hit]:
         """Its kept chunks, in row order."""

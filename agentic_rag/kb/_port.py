@@ -83,9 +83,10 @@ class Snapshot(ABC):
         those with a chunk the filters keep (`every_member`: a list value only when each member matches)."""
 
     @abstractmethod
-    def document_ids(self, after: str, limit: int, filters: Sequence[dict]) -> list[str]:
-        """Up to `limit` held document ids after `after` in code-point order, each with a chunk every
-        (checked) filter keeps."""
+    def document_page(self, after: str, limit: int, filters: Sequence[dict]) -> list[dict]:
+        """Up to `limit` held documents after `after` in code-point order of their ids, each with a
+        chunk every (checked) filter keeps: {"doc_id", "title", "source", "chunks"}, the title and
+        source of its first kept chunk and how many are kept."""
 
     @abstractmethod
     def document_chunks(self, doc_id: str, filters: Sequence[dict]) -> list[Hit]:

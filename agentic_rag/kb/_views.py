@@ -69,7 +69,8 @@ FORWARDED = {
     "bm25_scores": "the BM25 scores of chunk ids the caller names",
     "vector_scores": "the cosine similarities of chunk ids the caller names",
 }
-FILTERED = ("search", "graph_search", "pagerank_search", "held_documents", "term_weights", "restricted")
+FILTERED = ("search", "graph_search", "pagerank_search", "held_documents", "term_weights", "list_documents",
+            "document_chunks", "restricted")
 REFUSED = ("add_documents", "delete_documents", "save")  # writes: through the knowledge base itself
 OFFERED = (*FORWARDED, *FILTERED, *REFUSED, "close")
 

@@ -5,6 +5,7 @@ import the loop from here."""
 # for the package's other folders, not public API (the public names are in __all__)
 from ._conversation import FORMAT as FORMAT
 from ._conversation import Conversation
+from ._driver import Hook as Hook
 from ._driver import run_agentic_rag, stop_condition
 from ._endings import answer_notes
 from ._graph import GRAPH, Phase, TransitionError

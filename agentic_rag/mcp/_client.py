@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from ..core import RUN_DEADLINE, ConfigurationError, Evidence, ToolError
 from ..tools import Tool
@@ -41,6 +42,15 @@ class McpServer:
     def is_http(self) -> bool:
         """Whether it is reached over HTTP (else a command run over stdio)."""
         return self.target.startswith(("http://", "https://"))
+
+    @property
+    def label(self) -> str:
+        """How messages name it: the command, or the URL without what may be a secret (a user and
+        password, a query string); messages reach traces, which a service's replies carry."""
+        if not self.is_http:
+            return self.target
+        parts = urlsplit(self.target)
+        return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
     @asynccontextmanager
     async def connected(self) -> AsyncIterator[Any]:
@@ -145,7 +155,7 @@ def _call_sync(server: McpServer, work: Callable[[Any], Awaitable[T]]) -> T:
     deadline = RUN_DEADLINE.get()
     bound = server.timeout_s if deadline is None else min(server.timeout_s, deadline - time.monotonic())
     if bound <= 0:
-        raise ToolError(f"no time left in the run to call MCP server {server.target!r}")
+        raise ToolError(f"no time left in the run to call MCP server {server.label!r}")
     outcome: dict[str, Any] = {}
 
     def run() -> None:
@@ -171,15 +181,15 @@ def _call_sync(server: McpServer, work: Callable[[Any], Awaitable[T]]) -> T:
 def _failure(server: McpServer, exc: BaseException | None, bound: float) -> str:
     """One line on why a call to the server failed."""
     if exc is None or isinstance(exc, TimeoutError):
-        return f"MCP server {server.target!r} did not answer within {bound:.1f} s"
+        return f"MCP server {server.label!r} did not answer within {bound:.1f} s"
     while inner := getattr(exc, "exceptions", None):  # an exception group (anyio's task groups wrap what failed)
         exc = inner[0]
     if isinstance(exc, TimeoutError):
-        return f"MCP server {server.target!r} did not answer within {bound:.1f} s"
+        return f"MCP server {server.label!r} did not answer within {bound:.1f} s"
     if type(exc).__name__ == "ValidationError":  # pydantic's: the SDK could not read the reply
-        return f"MCP server {server.target!r} sent a reply that is not an MCP result ({str(exc).splitlines()[0]})"
-    message = str(exc).splitlines()[0] if str(exc) else ""
-    return f"MCP server {server.target!r} failed: {type(exc).__name__}{': ' + message[:300] if message else ''}"
+        return f"MCP server {server.label!r} sent a reply that is not an MCP result ({str(exc).splitlines()[0]})"
+    message = str(exc).splitlines()[0].replace(server.target, server.label) if str(exc) else ""
+    return f"MCP server {server.label!r} failed: {type(exc).__name__}{': ' + message[:300] if message else ''}"
 
 
 def _question_argument(schema: Mapping[str, Any]) -> Finder:

@@ -10,11 +10,14 @@ kernel, serve_one) from a WSGI worker thread, so that serve's keys, limits and a
 from __future__ import annotations
 
 import json
+import logging
 import queue
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from ..core import tracing
 
 if TYPE_CHECKING:
     import anyio
@@ -23,54 +26,81 @@ if TYPE_CHECKING:
     from mcp.shared.transport_context import TransportContext
     from mcp_types import JSONRPCRequest
 
+log = logging.getLogger("agentic_rag.mcp")
 Exchange = tuple[int, dict | bytes | Iterator[bytes], list[tuple[str, str]]]
 WAIT_S = 0.25   # how often a waiting reply looks whether its client is still there
 PING_S = 15.0   # a comment line this often on a quiet event stream, so no proxy times it out
 
 
-def exchange(server: Server, body: bytes, headers: Mapping[str, str], gone: Callable[[], bool]) -> Exchange:
-    """Answer one POST to the MCP endpoint: (status, JSON body or event stream, headers). `headers`
-    are the request's, by lower-case name; `gone()` says whether the client has disconnected."""
-    from mcp.server.connection import Connection
-    from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, InboundLadderRejection, classify_inbound_request
-    from mcp.shared.transport_context import TransportContext
-    from mcp_types import DEFAULT_NEGOTIATED_VERSION, INVALID_REQUEST, PARSE_ERROR, JSONRPCRequest
-    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+def exchange(server: Server, message: dict, headers: Mapping[str, str], gone: Callable[[], bool],
+             trace_context: Any = None) -> Exchange:
+    """Answer one POST to the MCP endpoint, its JSON body already read: (status, JSON body or event
+    stream, headers). `headers` are the request's, by lower-case name; `gone()` says whether the
+    client has disconnected (which cancels the request, and this returns once its work has ended);
+    `trace_context` is made current where the request is served (the request's span)."""
+    from mcp_types import INVALID_REQUEST, JSONRPCRequest
     from pydantic import ValidationError
 
-    try:
-        decoded = json.loads(body)
-    except (ValueError, RecursionError):
-        return 400, _error(None, PARSE_ERROR, "the body is not JSON"), []
-    if isinstance(decoded, dict) and "id" not in decoded:  # a notification: nothing here acts on one
+    if "id" not in message:  # a notification: nothing here acts on one
         return 202, b"", []
     try:
-        request = JSONRPCRequest.model_validate(decoded)
+        request = JSONRPCRequest.model_validate(message)
     except ValidationError:
         return 400, _error(None, INVALID_REQUEST, "send one JSON-RPC request object (no batch)"), []
-    version = headers.get("mcp-protocol-version")
-    modern = version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
-    if modern:
-        verdict = classify_inbound_request(decoded, headers=dict(headers))
-        if isinstance(verdict, InboundLadderRejection):
-            return ERROR_CODE_HTTP_STATUS.get(verdict.code, 400), \
-                _error(request.id, verdict.code, verdict.message, verdict.data), []
-        connection = Connection.from_envelope(verdict.protocol_version, verdict.client_info,
-                                              verdict.client_capabilities)
-    else:
-        connection = Connection.from_envelope(version or DEFAULT_NEGOTIATED_VERSION, None, None)
+    connection, refused = _connection(message, headers)
+    if refused is not None:
+        return refused
     streams = "text/event-stream" in headers.get("accept", "") or "*/*" in headers.get("accept", "")
-    context = _Context(TransportContext(kind="streamable-http", can_send_request=False, headers=dict(headers)),
-                       request.id, _progress_token(request.params) if streams else None)
-    threading.Thread(target=_serve, args=(server, request, connection, context), daemon=True).start()
+    context = _Context(_transport(headers), request.id, _progress_token(request.params) if streams else None)
+    worker = threading.Thread(target=_serve, args=(server, request, connection, context, trace_context), daemon=True)
+    worker.start()
     first = _next(context, gone)
-    if first is None:  # the client left before anything came: the request is cancelled, no one reads on
+    if first is None:  # the client left before anything came: the request is cancelled; its work ends first
+        worker.join()
         return 200, b"", []
-    kind, message = first
+    kind, reply = first
     if kind == "reply":  # an error's own status on the 2026 protocol; the older one sends every reply with 200
-        code = message.get("error", {}).get("code")
-        return ERROR_CODE_HTTP_STATUS.get(code, 200) if modern and code is not None else 200, message, []
-    return 200, _stream(message, context, gone), [("X-Accel-Buffering", "no")]
+        code = reply.get("error", {}).get("code")
+        return _status(code, headers) if code is not None else 200, reply, []
+    return 200, _stream(reply, context, gone, worker), [("X-Accel-Buffering", "no")]
+
+
+def _connection(message: dict, headers: Mapping[str, str]) -> tuple[Any, Exchange | None]:
+    """The SDK's Connection for the request's protocol era, or the refusal of a 2026 request whose
+    envelope the SDK's inbound ladder rejects."""
+    from mcp.server.connection import Connection
+    from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, InboundLadderRejection, classify_inbound_request
+    from mcp_types import DEFAULT_NEGOTIATED_VERSION
+
+    version = headers.get("mcp-protocol-version")
+    if not _modern(headers):  # the handshake era: every request served on its own, initialize too
+        return Connection.from_envelope(version or DEFAULT_NEGOTIATED_VERSION, None, None), None
+    verdict = classify_inbound_request(message, headers=dict(headers))
+    if isinstance(verdict, InboundLadderRejection):
+        return None, (ERROR_CODE_HTTP_STATUS.get(verdict.code, 400),
+                      _error(message.get("id"), verdict.code, verdict.message, verdict.data), [])
+    return Connection.from_envelope(verdict.protocol_version, verdict.client_info, verdict.client_capabilities), None
+
+
+def _modern(headers: Mapping[str, str]) -> bool:
+    """Whether the request speaks the 2026-07-28 protocol (a version header the handshake era has not)."""
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    version = headers.get("mcp-protocol-version")
+    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+def _status(code: int, headers: Mapping[str, str]) -> int:
+    """The HTTP status of an error reply: the 2026 protocol's table, 200 in the handshake era."""
+    from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
+
+    return ERROR_CODE_HTTP_STATUS.get(code, 200) if _modern(headers) else 200
+
+
+def _transport(headers: Mapping[str, str]) -> TransportContext:
+    from mcp.shared.transport_context import TransportContext
+
+    return TransportContext(kind="streamable-http", can_send_request=False, headers=dict(headers))
 
 
 @dataclass
@@ -110,9 +140,11 @@ class _Context:
             await self.notify("notifications/progress", {k: v for k, v in params.items() if v is not None})
 
 
-def _serve(server: Server, request: JSONRPCRequest, connection: Connection, context: _Context) -> None:
-    """Run the request through the SDK's kernel in an event loop of this thread; its reply (or an
-    internal error) goes onto `context.events`, unless the request was cancelled first."""
+def _serve(server: Server, request: JSONRPCRequest, connection: Connection, context: _Context,
+           trace_context: Any) -> None:
+    """Run the request through the SDK's kernel in an event loop of this thread; its reply goes onto
+    `context.events`: the result, the SDK's error, or an internal error however the loop ended,
+    unless the request was cancelled (no one reads on then)."""
     import anyio
     from mcp.server.runner import modern_error_data, serve_one
     from mcp_types import JSONRPCError, JSONRPCResponse
@@ -136,9 +168,11 @@ def _serve(server: Server, request: JSONRPCRequest, connection: Connection, cont
             group.cancel_scope.cancel()
 
     try:
-        anyio.run(answer)
-    except Exception as exc:  # never a reply that does not come: the worker would wait on it
-        context.events.put(("reply", _error(request.id, -32603, f"the server failed: {type(exc).__name__}")))
+        with tracing.attached(trace_context):
+            anyio.run(answer)
+    except BaseException as exc:  # noqa: B036 - never a reply that does not come: the worker would wait on it
+        log.error("an MCP request failed: %s: %s", type(exc).__name__, exc)
+        context.events.put(("reply", _error(request.id, -32603, "the server failed on this request")))
 
 
 def _next(context: _Context, gone: Callable[[], bool], quiet_s: float = float("inf")) -> tuple[str, dict] | None:
@@ -157,9 +191,9 @@ def _next(context: _Context, gone: Callable[[], bool], quiet_s: float = float("i
                 return "ping", {}
 
 
-def _stream(first: dict, context: _Context, gone: Callable[[], bool]) -> Iterator[bytes]:
+def _stream(first: dict, context: _Context, gone: Callable[[], bool], worker: threading.Thread) -> Iterator[bytes]:
     """The event stream: the first notification, the later ones, then the reply; a client that leaves
-    (or a server that stops sending) cancels the request."""
+    (or a server that stops sending) cancels the request, and the stream ends once its work has."""
     try:
         yield _event(first)
         while (item := _next(context, gone, PING_S)) is not None:
@@ -172,6 +206,7 @@ def _stream(first: dict, context: _Context, gone: Callable[[], bool]) -> Iterato
                 return
     finally:
         context.cancel.set()  # a reply already sent makes this a no-op; else the request stops
+        worker.join()  # so a client that leaves at once cannot start more work than there are workers
 
 
 def _event(message: dict) -> bytes:

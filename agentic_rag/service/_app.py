@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..core import AgenticRAGError, Config, ConfigurationError, RetrievalError, as_config
+from ..core import AgenticRAGError, Config, ConfigurationError, RetrievalError, as_config, first_problem
 from ..kb import KnowledgeBase, KnowledgeBaseBackend
 from ..models import Model
 from ..tools import OffTool, Tool
@@ -132,9 +132,7 @@ class Service:
         if isinstance(exc, ServiceError):
             return exc.status, error_body(exc.kind, str(exc)), exc.headers
         if isinstance(exc, ValidationError):
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "body"
-            return 400, error_body("invalid_request", f"{where}: {first['msg']}"), []
+            return 400, error_body("invalid_request", first_problem(exc)), []
         if isinstance(exc, tuple(DATABASE_FAILED)):
             log.error("request %s %s: %s", method, path, exc)
             status, kind, retry = next(reply for cls, reply in DATABASE_FAILED.items() if isinstance(exc, cls))

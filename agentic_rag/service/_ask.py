@@ -10,16 +10,15 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from ..core import Config, ConfigurationError, tracing
-from ..loop import new_state, run_agentic_rag
+from ..loop import Hook, new_state, run_agentic_rag
 from ._cache import cache_key
-from ._http import DATABASE_FAILED, Reply, ServiceError, log, read_body, read_json
+from ._http import DATABASE_FAILED, Reply, ServiceError, log, read_json
 from ._parts import Parts
 from ._reply import result_json
 from ._schemas import AskRequest, SearchRequest
 from ._served import scoped
 
 OnToken = Callable[[str], object]
-OnStep = Callable[[dict, Any], object]  # run_agentic_rag's on_step: (event, state) -> "stop" stops the run
 
 
 class Asking:
@@ -48,27 +47,38 @@ class Asking:
     def mcp(self, environ: dict) -> Reply:
         """POST /mcp: one MCP request (agentic_rag.mcp) answered from the knowledge base as it is now,
         every search and run within the caller's scope; a run takes one of the service's slots, as
-        /v1/ask does, and the client going away stops it."""
-        from ..mcp import Refused, Served, build_server, exchange, require_sdk
+        /v1/ask does, and the client going away stops it. A browser's request from another origin is
+        refused (403), as the MCP specification asks: a page elsewhere must not reach a local server."""
+        from ..mcp import Served, build_server, exchange, require_sdk
 
         try:
             require_sdk("/mcp")
         except ConfigurationError as exc:
             raise ServiceError(501, "not_implemented", str(exc)) from None
-        body, scope = read_body(environ, self.parts.limits.max_body_bytes), self.parts.access.scope_filter(environ)
-
-        def ask(question: str, filters: dict | None, on_step: OnStep) -> dict:
-            try:
-                request = AskRequest(question=question, filters=filters)
-                return self.finish(self.prepare(request, scope_filter=scope), on_step=on_step)
-            except ServiceError as exc:  # no free slot, a question too long, a failed run: said to the client
-                raise Refused(str(exc)) from None
-
-        served = Served(lambda: scoped(self.parts.served.current()[0], scope), ask, self.parts.access.name)
+        _same_origin(environ)
+        message, scope = read_json(environ, self.parts.limits.max_body_bytes), self.parts.access.scope_filter(environ)
+        served = Served(lambda: scoped(self.parts.served.current()[0], scope), self._mcp_ask(scope),
+                        self.parts.access.name, self.parts.served.public)
         headers = {name[5:].replace("_", "-").lower(): value for name, value in environ.items()
                    if name.startswith("HTTP_")}
-        headers["content-type"] = environ.get("CONTENT_TYPE", "")
-        return exchange(build_server(served), body, headers, environ.get("waitress.client_disconnected", bool))
+        return exchange(build_server(served), message, headers, environ.get("waitress.client_disconnected", bool),
+                        tracing.current_context())
+
+    def _mcp_ask(self, scope: dict) -> Callable[[str, dict | None, Hook], dict]:
+        """The MCP server's runs: prepared and finished as /v1/ask's. One that cannot start is Refused
+        (UNAVAILABLE when every slot is taken); one that failed is its reply with stop_reason error."""
+        from ..mcp import INVALID_PARAMS, UNAVAILABLE, Refused
+
+        def ask(question: str, filters: dict | None, on_step: Hook) -> dict:
+            try:
+                ready = self.prepare(AskRequest(question=question, filters=filters), scope_filter=scope)
+            except ServiceError as exc:
+                raise Refused(str(exc), UNAVAILABLE if exc.status in (429, 503) else INVALID_PARAMS) from None
+            try:
+                return self.finish(ready, on_step=on_step)
+            except ServiceError as exc:  # the run failed (the model, the database): said in an error result
+                return {"stop_reason": "error", "error": str(exc)}
+        return ask
 
     def settings(self, request: AskRequest) -> Config:
         """The service's settings with the request's run settings, each bounded by the service's own."""
@@ -111,7 +121,7 @@ class Asking:
                                                          f"answered; retry in a moment", [("Retry-After", "1")])
         return ready
 
-    def finish(self, ready: dict, on_token: OnToken | None = None, on_step: OnStep | None = None) -> dict:
+    def finish(self, ready: dict, on_token: OnToken | None = None, on_step: Hook | None = None) -> dict:
         """The run `prepare` made ready (its slot released at the end), or its cached reply: the fields
         of `ask --json` and the generation it answered from. A run that failed is a 502, unless the
         database failed it: 503 when its connection was lost, 500 when its role lacks a right."""
@@ -174,3 +184,15 @@ def streamed(work: Callable[[OnToken], dict], context: Any = None) -> queue.Queu
 
     threading.Thread(target=run, daemon=True).start()
     return items
+
+
+def _same_origin(environ: dict) -> None:
+    """403 for a request a browser sent from a page of another origin (its Origin header is not this
+    server's own address); a request with no Origin (an MCP client, not a browser) passes."""
+    origin = environ.get("HTTP_ORIGIN")
+    if origin is None:
+        return
+    host = environ.get("HTTP_HOST", "")
+    if origin.split("://", 1)[-1].rstrip("/") != host:
+        raise ServiceError(403, "forbidden", f"a page from {origin[:100]} may not call /mcp: only pages of "
+                                             f"this server's own origin may")

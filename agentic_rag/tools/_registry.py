@@ -205,3 +205,5 @@ def _check_schema(name: str, schema: Mapping[str, Any], arguments: dict) -> None
         raise ToolError(f"bad arguments for {name}: {where}: {exc.message[:200]}") from None
     except jsonschema.SchemaError as exc:
         raise ToolError(f"{name}'s schema is not a JSON schema: {exc.message[:200]}") from None
+    except Exception as exc:  # a schema that cannot be used (a $ref that resolves nowhere): the tool's fault
+        raise ToolError(f"{name}'s schema cannot be checked: {type(exc).__name__}: {str(exc)[:200]}") from None

@@ -9,7 +9,7 @@ import numpy as np
 
 from .._hit import Hit, chunk_hit
 from .._port import Fused, Neighbours, Ranked, Snapshot, Store
-from ..indexes import chunk_fields, compile_filters, filter_mask, holds_vector, kept_chunks, kept_documents
+from ..indexes import chunk_fields, compile_filters, document_page, filter_mask, holds_vector, kept_chunks
 
 if TYPE_CHECKING:
     from ._knowledge_base import KnowledgeBase
@@ -135,9 +135,9 @@ class IndexSnapshot(Snapshot):
         return [doc_id for doc_id in doc_ids if doc_id in self._docs and (test is None or any(
             test(chunk_fields(cast(dict, self._chunks[row]))) for row in self._docs[doc_id]["rows"]))]
 
-    def document_ids(self, after: str, limit: int, filters: Sequence[dict]) -> list[str]:
+    def document_page(self, after: str, limit: int, filters: Sequence[dict]) -> list[dict]:
         """The held ones in code-point order with a chunk every filter keeps."""
-        return kept_documents(self._docs, self._chunks, after, limit, filters)
+        return document_page(self._docs, self._chunks, after, limit, filters)
 
     def document_chunks(self, doc_id: str, filters: Sequence[dict]) -> list[Hit]:
         """Its kept chunks, in row order."""

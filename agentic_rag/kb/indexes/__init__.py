@@ -16,10 +16,10 @@ from ._filters import MAX_FILTER_VALUES as MAX_FILTER_VALUES
 from ._filters import check_filters as check_filters
 from ._filters import chunk_fields as chunk_fields
 from ._filters import compile_filters as compile_filters
+from ._filters import document_page as document_page
 from ._filters import filter_mask as filter_mask
 from ._filters import filter_values as filter_values
 from ._filters import kept_chunks as kept_chunks
-from ._filters import kept_documents as kept_documents
 from ._filters import matches as matches
 from ._fusion import FUSIONS as FUSIONS
 from ._fusion import reciprocal_rank_fusion as reciprocal_rank_fusion

@@ -149,19 +149,19 @@ def chunk_fields(chunk: dict) -> dict:
     return {**chunk["metadata"], "doc_id": chunk["doc_id"], "source": chunk["source"], "title": chunk["title"]}
 
 
-def kept_documents(docs: Mapping[str, dict], chunks: list[dict | None], after: str, limit: int,
-                   filters: Sequence[dict]) -> list[str]:
-    """Up to `limit` ids of `docs` (doc id -> {"rows": [...]}) after `after`, in code-point order,
-    each with a live chunk every filter keeps."""
-    tests = [compile_filters(f) for f in filters if f]
-    kept: list[str] = []
+def document_page(docs: Mapping[str, dict], chunks: list[dict | None], after: str, limit: int,
+                  filters: Sequence[dict]) -> list[dict]:
+    """Up to `limit` of `docs` (doc id -> {"rows": [...]}) after `after`, in code-point order, each with
+    a live chunk every filter keeps: {"doc_id", "title", "source", "chunks"} (the first kept chunk's
+    title and source, and how many are kept)."""
+    page: list[dict] = []
     for doc_id in sorted(d for d in docs if d > after):
-        if len(kept) == limit:
+        if len(page) == limit:
             break
-        if any((chunk := chunks[row]) is not None and all(test(chunk_fields(chunk)) for test in tests)
-               for row in docs[doc_id]["rows"]):
-            kept.append(doc_id)
-    return kept
+        if kept := kept_chunks(chunks, docs[doc_id]["rows"], filters):
+            page.append({"doc_id": doc_id, "title": kept[0]["title"], "source": kept[0]["source"],
+                         "chunks": len(kept)})
+    return page
 
 
 def kept_chunks(chunks: list[dict | None], rows: list[int], filters: Sequence[dict]) -> list[dict]:

@@ -133,12 +133,15 @@ class SqlSnapshot(Snapshot):
         held = {row[0] for row in self._db.execute(query, values).fetchall()}
         return [doc_id for doc_id in doc_ids if doc_id in held]
 
-    def document_ids(self, after: str, limit: int, filters: Sequence[dict]) -> list[str]:
-        """ar_documents' ids in code-point order, or those with a chunk the filters keep."""
+    def document_page(self, after: str, limit: int, filters: Sequence[dict]) -> list[dict]:
+        """One query over ar_chunks (a document with no chunk is not listed), grouped by document."""
         where, arguments = _where_all(filters)
-        query = (f"SELECT id FROM ar_documents WHERE id{_C} > %s ORDER BY id{_C} LIMIT %s" if not where else
-                 f"SELECT DISTINCT c.doc_id{_C} FROM ar_chunks c WHERE c.doc_id{_C} > %s{where} ORDER BY 1 LIMIT %s")
-        return [row[0] for row in self._db.execute(query, [after, *arguments, limit]).fetchall()]
+        return [{"doc_id": doc_id, "title": title, "source": source, "chunks": chunks}
+                for doc_id, title, source, chunks in self._db.execute(
+                    f"SELECT c.doc_id{_C}, (array_agg(c.title ORDER BY c.row))[1], "
+                    f"(array_agg(c.source ORDER BY c.row))[1], count(*) FROM ar_chunks c "
+                    f"WHERE c.doc_id{_C} > %s{where} GROUP BY 1 ORDER BY 1 LIMIT %s",
+                    [after, *arguments, limit]).fetchall()]
 
     def document_chunks(self, doc_id: str, filters: Sequence[dict]) -> list[Hit]:
         """The document's kept chunks, by row."""
