@@ -41,11 +41,11 @@ def test_the_pruned_top_k_ranks_as_the_exhaustive_sum_through_writes(pg_url, mon
     rng = np.random.default_rng(3)
     held: list[str] = []
     for step in range(3):
-        added = _documents(400, seed=step, repeat=1 + step)  # longer texts: the average length grows
+        added = _documents(250, seed=step, repeat=1 + step)  # longer texts: the average length grows
         for kb in (pg, embedded):
             kb.add_documents(added)
         held += [d.id for d in added]
-        gone = [str(i) for i in rng.choice(held, size=60, replace=False)]
+        gone = [str(i) for i in rng.choice(held, size=40, replace=False)]
         for kb in (pg, embedded):
             kb.delete_documents(gone)
         held = [i for i in held if i not in gone]
@@ -58,7 +58,7 @@ def test_the_pruned_top_k_ranks_as_the_exhaustive_sum_through_writes(pg_url, mon
                 assert pruned == _ranking(pg, query, k, mode, filters), (step, query, mode, k, filters)
                 if mode == "bm25":  # the embedded index ranks by the same formula
                     assert [i for i, _ in pruned] == [i for i, _ in _ranking(embedded, query, k, mode, filters)]
-    assert answered["pruned"] > 50 and answered["fell back"] > 0, answered
+    assert answered["pruned"] > 50 and answered["fell back"] > 0, answered  # both paths taken, often
 
 
 def test_a_query_of_no_known_token_ranks_as_the_embedded_knowledge_base(pg_url):

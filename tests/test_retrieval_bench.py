@@ -35,8 +35,8 @@ def test_bm25_agrees_with_bm25s_on_a_synthetic_corpus():
 def test_the_scale_report_measures_every_part_at_a_small_size(tmp_path):
     assert scale.texts(50) == scale.texts(50) and scale.queries("mid", 5) == scale.queries("mid", 5)
     assert any("\u4e00" <= ch <= "\u9fff" for ch in "".join(scale.texts(20)))  # CJK characters too
-    assert scale.main(["--sizes", "800", "--queries", "10", "--out", str(tmp_path)]) == 0
-    report = json.loads((tmp_path / "report.json").read_text())["sizes"]["800"]
+    assert scale.main(["--sizes", "500", "--queries", "10", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())["sizes"]["500"]
     assert report["vectors"]["hashing"]["recall10"] == 1.0      # the sparse index is exact
-    assert report["kb"]["chunks"] == 800 and report["kb"]["save"]["bytes_ratio"] < 0.2
-    assert "| 800 |" in (tmp_path / "report.md").read_text()
+    assert report["kb"]["chunks"] == 500 and report["kb"]["save"]["bytes_ratio"] < 0.2
+    assert "| 500 |" in (tmp_path / "report.md").read_text()
