@@ -66,7 +66,18 @@ from .kb import (
     tokenize,
     writer_lock,
 )
-from .loop import STOP_REASONS, AgentState, Conversation, Round, format_trace, new_state, run_agentic_rag
+from .loop import (
+    STOP_REASONS,
+    AgentState,
+    Conversation,
+    Round,
+    RunView,
+    format_trace,
+    new_state,
+    render_html,
+    run_agentic_rag,
+    show,
+)
 from .mcp import McpServer, mcp_tools
 from .models import (
     Endpoint,
@@ -135,7 +146,7 @@ __all__ = [
     "__version__",
     # running the agent
     "run_agentic_rag", "Conversation", "Config", "IndexConfig", "SearchConfig", "RunConfig", "new_state", "AgentState",
-    "STOP_REASONS", "format_trace", "cited_as", "Evidence", "new_evidence", "Round",
+    "STOP_REASONS", "format_trace", "show", "render_html", "RunView", "cited_as", "Evidence", "new_evidence", "Round",
     # knowledge bases
     "KnowledgeBase", "PostgresKnowledgeBase", "KnowledgeBaseBackend", "open_kb", "AddResult", "Hit", "Document",
     "LoadResult", "load_documents", "chunk_text", "tokenize",

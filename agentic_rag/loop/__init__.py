@@ -5,6 +5,7 @@ import the loop from here."""
 # for the package's other folders, not public API (the public names are in __all__)
 from ._conversation import FORMAT as FORMAT
 from ._conversation import Conversation
+from ._drawing import RunView, render_html, show
 from ._driver import Hook as Hook
 from ._driver import run_agentic_rag, stop_condition
 from ._endings import answer_notes
@@ -14,6 +15,6 @@ from ._patch import Event, Patch
 from ._run import Run
 from ._state import STATE_KEYS, STOP_REASONS, AgentState, Round, format_trace, new_state
 
-__all__ = ["run_agentic_rag", "Conversation", "new_state", "AgentState", "Round",
+__all__ = ["run_agentic_rag", "Conversation", "show", "render_html", "RunView", "new_state", "AgentState", "Round",
            "STOP_REASONS", "STATE_KEYS", "format_trace", "history_messages", "MAX_TURNS", "MAX_TOKENS", "answer_notes",
            "GRAPH", "Phase", "TransitionError", "Patch", "Event", "Run", "stop_condition"]
