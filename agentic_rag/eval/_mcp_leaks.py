@@ -10,9 +10,8 @@ def mcp_every_way(client: Any, key: dict, where: str, asked: list[str], others: 
     question searched three ways and asked; every document listed, read as a tool and as a resource;
     and another tenant's documents asked for by id, as a tool and as a resource URI."""
     import anyio
-    import httpx2
-    from mcp import Client as McpClient
-    from mcp.client.streamable_http import streamable_http_client
+
+    from ..mcp import McpServer
 
     path, allowed = f"/mcp/{where}", key["allowed"]
     foreign = [f"{other}-doc{j}" for other in others[:1] for j in range(2)]
@@ -27,9 +26,9 @@ def mcp_every_way(client: Any, key: dict, where: str, asked: list[str], others: 
         return result
 
     async def session() -> None:
-        headers = {"Authorization": f"Bearer {key['key']}"}
-        async with httpx2.AsyncClient(headers=headers, timeout=120) as http, McpClient(
-                streamable_http_client(f"http://127.0.0.1:{client.port}{path}", http_client=http), cache=None) as mcp:
+        server = McpServer(f"http://127.0.0.1:{client.port}{path}", headers={"Authorization": f"Bearer {key['key']}"},
+                           timeout_s=120)
+        async with server.connected() as mcp:
             for question in asked:
                 for mode in ("hybrid", "bm25", "vector"):
                     await each("search", mcp.call_tool("search", {"query": question, "k": 10, "mode": mode}))

@@ -80,10 +80,9 @@ def mcp_tools(server: str | McpServer, *, patterns: Mapping[str, Sequence[str]] 
     arguments `arguments[name](question, evidence)` finds (default: a lone string argument gets the
     question), as the shipped tools are. A tool without patterns is model-routed: the router asks
     the model about every question, and a hosted model reads its description and schema (the
-    offline model never picks one). `prefix`
-    goes before each name (two servers with a tool of one name); a result is cut to
-    `max_result_chars`. Listing the tools is bounded by the server's timeout; a server that cannot
-    be reached is a ConfigurationError naming it."""
+    offline model never picks one). `prefix` goes before each name (two servers with a tool of one
+    name); a result is cut to `max_result_chars`. Listing the tools is bounded by the server's
+    timeout; a server that cannot be reached is a ConfigurationError naming it."""
     require_sdk("mcp_tools")
     server = server if isinstance(server, McpServer) else McpServer(server)
     patterns, arguments = patterns or {}, arguments or {}
@@ -180,11 +179,9 @@ def _call_sync(server: McpServer, work: Callable[[Any], Awaitable[T]]) -> T:
 
 def _failure(server: McpServer, exc: BaseException | None, bound: float) -> str:
     """One line on why a call to the server failed."""
-    if exc is None or isinstance(exc, TimeoutError):
-        return f"MCP server {server.label!r} did not answer within {bound:.1f} s"
     while inner := getattr(exc, "exceptions", None):  # an exception group (anyio's task groups wrap what failed)
         exc = inner[0]
-    if isinstance(exc, TimeoutError):
+    if exc is None or isinstance(exc, TimeoutError):
         return f"MCP server {server.label!r} did not answer within {bound:.1f} s"
     if type(exc).__name__ == "ValidationError":  # pydantic's: the SDK could not read the reply
         return f"MCP server {server.label!r} sent a reply that is not an MCP result ({str(exc).splitlines()[0]})"

@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..core import ConfigurationError
+from ..core import SEARCH_MODES, ConfigurationError
 from ..kb import KnowledgeBaseBackend
 
 Reply = tuple[str, dict, bool]  # a tool's text, its structured content, and whether it is an error result
@@ -22,7 +22,7 @@ class _Arguments(BaseModel):
 class SearchArguments(_Arguments):
     query: str = Field(min_length=1, max_length=2_000, description="what to search for")
     k: int = Field(5, ge=1, le=50, description="how many hits")
-    mode: Literal["hybrid", "bm25", "vector"] = Field("hybrid", description="which retrievers")
+    mode: Literal[SEARCH_MODES] = Field("hybrid", description="which retrievers")  # type: ignore[valid-type]
     filters: dict[str, Any] | None = Field(None, description='metadata filters, e.g. {"type": "manual"}')
 
 

@@ -111,8 +111,6 @@ class Service:
             status, body, headers = handler(environ)
         except Exception as exc:  # every failure is a JSON reply (see _failed), never a traceback
             status, body, headers = self._failed(exc, method, path)
-            if isinstance(body, dict) and "error" in body:  # at the MCP endpoint, a JSON-RPC error too
-                body = error_body(body["error"]["type"], body["error"]["message"], self._sent_path(environ))
         labels = (endpoint, str(status))
         self.metrics.requests.labels(*labels).inc()
         if isinstance(body, Iterator):  # a stream: latency counts until its last byte
@@ -127,23 +125,24 @@ class Service:
     def _failed(self, exc: Exception, method: str, path: str) -> Reply:
         """The reply to a request that raised `exc`: its own status for a ServiceError, 400 for bad
         input, the database's status when it failed, else a 500 whose message shows no server path
-        (never a traceback to the client: that is logged here)."""
+        (never a traceback to the client: that is logged here). At the MCP endpoint the body is a
+        JSON-RPC error as well (error_body)."""
         public = self.parts.served.public
         if isinstance(exc, ServiceError):
-            return exc.status, error_body(exc.kind, str(exc)), exc.headers
+            return exc.status, error_body(exc.kind, str(exc), path), exc.headers
         if isinstance(exc, ValidationError):
-            return 400, error_body("invalid_request", first_problem(exc)), []
+            return 400, error_body("invalid_request", first_problem(exc), path), []
         if isinstance(exc, tuple(DATABASE_FAILED)):
             log.error("request %s %s: %s", method, path, exc)
             status, kind, retry = next(reply for cls, reply in DATABASE_FAILED.items() if isinstance(exc, cls))
-            return status, error_body(kind, public(str(exc))), list(retry)
+            return status, error_body(kind, public(str(exc)), path), list(retry)
         if isinstance(exc, (ConfigurationError, RetrievalError)):  # bad input, or nothing to search (an empty base)
-            return 400, error_body("invalid_request", public(str(exc))), []
+            return 400, error_body("invalid_request", public(str(exc)), path), []
         if isinstance(exc, AgenticRAGError):
             log.error("request %s %s failed: %s", method, path, exc)
-            return 500, error_body("internal_error", public(str(exc))), []
+            return 500, error_body("internal_error", public(str(exc)), path), []
         log.error("request %s %s failed", method, path, exc_info=exc)
-        return 500, error_body("internal_error", "the server failed on this request; see its log"), []
+        return 500, error_body("internal_error", "the server failed on this request; see its log", path), []
 
     def _timed(self, stream: Iterator[bytes], labels: tuple[str, str], started: float) -> Iterator[bytes]:
         try:
